@@ -1,0 +1,1 @@
+//! audit (in progress)

@@ -1,0 +1,1 @@
+//! confine (in progress)

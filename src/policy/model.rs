@@ -1,0 +1,275 @@
+//! The validated policy model and the request/verdict types that `decide` works on.
+//!
+//! Everything downstream of profile parsing (confine, supervisor, audit) sees only these types:
+//! raw TOML never leaves `policy/`. A `Policy` is immutable once built.
+
+use std::ffi::OsString;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use globset::GlobSet;
+
+/// The values that `{workspace}`, `{home}`, `{tmp}` and `{state}` expand to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vars {
+    pub workspace: PathBuf,
+    /// `None` when the user has no home (the `ci` profile may also choose to ignore it).
+    pub home: Option<PathBuf>,
+    pub tmp: PathBuf,
+    pub state: PathBuf,
+}
+
+/// Whether the kernel boundary is applied at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Landlock + static seccomp filter + judged calls (the normal case).
+    Enforce,
+    /// No Landlock, no deny list: every judged call is allowed and recorded (`observe` profile).
+    Observe,
+}
+
+/// The filesystem part of a policy, with variables expanded and paths absolute and normalised.
+#[derive(Debug, Clone)]
+pub struct FsPolicy {
+    /// Landlock read + execute roots.
+    pub read: Vec<PathBuf>,
+    /// Landlock write roots (they are readable too).
+    pub write: Vec<PathBuf>,
+    /// Glob patterns (absolute, expanded) whose existing entries may not be mutated.
+    pub protect: Vec<String>,
+    /// Compiled form of `protect`.
+    pub protect_set: GlobSet,
+    /// The literal directory prefixes of the `protect` patterns (e.g. `/ws/.git/hooks` for
+    /// `/ws/.git/hooks/**`): deleting or renaming one of these, or an ancestor, is refused too.
+    pub protect_anchors: Vec<PathBuf>,
+}
+
+/// One entry of `net.connect`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetTarget {
+    /// An IP network (a single address is a /32 or /128), with an optional port.
+    Cidr { addr: IpAddr, prefix: u8, port: Option<u16> },
+    /// Any address, one port (`*:443`).
+    AnyHost { port: u16 },
+    /// A host name resolved when the run starts (`crates.io:443`); `addrs` is filled in by the
+    /// caller before the run (policy does no network I/O); unresolved names match nothing.
+    Host { name: String, port: Option<u16>, addrs: Vec<IpAddr> },
+    /// A unix socket path glob (absolute, expanded).
+    UnixPath(String),
+    /// An abstract unix socket name glob, written `@name` in profiles (without the `@` here).
+    Abstract(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct NetPolicy {
+    pub connect: Vec<NetTarget>,
+    /// TCP ports that may be bound; `None` means any port.
+    pub bind: Option<Vec<u16>>,
+    /// Add the nameservers of /etc/resolv.conf (port 53) to `connect` at run start.
+    pub dns: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnDeny {
+    /// Just fail the call with its errno.
+    Errno,
+    /// Kill the offending command's subtree and restore the checkpoint taken when it started.
+    Rollback,
+    /// End the whole run and restore the run's start.
+    Kill,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFailure {
+    Keep,
+    Rollback,
+}
+
+#[derive(Debug, Clone)]
+pub struct TransactionPolicy {
+    pub on_deny: OnDeny,
+    pub on_failure: OnFailure,
+    /// Globs relative to the workspace that are not journaled.
+    pub exclude: Vec<String>,
+    /// Files larger than this are not copied as pre-images.
+    pub max_preimage_bytes: u64,
+}
+
+/// Environment sanitisation: a variable passes if it matches `keep` and not `drop`; then `set`
+/// is applied.
+#[derive(Debug, Clone)]
+pub struct EnvPolicy {
+    pub keep: Vec<String>,
+    pub drop: Vec<String>,
+    pub set: Vec<(String, String)>,
+}
+
+/// The kind of judged operation; the profile's `when` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    Exec,
+    Delete,
+    Rename,
+    Write,
+    Create,
+    Link,
+    Chmod,
+    Connect,
+}
+
+impl Op {
+    pub const ALL: [Op; 8] = [
+        Op::Exec,
+        Op::Delete,
+        Op::Rename,
+        Op::Write,
+        Op::Create,
+        Op::Link,
+        Op::Chmod,
+        Op::Connect,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Exec => "exec",
+            Op::Delete => "delete",
+            Op::Rename => "rename",
+            Op::Write => "write",
+            Op::Create => "create",
+            Op::Link => "link",
+            Op::Chmod => "chmod",
+            Op::Connect => "connect",
+        }
+    }
+
+    /// Operations that mutate the filesystem (judged against write roots and `protect`).
+    pub fn is_fs_mutation(self) -> bool {
+        !matches!(self, Op::Exec | Op::Connect)
+    }
+}
+
+/// What a rule (or the built-in defaults) decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Allow,
+    Deny,
+    /// Allowed, but a checkpoint is taken first (the journal gives it its effect).
+    Risky,
+    /// Denied, and the whole run is ended.
+    Kill,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Deny => "deny",
+            Action::Risky => "risky",
+            Action::Kill => "kill",
+        }
+    }
+}
+
+/// One `[[rule]]`, validated and compiled.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub id: String,
+    pub when: Vec<Op>,
+    /// Absolute path globs (expanded); the rule matches if any path of the request matches.
+    /// Empty: no path condition.
+    pub path: Vec<String>,
+    pub path_set: Option<GlobSet>,
+    /// argv patterns: one glob per argument, `**` matches any number of arguments. Elements that
+    /// begin with `/` after expansion are matched against the argument normalised as a path
+    /// relative to the caller's cwd. Empty: no argv condition.
+    pub argv: Vec<String>,
+    /// Connect targets; empty: no address condition.
+    pub addr: Vec<NetTarget>,
+    pub action: Action,
+    /// errno returned on deny/kill (EPERM unless the rule says otherwise).
+    pub errno: i32,
+    pub reason: Option<String>,
+}
+
+/// A fully resolved, validated profile.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    /// The chain of profiles this was built from, most derived first (names or file paths).
+    pub sources: Vec<String>,
+    /// sha256 (hex) over the source texts of the chain; identifies the policy in the audit log.
+    pub digest: String,
+    pub mode: Mode,
+    pub fs: FsPolicy,
+    pub net: NetPolicy,
+    pub transaction: TransactionPolicy,
+    pub env: EnvPolicy,
+    pub rules: Vec<Rule>,
+    pub vars: Vars,
+}
+
+/// A decoded network address of a connect call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetAddr {
+    Inet(std::net::SocketAddr),
+    Unix(PathBuf),
+    Abstract(Vec<u8>),
+    /// AF_UNSPEC (disconnects a datagram socket) or an unnamed unix address.
+    Unspecified,
+    /// Another address family (netlink, packet, ...), by number.
+    Other(u16),
+}
+
+/// One judged call, decoded by the supervisor.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub op: Op,
+    /// The target, absolute and normalised as the caller sees it (for rename/link: the source).
+    pub path: Option<&'a Path>,
+    /// The second path of rename/link/symlink (the new name).
+    pub path2: Option<&'a Path>,
+    /// True when the target (or an ancestor of it) was created by this run: `protect` guards
+    /// what existed before the run, not what the run made itself.
+    pub fresh: bool,
+    /// exec: the argument vector as the caller passed it.
+    pub argv: &'a [OsString],
+    /// exec: the resolved executable.
+    pub exe: Option<&'a Path>,
+    /// The caller's working directory (argv path arguments are resolved against it).
+    pub cwd: Option<&'a Path>,
+    /// connect: the decoded address.
+    pub addr: Option<&'a NetAddr>,
+}
+
+impl<'a> Request<'a> {
+    /// A request with only the operation set; fill in the rest with struct update syntax.
+    pub fn new(op: Op) -> Self {
+        Request {
+            op,
+            path: None,
+            path2: None,
+            fresh: false,
+            argv: &[],
+            exe: None,
+            cwd: None,
+            addr: None,
+        }
+    }
+}
+
+/// The answer for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub action: Action,
+    /// errno to return for deny/kill; 0 for allow/risky.
+    pub errno: i32,
+    /// The rule that decided: a profile rule id, or a built-in one (`fs.write-roots`,
+    /// `fs.protect`, `net.connect`, `default`, `observe`).
+    pub rule: String,
+    pub reason: Option<String>,
+}
