@@ -1,1 +1,108 @@
-//! cli (in progress)
+//! Command-line interface: clap definitions here, one file per subcommand.
+//!
+//! Every subcommand returns the process exit status or a [`CliError`], which `main` prints
+//! (with its source chain and hint) and maps to status 125.
+
+mod doctor;
+mod exec;
+mod log;
+mod profile;
+mod runs;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub use exec::ExecArgs;
+
+/// guard: run commands and AI agents in a transactional, audited sandbox.
+#[derive(Debug, Parser)]
+#[command(name = "guard", version, about, long_about = None)]
+pub struct Cli {
+    /// Diagnostic output on stderr: error, warn, info, debug, trace.
+    #[arg(long, global = true, env = "GUARD_LOG", default_value = "warn")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run CMD under a profile: Landlock, seccomp, judged calls, audit log.
+    Exec(ExecArgs),
+    /// List recorded runs, newest first.
+    Runs,
+    /// Show a run's audit log (the newest run by default).
+    Log(log::LogArgs),
+    /// List, show or check profiles.
+    Profile {
+        #[command(subcommand)]
+        command: profile::ProfileCommand,
+    },
+    /// How a profile judges an exec, without running anything.
+    Explain {
+        /// Profiles to apply, in order (built-in name or file).
+        #[arg(short, long = "profile")]
+        profile: Vec<String>,
+        /// The workspace to assume (default: the current directory).
+        #[arg(short, long)]
+        workspace: Option<PathBuf>,
+        /// The command line to judge.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+    /// Kernel features, what guard enforces here and what it degrades.
+    Doctor {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Exec(#[from] exec::ExecError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error(transparent)]
+    State(#[from] crate::journal::StateError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write to stdout")]
+    Stdout(#[source] std::io::Error),
+}
+
+/// Run the parsed command line; returns the exit status.
+pub fn run(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Command::Exec(args) => exec::run(args),
+        Command::Runs => runs::run(),
+        Command::Log(args) => log::run(args),
+        Command::Profile { command } => profile::run(command),
+        Command::Explain {
+            profile,
+            workspace,
+            command,
+        } => profile::explain(&profile, workspace, &command),
+        Command::Doctor { json } => doctor::run(json),
+    }
+}
+
+/// The variables profiles expand, for commands that do not start a run.
+pub(crate) fn preview_vars(workspace: Option<PathBuf>) -> Result<crate::policy::Vars, CliError> {
+    let workspace = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().map_err(|e| CliError::Usage(format!("cannot read the current directory: {e}")))?,
+    };
+    let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
+    Ok(crate::policy::Vars {
+        workspace,
+        home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        tmp: std::env::temp_dir().join("guard-RUN"),
+        state: crate::journal::state_dir()?,
+    })
+}

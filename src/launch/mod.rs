@@ -1,1 +1,143 @@
-//! launch (in progress)
+//! Starting the confined command and looking after its process tree.
+//!
+//! The launch sequence is written out step by step in `docs/launch.md`; [`spawn`] and the child
+//! side in `child.rs` follow it in the same order. The parent is single-threaded when it forks,
+//! so the child may allocate, but it does as little as it can before `execve`.
+
+mod child;
+mod command;
+mod env;
+mod signals;
+mod tree;
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+pub use command::{resolve_program, CommandError};
+pub use env::sanitize_env;
+pub use signals::{SignalEvent, Signals};
+pub use tree::{kill_descendants, kill_tree, reap, Reaped};
+
+use crate::sys;
+
+/// Exit status when guard itself fails (usage, setup): nothing of the command ran.
+pub const EXIT_GUARD_ERROR: i32 = 125;
+/// Exit status when the command could not be executed (as the shells use it).
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// Exit status when the command was not found (as the shells use it).
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit status when the run was stopped by policy (a `kill` rule, or `on-deny = "kill"`).
+pub const EXIT_POLICY_STOP: i32 = 120;
+
+/// Everything the child needs, prepared in the parent before the fork so the child only makes
+/// system calls.
+pub struct LaunchSpec {
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    /// The seccomp program (already built and checked).
+    pub filter: Vec<libc::sock_filter>,
+    /// The Landlock ruleset to enforce, `None` in observe mode or without Landlock.
+    pub landlock: Option<landlock::RulesetCreated>,
+    /// Drop every capability in the child (always, unless the profile keeps them).
+    pub drop_caps: bool,
+}
+
+/// A started child whose listener has reached the parent.
+#[derive(Debug)]
+pub struct Spawned {
+    pub pid: libc::pid_t,
+    pub pidfd: OwnedFd,
+    pub listener: OwnedFd,
+    status: OwnedFd,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot set up the launch channel")]
+    Channel(#[source] io::Error),
+    #[error("cannot fork")]
+    Fork(#[source] io::Error),
+    #[error("the sandbox could not be set up in the child: {stage} failed")]
+    Child {
+        stage: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the child exited before handing over its seccomp listener")]
+    ChildVanished,
+    #[error("cannot open a pidfd for the child {pid}")]
+    Pidfd {
+        pid: libc::pid_t,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Why `execve` of the command failed in the child.
+#[derive(Debug)]
+pub struct ExecFailed(pub io::Error);
+
+/// Fork the child, confine it, and receive its listener fd.
+///
+/// Must be called while the process is single-threaded, with the signals of [`Signals`]
+/// already blocked (the child unblocks them).
+pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
+    let (parent_sock, child_sock) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| LaunchError::Channel(e.into()))?;
+    let parent_pid = std::process::id();
+    match sys::process::fork().map_err(LaunchError::Fork)? {
+        sys::process::Forked::Child => {
+            drop(parent_sock);
+            child::run(spec, child_sock, parent_pid)
+        }
+        sys::process::Forked::Parent { child } => {
+            drop(child_sock);
+            drop(spec);
+            let listener = match child::receive_listener(parent_sock.as_fd()) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    // The child is exiting on its own; reap it so no zombie is left.
+                    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+                    return Err(e);
+                }
+            };
+            let pidfd = sys::process::pidfd_open(child)
+                .map_err(|source| LaunchError::Pidfd { pid: child, source })?;
+            Ok(Spawned {
+                pid: child,
+                pidfd,
+                listener,
+                status: parent_sock,
+            })
+        }
+    }
+}
+
+impl Spawned {
+    /// Wait until the child's `execve` either succeeded (the close-on-exec channel reads EOF)
+    /// or failed. The supervisor must already be answering notifications, since the child's
+    /// own `execve` is a judged call.
+    pub fn wait_exec(&self) -> Result<(), ExecFailed> {
+        child::wait_exec(self.status.as_fd()).map_err(ExecFailed)
+    }
+
+    pub fn status_fd(&self) -> i32 {
+        self.status.as_raw_fd()
+    }
+}
+
+/// Paths the launcher reports about, for messages.
+pub fn display_program(p: &CString) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(p.as_bytes()))
+}

@@ -1,1 +1,339 @@
-//! supervisor (in progress)
+//! The supervisor: one thread that receives every trapped call from the listener, decodes it,
+//! asks the policy, answers the kernel, and records the decision.
+//!
+//! Per notification: recv -> decode (read the caller's memory, resolve paths) -> check the
+//! notification id is still valid -> `decide` -> respond -> audit. Any failure to read or decode
+//! is a deny (fail closed). The thread ends when no process holds the filter any more (the
+//! listener reports POLLHUP) or when the main thread asks it to stop.
+
+mod decode;
+mod memory;
+pub mod resolve;
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::audit::{self, AuditHandle};
+use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
+use crate::sys::Listener;
+
+pub use decode::{decode_sockaddr, syscall_name};
+
+/// State the supervisor shares with the main thread.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Set when policy ended the run (a `kill` rule or `on-deny = "kill"`).
+    pub policy_stop: AtomicBool,
+}
+
+/// What the supervisor saw, handed back when its thread ends.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub judged: u64,
+    pub recv_errors: u64,
+    /// The first denials (at most 50), for the run summary.
+    pub denied: Vec<audit::DeniedEntry>,
+}
+
+pub struct Supervisor {
+    listener: Listener,
+    policy: Arc<Policy>,
+    audit: AuditHandle,
+    shared: Arc<Shared>,
+    stop: OwnedFd,
+    /// Entries this run created that `protect` patterns care about (see `Request::fresh`).
+    created: HashSet<PathBuf>,
+    seq: u64,
+    report: Report,
+}
+
+impl Supervisor {
+    pub fn new(
+        listener: Listener,
+        policy: Arc<Policy>,
+        audit: AuditHandle,
+        shared: Arc<Shared>,
+        stop: OwnedFd,
+    ) -> Self {
+        Supervisor {
+            listener,
+            policy,
+            audit,
+            shared,
+            stop,
+            created: HashSet::new(),
+            seq: 0,
+            report: Report::default(),
+        }
+    }
+
+    /// Run the loop on a new thread.
+    pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
+        std::thread::Builder::new()
+            .name("guard-supervisor".into())
+            .spawn(move || self.run())
+    }
+
+    fn run(mut self) -> Report {
+        loop {
+            let (ready, hup, stop) = {
+                let mut fds = [
+                    PollFd::new(self.listener.fd(), PollFlags::POLLIN),
+                    PollFd::new(self.stop.as_fd(), PollFlags::POLLIN),
+                ];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        tracing::error!("supervisor poll failed: {e}");
+                        break;
+                    }
+                }
+                let l = fds[0].revents().unwrap_or(PollFlags::empty());
+                let s = fds[1].revents().unwrap_or(PollFlags::empty());
+                (
+                    l.contains(PollFlags::POLLIN),
+                    l.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+                    !s.is_empty(),
+                )
+            };
+            if ready {
+                self.receive_one();
+                continue;
+            }
+            if hup || stop {
+                break;
+            }
+        }
+        self.report
+    }
+
+    fn receive_one(&mut self) {
+        let n = match self.listener.recv() {
+            Ok(n) => n,
+            // The caller died or was interrupted before we read it.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => return,
+            Err(e) => {
+                self.report.recv_errors += 1;
+                tracing::warn!("seccomp notification receive failed: {e}");
+                return;
+            }
+        };
+        let start = Instant::now();
+        self.report.judged += 1;
+        let decoded = decode::decode(&n);
+        // Everything read from /proc and the caller's memory is only trusted if the caller is
+        // still the same task, waiting in the same call.
+        if !self.listener.id_valid(n.id) {
+            return;
+        }
+        let d = match decoded {
+            Ok(decode::Decision::Pass) => {
+                self.respond(n.id, None);
+                return;
+            }
+            Ok(decode::Decision::Judge(d)) => d,
+            Err(e) => {
+                let verdict = Verdict {
+                    action: Action::Deny,
+                    errno: e.errno,
+                    rule: "decode".into(),
+                    reason: Some(e.what),
+                };
+                self.respond(n.id, Some(verdict.errno));
+                let record = Record::from_failure(&n, e.syscall, &verdict);
+                self.record(record, start);
+                return;
+            }
+        };
+        let fresh = self.is_fresh(&d);
+        let req = Request {
+            op: d.op,
+            path: d.path.as_deref(),
+            path2: d.path2.as_deref(),
+            fresh,
+            argv: &d.argv,
+            exe: d.exe.as_deref(),
+            cwd: d.cwd.as_deref(),
+            addr: d.addr.as_ref(),
+        };
+        let mut verdict = policy::decide(&self.policy, &req);
+        if verdict.action == Action::Deny && self.policy.transaction.on_deny == OnDeny::Kill {
+            verdict.action = Action::Kill;
+        }
+        match verdict.action {
+            Action::Allow | Action::Risky => {
+                if let Some(c) = &d.creates {
+                    if self.policy.is_protect_relevant(c) {
+                        self.created.insert(c.clone());
+                    }
+                }
+                self.respond(n.id, None);
+            }
+            Action::Deny => self.respond(n.id, Some(verdict.errno)),
+            Action::Kill => {
+                self.respond(n.id, Some(verdict.errno));
+                self.shared.policy_stop.store(true, Ordering::SeqCst);
+                crate::launch::kill_descendants();
+            }
+        }
+        let record = Record::from_decoded(&n, &d, &verdict);
+        self.record(record, start);
+    }
+
+    /// True when the target of `d` (or an ancestor of it) was created by this run.
+    fn is_fresh(&self, d: &decode::Decoded) -> bool {
+        if self.created.is_empty() {
+            return false;
+        }
+        let under_created = |p: &Path| p.ancestors().any(|a| self.created.contains(a));
+        let targets = [d.path.as_deref(), d.path2.as_deref()];
+        let mut any = false;
+        for p in targets.into_iter().flatten() {
+            if !under_created(p) {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// Answer the kernel: `None` lets the call run, `Some(errno)` fails it.
+    fn respond(&self, id: u64, errno: Option<i32>) {
+        let r = match errno {
+            None => self.listener.respond(id, 0, 0, true),
+            Some(e) => self.listener.respond(id, 0, -e, false),
+        };
+        if let Err(e) = r {
+            // ENOENT: the caller went away meanwhile; nothing to answer.
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                tracing::warn!("cannot answer seccomp notification {id}: {e}");
+            }
+        }
+    }
+
+    fn record(&mut self, r: Record, start: Instant) {
+        self.seq += 1;
+        let latency_us = start.elapsed().as_micros() as u64;
+        let event = r.into_event(self.seq, latency_us);
+        if event.verdict != "allow" && event.verdict != "risky" && self.report.denied.len() < 50 {
+            self.report.denied.push(audit::DeniedEntry::from(&event));
+        }
+        self.audit.decision(event);
+    }
+}
+
+/// The facts of one decision, before they become an audit event.
+struct Record {
+    pid: u32,
+    syscall: &'static str,
+    op: Option<&'static str>,
+    path: Option<PathBuf>,
+    path2: Option<PathBuf>,
+    argv: Option<Vec<std::ffi::OsString>>,
+    exe: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    addr: Option<String>,
+    verdict: Verdict,
+}
+
+impl Record {
+    fn from_failure(n: &crate::sys::Notif, syscall: &'static str, v: &Verdict) -> Self {
+        Record {
+            pid: n.pid,
+            syscall,
+            op: None,
+            path: None,
+            path2: None,
+            argv: None,
+            exe: None,
+            cwd: None,
+            addr: None,
+            verdict: v.clone(),
+        }
+    }
+
+    fn from_decoded(n: &crate::sys::Notif, d: &decode::Decoded, v: &Verdict) -> Self {
+        Record {
+            pid: n.pid,
+            syscall: d.syscall,
+            op: Some(d.op.as_str()),
+            path: d.path.clone(),
+            path2: d.path2.clone(),
+            argv: (!d.argv.is_empty()).then(|| d.argv.clone()),
+            exe: d.exe.clone(),
+            cwd: d.cwd.clone(),
+            addr: d.addr.as_ref().map(format_addr),
+            verdict: v.clone(),
+        }
+    }
+
+    fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default();
+        let exe = self
+            .exe
+            .or_else(|| std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok());
+        audit::Decision {
+            seq,
+            pid: self.pid,
+            comm,
+            exe: exe.map(Into::into),
+            syscall: self.syscall.to_string(),
+            op: self.op.map(str::to_string),
+            path: self.path.map(Into::into),
+            path2: self.path2.map(Into::into),
+            argv: self.argv.map(|a| a.into_iter().map(Into::into).collect()),
+            addr: self.addr,
+            cwd: self.cwd.map(Into::into),
+            verdict: self.verdict.action.as_str().to_string(),
+            errno: (self.verdict.errno != 0).then(|| errno_name(self.verdict.errno).to_string()),
+            rule: self.verdict.rule,
+            reason: self.verdict.reason,
+            latency_us,
+        }
+    }
+}
+
+fn format_addr(a: &policy::NetAddr) -> String {
+    use policy::NetAddr;
+    match a {
+        NetAddr::Inet(s) => s.to_string(),
+        NetAddr::Unix(p) => p.display().to_string(),
+        NetAddr::Abstract(n) => format!("@{}", String::from_utf8_lossy(n)),
+        NetAddr::Unspecified => "unspecified".into(),
+        NetAddr::Other(f) => format!("family {f}"),
+    }
+}
+
+/// The symbolic name of an errno, for the audit log.
+pub fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOENT => "ENOENT",
+        libc::EFAULT => "EFAULT",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::E2BIG => "E2BIG",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSYS => "ENOSYS",
+        libc::EROFS => "EROFS",
+        libc::EEXIST => "EEXIST",
+        libc::EBADF => "EBADF",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ESRCH => "ESRCH",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::ELOOP => "ELOOP",
+        _ => "E?",
+    }
+}

@@ -1,0 +1,170 @@
+//! The state directory and run directories.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot find a state directory\nhint: set GUARD_STATE_DIR or HOME")]
+    NoStateDir,
+    #[error("cannot create {path}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// `$GUARD_STATE_DIR`, else `$XDG_STATE_HOME/guard`, else `~/.local/state/guard`.
+pub fn state_dir() -> Result<PathBuf, StateError> {
+    if let Some(d) = std::env::var_os("GUARD_STATE_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("guard"));
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".local/state/guard")),
+        None => Err(StateError::NoStateDir),
+    }
+}
+
+/// What `run.json` records about a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub v: u32,
+    pub id: String,
+    pub workspace: PathBuf,
+    pub command: Vec<String>,
+    pub profile: String,
+    pub started: String,
+    pub guard_pid: u32,
+    /// `running` until the run ends, then `ended`.
+    pub state: String,
+    pub status: Option<i32>,
+}
+
+/// One run's directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub id: String,
+    pub path: PathBuf,
+}
+
+fn mkdir_private(p: &Path) -> Result<(), StateError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .map_err(|source| StateError::Create {
+            path: p.to_path_buf(),
+            source,
+        })
+}
+
+impl RunDir {
+    /// Create a fresh run directory under `state`.
+    pub fn create(state: &Path) -> Result<RunDir, StateError> {
+        let runs = state.join("runs");
+        mkdir_private(&runs)?;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let (date, time) = crate::audit::utc_parts(now.as_secs());
+        let base = format!("{date}T{time}Z", date = date.replace('-', ""), time = time.replace(':', ""));
+        for n in 0..1000u32 {
+            let id = if n == 0 {
+                format!("{base}-{:04x}", std::process::id() & 0xffff)
+            } else {
+                format!("{base}-{:04x}-{n}", std::process::id() & 0xffff)
+            };
+            let path = runs.join(&id);
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(RunDir { id, path }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return Err(StateError::Create { path, source }),
+            }
+        }
+        Err(StateError::Create {
+            path: runs,
+            source: io::Error::from(io::ErrorKind::AlreadyExists),
+        })
+    }
+
+    pub fn audit_log(&self) -> PathBuf {
+        self.path.join("audit.jsonl")
+    }
+
+    pub fn summary(&self) -> PathBuf {
+        self.path.join("summary.json")
+    }
+
+    /// Write `run.json` atomically.
+    pub fn write_meta(&self, meta: &RunMeta) -> Result<(), StateError> {
+        let path = self.path.join("run.json");
+        let tmp = self.path.join(".run.json.tmp");
+        let text = serde_json::to_string_pretty(meta).map_err(|e| StateError::Write {
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        let write = || -> io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|source| StateError::Write {
+            path: path.clone(),
+            source,
+        })
+    }
+
+    pub fn read_meta(&self) -> Result<RunMeta, StateError> {
+        let path = self.path.join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| StateError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| StateError::Read {
+            path,
+            source: io::Error::other(e),
+        })
+    }
+}
+
+/// Every run under `state`, newest first.
+pub fn list_runs(state: &Path) -> Vec<RunDir> {
+    let runs = state.join("runs");
+    let mut out: Vec<RunDir> = std::fs::read_dir(&runs)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| {
+                    let id = e.file_name().to_str()?.to_string();
+                    Some(RunDir { id, path: e.path() })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| b.id.cmp(&a.id));
+    out
+}

@@ -1,0 +1,86 @@
+//! Finding the command to run: a `PATH` search done in the parent, so "not found" and "not
+//! executable" are reported by guard with the path and a hint, before anything is confined.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("command not found: {name}\nhint: check the spelling, or give the full path; PATH is {path}")]
+    NotFound { name: String, path: String },
+    #[error("{path} is not executable\nhint: chmod +x {path}, or run it through its interpreter")]
+    NotExecutable { path: PathBuf },
+    #[error("no command given\nhint: guard exec -- CMD [ARGS...]")]
+    Empty,
+}
+
+fn is_executable_file(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Resolve `name` the way `execvp` would, with the given `PATH` value.
+pub fn resolve_program(name: &OsStr, path_var: Option<&OsStr>) -> Result<PathBuf, CommandError> {
+    if name.is_empty() {
+        return Err(CommandError::Empty);
+    }
+    if name.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(name);
+        if !p.exists() {
+            return Err(CommandError::NotFound {
+                name: name.to_string_lossy().into_owned(),
+                path: "(not searched: the name contains a slash)".into(),
+            });
+        }
+        if !is_executable_file(&p) {
+            return Err(CommandError::NotExecutable { path: p });
+        }
+        return Ok(p);
+    }
+    let default = OsString::from("/usr/local/bin:/usr/bin:/bin");
+    let path_var = path_var.unwrap_or(&default);
+    let mut non_exec = None;
+    for dir in std::env::split_paths(path_var) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(name);
+        if is_executable_file(&candidate) {
+            return Ok(candidate);
+        }
+        if candidate.is_file() && non_exec.is_none() {
+            non_exec = Some(candidate);
+        }
+    }
+    match non_exec {
+        Some(path) => Err(CommandError::NotExecutable { path }),
+        None => Err(CommandError::NotFound {
+            name: name.to_string_lossy().into_owned(),
+            path: path_var.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_sh_in_a_path() {
+        let p = resolve_program(OsStr::new("sh"), Some(OsStr::new("/nonexistent:/bin:/usr/bin")))
+            .expect("sh exists");
+        assert!(p.ends_with("sh"));
+    }
+
+    #[test]
+    fn missing_command_names_itself() {
+        let e = resolve_program(OsStr::new("no-such-cmd-xyz"), Some(OsStr::new("/bin")))
+            .expect_err("must not exist");
+        assert!(e.to_string().contains("no-such-cmd-xyz"));
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests: the real `guard` binary on real commands in temporary workspaces.
+
+mod util;
+
+mod audit_log;
+mod fs_boundary;
+mod git;
+mod process;
+mod profiles;
+mod syscalls;
+mod unprivileged;

@@ -1,0 +1,64 @@
+//! The same guarantees for an unprivileged user (CI runs as root; these drop to `nobody`).
+
+use crate::util::{is_root, probe_result, tool, Workspace};
+
+fn ready() -> bool {
+    if !is_root() {
+        // Already unprivileged: the other tests prove it.
+        return true;
+    }
+    if tool("setpriv").is_none() {
+        eprintln!("skip: setpriv is not installed");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn unprivileged_outside_writes_fail_and_workspace_work_goes_through() {
+    if !ready() {
+        return;
+    }
+    let w = Workspace::unprivileged();
+    let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "precious\n");
+    let out = w.exec(&["agent"]).run(&[&w.probe(), "unlink", &victim.display().to_string()]);
+    let r = probe_result(&out);
+    assert!(r.contains("EACCES") || r.contains("EPERM"), "got {r}; stderr {}", out.stderr());
+    assert_eq!(std::fs::read_to_string(&victim).expect("intact"), "precious\n");
+    let out = w.exec(&["agent"]).run(&["sh", "-c", "echo a > f && mv f g && rm g && id -u"]);
+    out.expect_code(0);
+    if is_root() {
+        assert_ne!(out.stdout().trim(), "0", "really ran unprivileged");
+    }
+}
+
+#[test]
+fn unprivileged_protected_paths_and_deny_list_hold() {
+    if !ready() {
+        return;
+    }
+    let w = Workspace::unprivileged();
+    let config = w.write(".git/config", "[core]\n");
+    let out = w.exec(&["agent"]).run(&[&w.probe(), "write", &config.display().to_string(), "evil"]);
+    assert_eq!(probe_result(&out), "errno 1 EPERM");
+    assert_eq!(std::fs::read_to_string(&config).expect("intact"), "[core]\n");
+    let out = w.exec(&["agent"]).run(&[&w.probe(), "io_uring_setup"]);
+    assert_eq!(probe_result(&out), "errno 1 EPERM");
+    let out = w.exec(&["agent"]).run(&["sh", "-c", "exit 3"]);
+    out.expect_code(3);
+}
+
+#[test]
+fn root_under_guard_cannot_write_outside_the_write_roots() {
+    if !is_root() {
+        eprintln!("skip: not running as root");
+        return;
+    }
+    let w = Workspace::new();
+    let victim = w.write(&w.outside.join("root-owned.txt").display().to_string(), "precious\n");
+    let out = w.exec(&["agent"]).run(&[&w.probe(), "write", &victim.display().to_string(), "evil"]);
+    assert!(probe_result(&out).starts_with("errno"), "root must be bounded too");
+    assert_eq!(std::fs::read_to_string(&victim).expect("intact"), "precious\n");
+    let out = w.exec(&["agent"]).run(&["sh", "-c", "grep CapEff /proc/self/status"]);
+    assert!(out.stdout().contains("0000000000000000"), "capabilities dropped: {}", out.stdout());
+}

@@ -1,0 +1,169 @@
+//! guard-probe: tries exactly one operation and prints the outcome, so tests can prove a denial
+//! from inside the sandbox (after bubblewrap's `tests/try-syscall.c`).
+//!
+//! Usage: `guard-probe OP [ARGS...]`. Prints `ok` or `errno N NAME` on stdout and exits 0;
+//! exits 2 on bad usage. Operations the kernel kills (foreign architectures) never print.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io::Write;
+
+fn c(s: &str) -> CString {
+    CString::new(s).expect("no NUL in probe arguments")
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn name(e: i32) -> &'static str {
+    match e {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOENT => "ENOENT",
+        libc::ENOSYS => "ENOSYS",
+        libc::EXDEV => "EXDEV",
+        libc::EINVAL => "EINVAL",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EFAULT => "EFAULT",
+        libc::EBADF => "EBADF",
+        libc::EEXIST => "EEXIST",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        _ => "OTHER",
+    }
+}
+
+fn report(rc: i64) {
+    let mut out = std::io::stdout().lock();
+    if rc < 0 {
+        let e = errno();
+        let _ = writeln!(out, "errno {e} {}", name(e));
+    } else {
+        let _ = writeln!(out, "ok");
+    }
+}
+
+/// unlink(2) through the i386 `int 0x80` entry point (syscall 10 there).
+#[cfg(target_arch = "x86_64")]
+fn int80_unlink(path: &CString) -> i64 {
+    // The pointer must fit in 32 bits for the compat entry point: copy the path into a
+    // MAP_32BIT mapping.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+            -1,
+            0,
+        )
+    };
+    if page == libc::MAP_FAILED {
+        return -1;
+    }
+    let bytes = path.as_bytes_with_nul();
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), page as *mut u8, bytes.len()) };
+    let ret: i64;
+    unsafe {
+        std::arch::asm!(
+            "int 0x80",
+            inlateout("rax") 10i64 => ret,
+            in("rbx") page as u64,
+            options(nostack)
+        );
+    }
+    if ret < 0 {
+        // int 0x80 returns -errno in eax.
+        let e = -(ret as i32);
+        println!("errno {e} {}", name(e));
+        std::process::exit(0);
+    }
+    ret
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let rc: i64 = unsafe {
+        match a(0) {
+            "unlink" => libc::unlink(c(a(1)).as_ptr()) as i64,
+            "rmdir" => libc::rmdir(c(a(1)).as_ptr()) as i64,
+            "mkdir" => libc::mkdir(c(a(1)).as_ptr(), 0o755) as i64,
+            "rename" => libc::rename(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
+            "link" => libc::link(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
+            "symlink" => libc::symlink(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
+            "chmod" => libc::chmod(c(a(1)).as_ptr(), 0o600) as i64,
+            "truncate" => libc::truncate(c(a(1)).as_ptr(), 0) as i64,
+            "write" => {
+                let fd = libc::open(c(a(1)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
+                if fd >= 0 {
+                    let data = a(2).as_bytes();
+                    libc::write(fd, data.as_ptr().cast(), data.len());
+                    libc::close(fd);
+                }
+                fd as i64
+            }
+            "read" => {
+                let fd = libc::open(c(a(1)).as_ptr(), libc::O_RDONLY);
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                fd as i64
+            }
+            "connect" => {
+                let addr: std::net::SocketAddrV4 = a(1).parse().expect("ipv4:port");
+                let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                let sa = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as u16,
+                    sin_port: addr.port().to_be(),
+                    sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() },
+                    sin_zero: [0; 8],
+                };
+                libc::connect(s, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&sa) as u32) as i64
+            }
+            "io_uring_setup" => {
+                let mut params = [0u8; 120];
+                libc::syscall(libc::SYS_io_uring_setup, 4, params.as_mut_ptr()) as i64
+            }
+            "ptrace" => libc::ptrace(libc::PTRACE_ATTACH, libc::getppid(), 0, 0) as i64,
+            "open_by_handle_at" => {
+                let mut handle = [0u8; 128];
+                libc::syscall(libc::SYS_open_by_handle_at, libc::AT_FDCWD, handle.as_mut_ptr(), libc::O_RDONLY) as i64
+            }
+            "userfaultfd" => libc::syscall(libc::SYS_userfaultfd, 0) as i64,
+            "bpf" => libc::syscall(libc::SYS_bpf, 0, 0, 0) as i64,
+            "perf_event_open" => libc::syscall(libc::SYS_perf_event_open, 0, 0, -1, -1, 0) as i64,
+            "unshare" => libc::unshare(libc::CLONE_NEWUSER) as i64,
+            "mount" => libc::mount(c("none").as_ptr(), c("/mnt").as_ptr(), c("tmpfs").as_ptr(), 0, std::ptr::null()) as i64,
+            "seccomp-listener" => {
+                let f = libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW };
+                let prog = libc::sock_fprog { len: 1, filter: &f as *const _ as *mut _ };
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                libc::syscall(libc::SYS_seccomp, 1, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog) as i64
+            }
+            "x32-getpid" => libc::syscall(0x4000_0000 | libc::SYS_getpid) as i64,
+            #[cfg(target_arch = "x86_64")]
+            "int80-unlink" => int80_unlink(&c(a(1))),
+            "sleep-then-write" => {
+                // For kill tests: wait, then try to change a file every 50 ms for N tries.
+                let tries: u32 = a(2).parse().unwrap_or(100);
+                let mut last = 0i64;
+                for _ in 0..tries {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    let fd = libc::open(c(a(1)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND, 0o644);
+                    if fd >= 0 {
+                        libc::write(fd, b"x".as_ptr().cast(), 1);
+                        libc::close(fd);
+                    }
+                    last = fd as i64;
+                }
+                last
+            }
+            other => {
+                eprintln!("guard-probe: unknown operation {other:?}");
+                std::process::exit(2);
+            }
+        }
+    };
+    report(rc);
+}
