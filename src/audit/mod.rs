@@ -1,1 +1,79 @@
-//! audit (in progress)
+//! The audit log: a versioned JSONL wire format ([`event`]), a writer that never blocks the
+//! sandboxed program and counts what it cannot write ([`writer`]), the reader behind `guard log`
+//! ([`reader`]) and the run summary for CI ([`summary`]). This module depends on no other guard
+//! module: callers translate their types into the wire types here.
+
+use std::io;
+use std::path::PathBuf;
+
+pub mod event;
+mod limit;
+pub mod reader;
+pub mod summary;
+pub mod text;
+pub mod time;
+pub mod writer;
+
+pub use event::{
+    decode, encode, encode_at, errno_name, Checkpoint, Counts, Decision, Degraded, ErrorEvent,
+    Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
+};
+pub use reader::{follow, follow_with, format_human, read_events, Filter};
+pub use summary::{DeniedEntry, Summary};
+pub use text::{escape_for_terminal, PathText};
+pub use time::Timestamp;
+pub use writer::{AuditHandle, AuditStats, AuditWriter, Limits};
+
+/// Failures of the audit log; every I/O failure names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot open audit log {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write audit log {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot sync audit log {}", path.display())]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read audit log {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("malformed line {line} in audit log {}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot write to the output of guard log")]
+    Output {
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot start the audit writer thread")]
+    Spawn {
+        #[source]
+        source: io::Error,
+    },
+    #[error("the audit writer thread panicked")]
+    WriterPanicked,
+    #[error("cannot write run summary {}", path.display())]
+    Summary {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}

@@ -1,0 +1,551 @@
+//! The audit writer: one thread owns the sink files; everyone else talks to it through
+//! [`AuditHandle`]s over a bounded channel.
+//!
+//! Promises:
+//! - [`AuditHandle::emit`] and [`AuditHandle::decision`] never block: they `try_send`, and an event
+//!   that does not fit is counted as suppressed (`what: overflow`), never dropped silently.
+//! - Decisions, which the sandboxed program can trigger at will, pass a token bucket first
+//!   (denials and kills a separate, larger one); the excess is counted (`what: decision`).
+//! - Every decision is counted per verdict before any limit, so `run-end.counts` is exact.
+//! - At most once a second, and at the end, the writer writes a `suppressed` line per kind with
+//!   the count since the previous one; the counts add up to `run-end.suppressed`.
+//! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes), and
+//!   buffers are flushed whenever the queue is momentarily empty, so `guard log --follow` sees
+//!   events promptly. A sink that fails is reported once (`tracing::warn`) and then skipped; the
+//!   other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the failures.
+//! - Events emitted after [`AuditWriter::finish`] has been called are discarded.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::event::{encode_at, Counts, Decision, Event, RunEnd, Suppressed, Verdict};
+use super::limit::RateLimit;
+use super::summary::{DeniedEntry, MAX_DENIED};
+use super::time::Timestamp;
+use super::AuditError;
+
+/// How often at most a `suppressed` line is written per kind.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+const SINK_BUFFER: usize = 64 * 1024;
+
+/// Bounds on what the sandboxed program can make the writer do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Sustained allow/risky decisions written per second (at least 1). Default 2000.
+    pub decisions_per_sec: u32,
+    /// Allow/risky decisions written at once after a quiet period (at least 1). Default 10,000.
+    pub burst: u32,
+    /// Sustained deny/kill decisions written per second (at least 1). Default 10,000.
+    pub denials_per_sec: u32,
+    /// Deny/kill decisions written at once after a quiet period (at least 1). Default 50,000.
+    pub denial_burst: u32,
+    /// Events queued for the writer thread before further ones are counted as overflow
+    /// (at least 1). Default 65,536.
+    pub channel_capacity: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            decisions_per_sec: 2000,
+            burst: 10_000,
+            denials_per_sec: 10_000,
+            denial_burst: 50_000,
+            channel_capacity: 65_536,
+        }
+    }
+}
+
+/// What the writer did over a run.
+#[derive(Debug, Default)]
+pub struct AuditStats {
+    /// Lines written (to every sink that had not failed), `run-end` included.
+    pub events_written: u64,
+    /// Events counted but not written: the sum of all `suppressed` lines.
+    pub suppressed: u64,
+    /// Every decision per verdict, suppressed ones included.
+    pub counts: Counts,
+    /// `checkpoint` and `rollback` events written.
+    pub checkpoints: u32,
+    pub rollbacks: u32,
+    /// The first [`MAX_DENIED`] deny/kill decisions written, for the summary.
+    pub denied: Vec<DeniedEntry>,
+    /// Sinks that failed (each at its first failure); they received no further lines.
+    pub sink_errors: Vec<AuditError>,
+}
+
+enum Msg {
+    Event(Timestamp, Box<Event>),
+    Finish(Box<RunEnd>),
+}
+
+/// State shared by the handles and the writer thread.
+struct Shared {
+    counts: [AtomicU64; 4],
+    rate_limited: AtomicU64,
+    overflow: AtomicU64,
+    decisions: RateLimit,
+    denials: RateLimit,
+}
+
+impl Shared {
+    fn counts(&self) -> Counts {
+        let get = |v: Verdict| self.counts[v as usize].load(Ordering::Relaxed);
+        Counts {
+            allow: get(Verdict::Allow),
+            deny: get(Verdict::Deny),
+            risky: get(Verdict::Risky),
+            kill: get(Verdict::Kill),
+        }
+    }
+}
+
+/// Owns the writer thread; [`AuditWriter::finish`] ends the log.
+pub struct AuditWriter {
+    handle: AuditHandle,
+    thread: JoinHandle<AuditStats>,
+}
+
+/// A cheap, cloneable way to send events to the writer from any thread.
+#[derive(Clone)]
+pub struct AuditHandle {
+    tx: SyncSender<Msg>,
+    shared: Arc<Shared>,
+}
+
+impl AuditWriter {
+    /// Opens every sink for append (created with mode 0600 if missing; parent directories must
+    /// exist) and starts the writer thread. Fails on the first sink that cannot be opened.
+    pub fn start(
+        sinks: Vec<PathBuf>,
+        run: String,
+        limits: Limits,
+    ) -> Result<AuditWriter, AuditError> {
+        let sinks = sinks
+            .into_iter()
+            .map(Sink::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        let shared = Arc::new(Shared {
+            counts: Default::default(),
+            rate_limited: AtomicU64::new(0),
+            overflow: AtomicU64::new(0),
+            decisions: RateLimit::new(limits.decisions_per_sec, limits.burst),
+            denials: RateLimit::new(limits.denials_per_sec, limits.denial_burst),
+        });
+        let (tx, rx) = sync_channel(limits.channel_capacity.max(1));
+        let thread_state = WriterThread {
+            sinks,
+            run,
+            shared: Arc::clone(&shared),
+            stats: AuditStats::default(),
+            since: Timestamp::now(),
+            last_report: Instant::now(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("guard-audit".into())
+            .spawn(move || thread_state.run(rx))
+            .map_err(|source| AuditError::Spawn { source })?;
+        Ok(AuditWriter {
+            handle: AuditHandle { tx, shared },
+            thread,
+        })
+    }
+
+    pub fn handle(&self) -> AuditHandle {
+        self.handle.clone()
+    }
+
+    /// Writes everything queued before this call, the last `suppressed` lines and `end` (its
+    /// `counts` and `suppressed` replaced by the writer's exact figures), then syncs the sinks
+    /// and stops the thread. Blocks until done.
+    pub fn finish(self, end: RunEnd) -> Result<AuditStats, AuditError> {
+        // A blocking send: the writer thread is draining the queue, so this waits at most for
+        // the events queued before it.
+        if self.handle.tx.send(Msg::Finish(Box::new(end))).is_err() {
+            return Err(AuditError::WriterPanicked);
+        }
+        drop(self.handle);
+        self.thread.join().map_err(|_| AuditError::WriterPanicked)
+    }
+}
+
+impl AuditHandle {
+    /// Queues `event` without blocking. A [`Event::Decision`] goes through
+    /// [`AuditHandle::decision`].
+    pub fn emit(&self, event: Event) {
+        match event {
+            Event::Decision(d) => self.decision(d),
+            other => self.send(other),
+        }
+    }
+
+    /// Counts `d` under its verdict, then queues it if the rate limit for its verdict allows.
+    pub fn decision(&self, d: Decision) {
+        self.shared.counts[d.verdict as usize].fetch_add(1, Ordering::Relaxed);
+        let limit = if d.verdict.is_denial() {
+            &self.shared.denials
+        } else {
+            &self.shared.decisions
+        };
+        if limit.admit() {
+            self.send(Event::Decision(d));
+        } else {
+            self.shared.rate_limited.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn send(&self, event: Event) {
+        let msg = Msg::Event(Timestamp::now(), Box::new(event));
+        if self.tx.try_send(msg).is_err() {
+            self.shared.overflow.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One open sink; `failed` once a write to it has failed.
+struct Sink {
+    path: PathBuf,
+    out: BufWriter<File>,
+    failed: bool,
+}
+
+impl Sink {
+    fn open(path: PathBuf) -> Result<Sink, AuditError> {
+        match OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(file) => Ok(Sink {
+                out: BufWriter::with_capacity(SINK_BUFFER, file),
+                path,
+                failed: false,
+            }),
+            Err(source) => Err(AuditError::Open { path, source }),
+        }
+    }
+
+    fn fail(&mut self, error: AuditError, errors: &mut Vec<AuditError>) {
+        tracing::warn!(error = %error, cause = ?std::error::Error::source(&error), "audit sink disabled");
+        self.failed = true;
+        errors.push(error);
+    }
+}
+
+struct WriterThread {
+    sinks: Vec<Sink>,
+    run: String,
+    shared: Arc<Shared>,
+    stats: AuditStats,
+    /// Start of the interval the next `suppressed` lines cover.
+    since: Timestamp,
+    last_report: Instant,
+}
+
+impl WriterThread {
+    fn run(mut self, rx: Receiver<Msg>) -> AuditStats {
+        loop {
+            let msg = match rx.recv_timeout(REPORT_EVERY) {
+                Ok(msg) => msg,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.report_suppressed(false);
+                    self.flush();
+                    continue;
+                }
+                // Every handle and the writer are gone without finish(): end quietly.
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.report_suppressed(true);
+                    self.flush();
+                    self.sync();
+                    return self.stats;
+                }
+            };
+            let mut next = Some(msg);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Event(time, event) => self.write(&event, time),
+                    Msg::Finish(end) => return self.finish(*end),
+                }
+                self.report_suppressed(false);
+                // Empty or disconnected: flush now, then wait (or notice the disconnect).
+                next = rx.try_recv().ok();
+            }
+            self.flush();
+        }
+    }
+
+    fn finish(mut self, mut end: RunEnd) -> AuditStats {
+        self.report_suppressed(true);
+        end.counts = self.shared.counts();
+        end.suppressed = self.stats.suppressed;
+        self.stats.counts = end.counts;
+        self.write(&Event::RunEnd(end), Timestamp::now());
+        self.flush();
+        self.sync();
+        self.stats
+    }
+
+    /// Writes a `suppressed` line per kind with a nonzero count, if a report is due (or `now`).
+    fn report_suppressed(&mut self, now: bool) {
+        if !now && self.last_report.elapsed() < REPORT_EVERY {
+            return;
+        }
+        let since = self.since;
+        self.since = Timestamp::now();
+        self.last_report = Instant::now();
+        for what in ["decision", "overflow"] {
+            let counter = match what {
+                "decision" => &self.shared.rate_limited,
+                _ => &self.shared.overflow,
+            };
+            let count = counter.swap(0, Ordering::Relaxed);
+            if count > 0 {
+                self.stats.suppressed += count;
+                let event = Event::Suppressed(Suppressed {
+                    count,
+                    what: what.to_owned(),
+                    since,
+                });
+                self.write(&event, self.since);
+            }
+        }
+        self.stats.counts = self.shared.counts();
+    }
+
+    fn write(&mut self, event: &Event, time: Timestamp) {
+        match event {
+            Event::Decision(d) if d.verdict.is_denial() && self.stats.denied.len() < MAX_DENIED => {
+                self.stats.denied.push(DeniedEntry::from_decision(d));
+            }
+            Event::Checkpoint(_) => self.stats.checkpoints += 1,
+            Event::Rollback(_) => self.stats.rollbacks += 1,
+            _ => {}
+        }
+        let mut line = encode_at(event, &self.run, time);
+        line.push('\n');
+        for sink in self.sinks.iter_mut().filter(|s| !s.failed) {
+            if let Err(source) = sink.out.write_all(line.as_bytes()) {
+                let path = sink.path.clone();
+                sink.fail(
+                    AuditError::Write { path, source },
+                    &mut self.stats.sink_errors,
+                );
+            }
+        }
+        self.stats.events_written += 1;
+    }
+
+    fn flush(&mut self) {
+        for sink in self.sinks.iter_mut().filter(|s| !s.failed) {
+            if let Err(source) = sink.out.flush() {
+                let path = sink.path.clone();
+                sink.fail(
+                    AuditError::Write { path, source },
+                    &mut self.stats.sink_errors,
+                );
+            }
+        }
+    }
+
+    fn sync(&mut self) {
+        for sink in self.sinks.iter_mut().filter(|s| !s.failed) {
+            if let Err(source) = sink.out.get_ref().sync_all() {
+                let path = sink.path.clone();
+                sink.fail(
+                    AuditError::Sync { path, source },
+                    &mut self.stats.sink_errors,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::event::tests::{decision, run_end};
+    use crate::audit::event::{decode, Checkpoint};
+    use crate::audit::reader::read_events;
+
+    fn lines(path: &std::path::Path) -> Vec<crate::audit::event::Record> {
+        std::fs::read_to_string(path)
+            .expect("read")
+            .lines()
+            .map(|l| decode(l).expect("every line decodes"))
+            .collect()
+    }
+
+    #[test]
+    fn never_blocks_and_accounts_for_every_decision() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let limits = Limits {
+            channel_capacity: 1024,
+            ..Limits::default()
+        };
+        let writer = AuditWriter::start(vec![path.clone()], "r1".into(), limits).expect("start");
+        const THREADS: u64 = 4;
+        const PER_THREAD: u64 = 50_000;
+        let emitters: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let handle = writer.handle();
+                std::thread::spawn(move || {
+                    for i in 0..PER_THREAD {
+                        let verdict = Verdict::ALL[(i % 4) as usize];
+                        handle.decision(decision(t * PER_THREAD + i, verdict));
+                    }
+                })
+            })
+            .collect();
+        for e in emitters {
+            e.join().expect("emitter");
+        }
+        let stats = writer.finish(run_end()).expect("finish");
+        assert!(stats.sink_errors.is_empty());
+
+        let records = lines(&path);
+        let written = records
+            .iter()
+            .filter(|r| matches!(r.event, Event::Decision(_)))
+            .count() as u64;
+        let reported: u64 = records
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::Suppressed(s) => Some(s.count),
+                _ => None,
+            })
+            .sum();
+        assert!(reported > 0, "the flood must have been suppressed in part");
+        assert_eq!(stats.suppressed, reported);
+        assert_eq!(written + reported, THREADS * PER_THREAD);
+        assert_eq!(stats.events_written, records.len() as u64);
+
+        let Some(Event::RunEnd(end)) = records.last().map(|r| &r.event) else {
+            panic!("last line is run-end");
+        };
+        let each = THREADS * PER_THREAD / 4;
+        let expected = Counts {
+            allow: each,
+            deny: each,
+            risky: each,
+            kill: each,
+        };
+        assert_eq!(end.counts, expected);
+        assert_eq!(stats.counts, expected);
+        assert_eq!(end.suppressed, reported);
+        assert_eq!(stats.denied.len(), crate::audit::summary::MAX_DENIED);
+    }
+
+    #[test]
+    fn writes_every_sink_in_order_and_counts_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sinks = vec![dir.path().join("a.jsonl"), dir.path().join("b.jsonl")];
+        let writer =
+            AuditWriter::start(sinks.clone(), "r1".into(), Limits::default()).expect("start");
+        let handle = writer.handle();
+        handle.emit(Event::Checkpoint(Checkpoint {
+            id: "c1".into(),
+            reason: "start".into(),
+            pid: None,
+        }));
+        handle.emit(Event::Decision(decision(1, Verdict::Allow)));
+        handle.decision(decision(2, Verdict::Deny));
+        let end = RunEnd {
+            suppressed: 99,
+            ..run_end()
+        };
+        let stats = writer.finish(end).expect("finish");
+        handle.decision(decision(3, Verdict::Deny)); // after finish: discarded, no panic
+        assert_eq!(stats.events_written, 4);
+        assert_eq!(stats.checkpoints, 1);
+        for sink in &sinks {
+            let records = lines(sink);
+            let kinds: Vec<_> = records.iter().map(|r| r.event.kind()).collect();
+            assert_eq!(kinds, ["checkpoint", "decision", "decision", "run-end"]);
+            let Event::RunEnd(end) = &records[3].event else {
+                unreachable!()
+            };
+            assert_eq!(
+                (end.counts.allow, end.counts.deny, end.suppressed),
+                (1, 1, 0)
+            );
+            assert_eq!(read_events(sink).expect("read").len(), 4);
+            let mode = std::fs::metadata(sink).expect("stat").permissions();
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                0o600
+            );
+        }
+    }
+
+    #[test]
+    fn rate_limit_counts_decisions_it_drops() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let limits = Limits {
+            decisions_per_sec: 1,
+            burst: 3,
+            ..Limits::default()
+        };
+        let writer = AuditWriter::start(vec![path.clone()], "r1".into(), limits).expect("start");
+        let handle = writer.handle();
+        for i in 0..10 {
+            handle.decision(decision(i, Verdict::Allow));
+        }
+        handle.decision(decision(10, Verdict::Deny)); // separate bucket
+        let stats = writer.finish(run_end()).expect("finish");
+        assert_eq!(stats.suppressed, 7);
+        assert_eq!(stats.counts.allow, 10);
+        let records = lines(&path);
+        let suppressed: Vec<_> = records
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::Suppressed(s) => Some((s.count, s.what.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(suppressed, [(7, "decision")]);
+        assert_eq!(records.len(), 3 + 1 + 1 + 1);
+    }
+
+    #[test]
+    fn open_error_names_the_path() {
+        let err = AuditWriter::start(
+            vec!["/nonexistent-guard-dir/audit.jsonl".into()],
+            "r1".into(),
+            Limits::default(),
+        )
+        .err()
+        .expect("cannot open");
+        assert_eq!(
+            err.to_string(),
+            "cannot open audit log /nonexistent-guard-dir/audit.jsonl"
+        );
+    }
+
+    #[test]
+    fn a_failing_sink_does_not_stop_the_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("good.jsonl");
+        let full = PathBuf::from("/dev/full");
+        if !full.exists() {
+            eprintln!("skip: /dev/full is missing");
+            return;
+        }
+        let writer = AuditWriter::start(vec![full, good.clone()], "r1".into(), Limits::default())
+            .expect("start");
+        writer.handle().decision(decision(1, Verdict::Deny));
+        let stats = writer.finish(run_end()).expect("finish");
+        assert_eq!(stats.sink_errors.len(), 1);
+        assert!(stats.sink_errors[0].to_string().contains("/dev/full"));
+        assert_eq!(lines(&good).len(), 2);
+    }
+}
