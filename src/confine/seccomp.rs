@@ -292,7 +292,6 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
     for (&(nr, _), &entry) in blocks.iter().zip(&entries) {
         asm.jump(Cond::Eq, nr_k(nr), Dest::Label(entry), Dest::Next);
     }
-    asm.bind(allow);
     asm.ret(SECCOMP_RET_ALLOW);
 
     let labels = Labels {
@@ -304,6 +303,8 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
         asm.bind(entry);
         emit(&mut asm, labels);
     }
+    asm.bind(allow);
+    asm.ret(SECCOMP_RET_ALLOW);
     asm.bind(kill);
     asm.ret(SECCOMP_RET_KILL_PROCESS);
     asm.bind(eperm);
@@ -397,4 +398,296 @@ fn write_flags_at(asm: &mut Assembler, l: Labels, arg: usize) {
         Dest::Label(l.notify),
         Dest::Label(l.allow),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bpf::{run, SeccompData, BPF_JA, BPF_JMP, BPF_MAXINSNS};
+    use super::*;
+
+    const ENFORCE: FilterSpec = FilterSpec {
+        notify: true,
+        deny_list: true,
+        trap_exec: true,
+        trap_connect: true,
+    };
+    const EPERM: u32 = ret_errno(libc::EPERM);
+
+    fn call(nr: i64, args: &[u64]) -> SeccompData {
+        let mut data = SeccompData {
+            nr: i32::try_from(nr).unwrap(),
+            arch: AUDIT_ARCH_NATIVE,
+            instruction_pointer: 0x7f00_1234_5678,
+            args: [0; 6],
+        };
+        data.args[..args.len()].copy_from_slice(args);
+        data
+    }
+
+    fn judge(spec: &FilterSpec, nr: i64, args: &[u64]) -> u32 {
+        run(&build(spec).unwrap(), &call(nr, args))
+    }
+
+    #[test]
+    fn foreign_architectures_are_killed() {
+        const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+        let mut data = call(libc::SYS_read, &[]);
+        data.arch = AUDIT_ARCH_I386;
+        assert_eq!(
+            run(&build(&ENFORCE).unwrap(), &data),
+            SECCOMP_RET_KILL_PROCESS
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x32_numbers_are_killed() {
+        let nr = i64::from(X32_SYSCALL_BIT) + libc::SYS_read;
+        assert_eq!(judge(&ENFORCE, nr, &[]), SECCOMP_RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn openat_is_trapped_only_for_write_flags() {
+        let at = |flags: i32| judge(&ENFORCE, libc::SYS_openat, &[0, 0, flags as u64, 0]);
+        assert_eq!(at(libc::O_RDONLY), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            at(libc::O_RDONLY | libc::O_CLOEXEC | libc::O_DIRECTORY),
+            SECCOMP_RET_ALLOW
+        );
+        for flags in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_CREAT,
+            libc::O_TRUNC,
+            libc::O_TMPFILE | libc::O_WRONLY,
+        ] {
+            assert_eq!(at(flags), SECCOMP_RET_USER_NOTIF, "flags {flags:#x}");
+        }
+        // High garbage in the int register does not turn a read into a write, nor the reverse.
+        assert_eq!(
+            judge(
+                &ENFORCE,
+                libc::SYS_openat,
+                &[0, 0, 0xffff_ffff_0000_0000, 0]
+            ),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_openat2, &[0, 0, 0, 0]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn legacy_open_is_trapped_only_for_write_flags() {
+        let open = |flags: i32| judge(&ENFORCE, libc::SYS_open, &[0, flags as u64]);
+        assert_eq!(open(libc::O_RDONLY), SECCOMP_RET_ALLOW);
+        assert_eq!(open(libc::O_WRONLY | libc::O_CREAT), SECCOMP_RET_USER_NOTIF);
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_creat, &[0, 0o644]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[test]
+    fn the_deny_list_returns_eperm() {
+        for &(nr, name) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
+            assert_eq!(judge(&ENFORCE, nr, &[]), EPERM, "{name}");
+        }
+        assert_eq!(judge(&ENFORCE, libc::SYS_io_uring_setup, &[]), EPERM);
+    }
+
+    #[test]
+    fn seccomp_is_refused_only_with_a_new_listener() {
+        let s = |op: u64, flags: u64| judge(&ENFORCE, libc::SYS_seccomp, &[op, flags, 0]);
+        let listener = u64::from(SECCOMP_FILTER_FLAG_NEW_LISTENER);
+        assert_eq!(s(1, listener), EPERM);
+        assert_eq!(s(1, listener | 1), EPERM);
+        assert_eq!(s(1, 0), SECCOMP_RET_ALLOW);
+        assert_eq!(s(1, 1), SECCOMP_RET_ALLOW); // TSYNC
+        assert_eq!(s(0, listener), SECCOMP_RET_ALLOW); // SET_MODE_STRICT ignores flags
+        assert_eq!(s(2, 0), SECCOMP_RET_ALLOW); // GET_ACTION_AVAIL
+    }
+
+    #[test]
+    fn clone_is_refused_only_with_namespace_flags() {
+        let fork = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+        let thread = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID) as u64;
+        assert_eq!(judge(&ENFORCE, libc::SYS_clone, &[fork]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_clone, &[thread]),
+            SECCOMP_RET_ALLOW
+        );
+        for ns in [
+            libc::CLONE_NEWUSER,
+            libc::CLONE_NEWNS,
+            libc::CLONE_NEWPID,
+            libc::CLONE_NEWNET,
+            libc::CLONE_NEWUTS,
+            libc::CLONE_NEWIPC,
+            libc::CLONE_NEWCGROUP,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, libc::SYS_clone, &[fork | ns as u64]),
+                EPERM,
+                "{ns:#x}"
+            );
+        }
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_clone3, &[0, 88]),
+            ret_errno(libc::ENOSYS)
+        );
+    }
+
+    #[test]
+    fn terminal_injection_is_refused() {
+        let ioctl = |cmd: u64| judge(&ENFORCE, libc::SYS_ioctl, &[1, cmd, 0]);
+        assert_eq!(ioctl(libc::TIOCSTI as u64), EPERM);
+        assert_eq!(ioctl(libc::TIOCLINUX as u64), EPERM);
+        assert_eq!(ioctl(libc::TCGETS as u64), SECCOMP_RET_ALLOW);
+        assert_eq!(ioctl(libc::FIONREAD as u64), SECCOMP_RET_ALLOW);
+    }
+
+    #[test]
+    fn hot_calls_are_allowed() {
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_close,
+            libc::SYS_exit,
+            libc::SYS_exit_group,
+            libc::SYS_mmap,
+            libc::SYS_futex,
+            libc::SYS_getpid,
+            libc::SYS_personality,
+            libc::SYS_fchmod,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, nr, &[0, 0, 0, 0]),
+                SECCOMP_RET_ALLOW,
+                "{}",
+                nr
+            );
+        }
+    }
+
+    #[test]
+    fn every_trapped_call_notifies() {
+        for &(nr, name) in trapped_syscalls() {
+            // open/openat notify for write flags; the others whatever their arguments.
+            let args = [0, libc::O_WRONLY as u64, libc::O_WRONLY as u64];
+            assert_eq!(judge(&ENFORCE, nr, &args), SECCOMP_RET_USER_NOTIF, "{name}");
+        }
+        assert!(trapped_syscalls().iter().any(|&(_, n)| n == "unlinkat"));
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_unlinkat, &[]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[test]
+    fn observe_mode_traps_but_denies_nothing() {
+        let observe = FilterSpec {
+            deny_list: false,
+            ..ENFORCE
+        };
+        assert_eq!(
+            judge(&observe, libc::SYS_io_uring_setup, &[]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(judge(&observe, libc::SYS_clone3, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&observe, libc::SYS_unlinkat, &[]),
+            SECCOMP_RET_USER_NOTIF
+        );
+        let mut data = call(libc::SYS_read, &[]);
+        data.arch = 0x4000_0003;
+        assert_eq!(
+            run(&build(&observe).unwrap(), &data),
+            SECCOMP_RET_KILL_PROCESS
+        );
+    }
+
+    #[test]
+    fn disabled_traps_allow() {
+        let quiet = FilterSpec {
+            trap_exec: false,
+            trap_connect: false,
+            ..ENFORCE
+        };
+        assert_eq!(judge(&quiet, libc::SYS_execve, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(judge(&quiet, libc::SYS_connect, &[]), SECCOMP_RET_ALLOW);
+        let none = FilterSpec {
+            notify: false,
+            ..ENFORCE
+        };
+        assert_eq!(judge(&none, libc::SYS_unlinkat, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&none, libc::SYS_openat, &[0, 0, libc::O_WRONLY as u64]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(judge(&none, libc::SYS_ptrace, &[]), EPERM);
+    }
+
+    #[test]
+    fn programs_are_short_and_every_jump_lands_inside() {
+        for notify in [false, true] {
+            for deny_list in [false, true] {
+                let spec = FilterSpec {
+                    notify,
+                    deny_list,
+                    ..ENFORCE
+                };
+                let prog = build(&spec).unwrap();
+                assert!(prog.len() < BPF_MAXINSNS);
+                for (i, ins) in prog.iter().enumerate() {
+                    if ins.code & 0x07 != BPF_JMP {
+                        continue;
+                    }
+                    let targets = if ins.code & 0xf0 == BPF_JA {
+                        vec![ins.k as usize]
+                    } else {
+                        vec![usize::from(ins.jt), usize::from(ins.jf)]
+                    };
+                    for off in targets {
+                        assert!(i + 1 + off < prog.len(), "jump at {i} leaves the program");
+                    }
+                }
+                assert_eq!(
+                    prog.last().map(|i| i.code),
+                    Some(0x06),
+                    "ends with a return"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_cover_trapped_and_denied_calls() {
+        assert_eq!(syscall_name(libc::SYS_unlinkat), "unlinkat");
+        assert_eq!(syscall_name(libc::SYS_ptrace), "ptrace");
+        assert_eq!(syscall_name(libc::SYS_clone3), "clone3");
+        assert_eq!(syscall_name(SYS_FCHMODAT2), "fchmodat2");
+        assert_eq!(syscall_name(libc::SYS_read), "unknown");
+        for &(nr, name) in trapped_syscalls().iter().chain(denied_syscalls()) {
+            assert_eq!(syscall_name(nr), name);
+            assert!(!name.starts_with("SYS_"));
+        }
+    }
+
+    #[test]
+    fn no_number_is_both_trapped_and_denied() {
+        for &(nr, name) in trapped_syscalls() {
+            assert!(!denied_syscalls().iter().any(|&(d, _)| d == nr), "{name}");
+        }
+    }
 }
