@@ -238,11 +238,19 @@ fn prepare_at(
         report.enforced.push(
             "landlock-scope-signal (abi 6): no signals to processes outside the sandbox".into(),
         );
-        report.enforced.push(
-            "landlock-scope-abstract-unix (abi 6): no connects to abstract unix sockets outside \
-             the sandbox"
-                .into(),
-        );
+        let mut line =
+            "landlock-scope-abstract-unix (abi 6): no connects to abstract unix sockets \
+                        outside the sandbox"
+                .to_string();
+        if policy
+            .net
+            .connect
+            .iter()
+            .any(|t| matches!(t, NetTarget::Abstract(_)))
+        {
+            line.push_str(" (net.connect `@name` entries reach only sockets made inside it)");
+        }
+        report.enforced.push(line);
         Scope::from_all(ABI::V6)
     } else {
         for feature in ["landlock-scope-signal", "landlock-scope-abstract-unix"] {
@@ -253,6 +261,7 @@ fn prepare_at(
 
     // Open the roots before creating anything, so a missing root costs nothing.
     let mut roots: Vec<(PathFd, &Path, BitFlags<AccessFs>)> = Vec::new();
+    let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
     for (paths, access) in [
         (&policy.fs.read, read_access),
         (&policy.fs.write, write_access),
@@ -261,6 +270,15 @@ fn prepare_at(
             match open_root(path)? {
                 Some(fd) => roots.push((fd, path, access)),
                 None => report.skipped_paths.push(path.clone()),
+            }
+        }
+    }
+
+    if v >= 9 {
+        // Unix sockets that net.connect names outside the roots stay reachable by path.
+        for dir in unix_socket_dirs(policy) {
+            if let Some(fd) = open_root(&dir)? {
+                unix_dirs.push((fd, dir));
             }
         }
     }
@@ -285,6 +303,11 @@ fn prepare_at(
                 path: path.to_path_buf(),
                 source,
             })?;
+    }
+    for (fd, path) in unix_dirs {
+        created = created
+            .add_rule(PathBeneath::new(fd, AccessFs::ResolveUnix))
+            .map_err(|source| ConfineError::AddRule { path, source })?;
     }
     for (port, access) in ports {
         created = created
@@ -313,6 +336,35 @@ fn open_root(path: &Path) -> Result<Option<PathFd>, ConfineError> {
             source: io::Error::new(io::ErrorKind::InvalidInput, other),
         }),
     }
+}
+
+/// The deepest literal directory of each `net.connect` unix socket glob (`/run/user/*/bus` ->
+/// `/run/user`, `/run/docker.sock` -> `/run`).
+fn unix_socket_dirs(policy: &Policy) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for target in &policy.net.connect {
+        let NetTarget::UnixPath(glob) = target else {
+            continue;
+        };
+        let literal: PathBuf = Path::new(glob)
+            .components()
+            .take_while(|c| {
+                !c.as_os_str()
+                    .as_encoded_bytes()
+                    .iter()
+                    .any(|b| b"*?[{\\".contains(b))
+            })
+            .collect();
+        let dir = if literal.as_os_str().len() == glob.len() {
+            literal.parent().map(Path::to_path_buf)
+        } else {
+            Some(literal)
+        };
+        if let Some(dir) = dir.filter(|d| d.is_absolute() && !dirs.contains(d)) {
+            dirs.push(dir);
+        }
+    }
+    dirs
 }
 
 /// The TCP side of the policy, as Landlock can express it.
@@ -344,5 +396,216 @@ fn net_plan(policy: &Policy) -> NetPlan {
     ports.dedup();
     NetPlan {
         connect: Some(ports),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{
+        EnvPolicy, FsPolicy, NetPolicy, OnDeny, OnFailure, TransactionPolicy, Vars,
+    };
+    use globset::GlobSet;
+
+    fn policy(read: Vec<PathBuf>, write: Vec<PathBuf>, connect: Vec<NetTarget>) -> Policy {
+        Policy {
+            name: "test".into(),
+            sources: vec!["test".into()],
+            digest: String::new(),
+            mode: Mode::Enforce,
+            fs: FsPolicy {
+                read,
+                write,
+                protect: Vec::new(),
+                protect_set: GlobSet::empty(),
+                protect_anchors: Vec::new(),
+            },
+            net: NetPolicy {
+                connect,
+                bind: None,
+                dns: false,
+            },
+            transaction: TransactionPolicy {
+                on_deny: OnDeny::Errno,
+                on_failure: OnFailure::Keep,
+                exclude: Vec::new(),
+                max_preimage_bytes: 0,
+            },
+            env: EnvPolicy {
+                keep: Vec::new(),
+                drop: Vec::new(),
+                set: Vec::new(),
+            },
+            rules: Vec::new(),
+            vars: Vars {
+                workspace: "/ws".into(),
+                home: None,
+                tmp: "/tmp".into(),
+                state: "/state".into(),
+            },
+        }
+    }
+
+    fn degraded(report: &LandlockReport) -> Vec<&str> {
+        report.degraded.iter().map(|(f, _)| f.as_str()).collect()
+    }
+
+    fn reason<'a>(report: &'a LandlockReport, feature: &str) -> &'a str {
+        report
+            .degraded
+            .iter()
+            .find(|(f, _)| f == feature)
+            .map(|(_, r)| r.as_str())
+            .unwrap_or_else(|| panic!("{feature} not degraded: {report:?}"))
+    }
+
+    #[test]
+    fn abi_1_degrades_refer_truncate_net_and_scopes() {
+        let p = policy(vec!["/usr".into()], vec![std::env::temp_dir()], Vec::new());
+        let report = prepare_at(&p, 9, Some(1)).unwrap().report;
+        assert_eq!(report.abi, Some(1));
+        for feature in [
+            "landlock-fs-refer",
+            "landlock-fs-truncate",
+            "landlock-fs-ioctl-dev",
+            "landlock-net-connect",
+            "landlock-scope-signal",
+            "landlock-scope-abstract-unix",
+        ] {
+            let why = reason(&report, feature);
+            assert!(why.contains("capped at abi 1"), "{feature}: {why}");
+        }
+        assert!(
+            !degraded(&report).contains(&"landlock-net-bind"),
+            "bind not asked for"
+        );
+    }
+
+    #[test]
+    fn old_kernels_are_named_as_the_reason() {
+        let p = policy(vec![], vec![], Vec::new());
+        let report = prepare_at(&p, 3, None).unwrap().report;
+        assert_eq!(report.abi, Some(3));
+        assert!(reason(&report, "landlock-net-connect").contains("this kernel has abi 3"));
+        assert!(!degraded(&report).contains(&"landlock-fs-truncate"));
+    }
+
+    #[test]
+    fn full_abi_degrades_nothing_and_denies_all_connects_without_entries() {
+        let p = policy(vec![], vec![], Vec::new());
+        let report = prepare_at(&p, 9, None).unwrap().report;
+        assert_eq!(report.abi, Some(GUARD_MAX_ABI));
+        assert!(report.degraded.is_empty(), "{report:?}");
+        assert!(report
+            .enforced
+            .iter()
+            .any(|e| e.contains("every tcp connect is refused")));
+    }
+
+    #[test]
+    fn connect_ports_are_enforced_only_when_every_entry_names_one() {
+        let with_ports = vec![
+            NetTarget::AnyHost { port: 443 },
+            NetTarget::Cidr {
+                addr: "127.0.0.1".parse().unwrap(),
+                prefix: 8,
+                port: Some(8080),
+            },
+            NetTarget::UnixPath("/run/foo.sock".into()),
+        ];
+        let report = prepare_at(&policy(vec![], vec![], with_ports.clone()), 6, None)
+            .unwrap()
+            .report;
+        assert!(
+            report.enforced.iter().any(|e| e.contains("[443, 8080]")),
+            "{report:?}"
+        );
+
+        let mut any_port = with_ports;
+        any_port.push(NetTarget::Host {
+            name: "example.org".into(),
+            port: None,
+            addrs: Vec::new(),
+        });
+        let report = prepare_at(&policy(vec![], vec![], any_port), 6, None)
+            .unwrap()
+            .report;
+        assert!(reason(&report, "landlock-net-connect").contains("any port"));
+    }
+
+    #[test]
+    fn bind_is_handled_only_when_the_policy_lists_ports() {
+        let mut p = policy(vec![], vec![], Vec::new());
+        p.net.bind = Some(Vec::new());
+        let report = prepare_at(&p, 4, None).unwrap().report;
+        assert!(report.enforced.iter().any(|e| e.contains("every tcp bind")));
+        let report = prepare_at(&p, 3, None).unwrap().report;
+        assert!(reason(&report, "landlock-net-bind").contains("needs landlock abi 4"));
+    }
+
+    #[test]
+    fn missing_roots_are_skipped_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("does-not-exist");
+        let p = policy(
+            vec![dir.path().to_path_buf(), missing.clone()],
+            vec![missing.join("deeper")],
+            Vec::new(),
+        );
+        let prepared = prepare(&p, None).unwrap();
+        assert_eq!(
+            prepared.report.skipped_paths,
+            vec![missing.clone(), missing.join("deeper")]
+        );
+        assert_eq!(prepared.report.kernel_abi, probe_abi());
+    }
+
+    #[test]
+    fn unix_socket_globs_give_their_literal_directory() {
+        let p = policy(
+            vec![],
+            vec![],
+            vec![
+                NetTarget::UnixPath("/run/docker.sock".into()),
+                NetTarget::UnixPath("/run/user/*/bus".into()),
+                NetTarget::UnixPath("/run/x.sock".into()),
+            ],
+        );
+        assert_eq!(
+            unix_socket_dirs(&p),
+            vec![PathBuf::from("/run"), PathBuf::from("/run/user")]
+        );
+    }
+
+    #[test]
+    fn observe_mode_builds_nothing_and_says_so() {
+        let mut p = policy(vec!["/usr".into()], vec![], Vec::new());
+        p.mode = Mode::Observe;
+        let prepared = prepare(&p, None).unwrap();
+        assert!(prepared.ruleset.is_none());
+        assert_eq!(prepared.report.abi, None);
+        assert!(reason(&prepared.report, "landlock").contains("observe mode"));
+    }
+
+    #[test]
+    fn no_landlock_is_reported_with_a_hint() {
+        let p = policy(vec!["/usr".into()], vec![], Vec::new());
+        let prepared = prepare_at(&p, 0, None).unwrap();
+        assert!(prepared.ruleset.is_none());
+        assert!(reason(&prepared.report, "landlock").contains("hint:"));
+    }
+
+    /// Creates a real ruleset on this kernel (it is never applied to the test process).
+    #[test]
+    fn a_ruleset_is_created_when_the_kernel_has_landlock() {
+        let abi = probe_abi();
+        eprintln!("landlock abi of this kernel: {abi}");
+        let p = policy(vec!["/usr".into()], vec![std::env::temp_dir()], Vec::new());
+        let prepared = prepare(&p, None).unwrap();
+        assert_eq!(prepared.ruleset.is_some(), abi > 0);
+        assert_eq!(
+            prepared.report.abi,
+            (abi > 0).then_some(abi.min(GUARD_MAX_ABI))
+        );
     }
 }

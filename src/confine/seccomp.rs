@@ -45,11 +45,18 @@ impl FilterSpec {
 pub const AUDIT_ARCH_NATIVE: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 pub const AUDIT_ARCH_NATIVE: u32 = 0xC000_00B7;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("guard's seccomp filter supports x86_64 and aarch64 only");
 
 /// The x32 ABI marks its syscall numbers with this bit (`__X32_SYSCALL_BIT`).
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
+/// renameat: the libc crate has no `SYS_renameat` for aarch64, where the kernel has it as 38.
+#[cfg(target_arch = "x86_64")]
+const SYS_RENAMEAT: i64 = libc::SYS_renameat;
+#[cfg(target_arch = "aarch64")]
+const SYS_RENAMEAT: i64 = 38;
 /// Not in every libc release; the number is the same on every architecture (unified table).
 const SYS_FCHMODAT2: i64 = 452;
 /// Linux 6.13; same number everywhere (unified table); not yet in the libc crate.
@@ -141,7 +148,6 @@ const CONDITIONAL: &[(i64, &str)] = sys![SYS_seccomp, SYS_clone, SYS_clone3, SYS
 /// Path-based mutations, trapped whatever their arguments.
 const TRAPPED_COMMON: &[(i64, &str)] = sys![
     SYS_unlinkat,
-    SYS_renameat,
     SYS_renameat2,
     SYS_linkat,
     SYS_symlinkat,
@@ -158,6 +164,7 @@ const TRAPPED_COMMON: &[(i64, &str)] = sys![
     SYS_openat2,
 ];
 const TRAPPED_EXTRA: &[(i64, &str)] = &[
+    (SYS_RENAMEAT, "renameat"),
     (SYS_FCHMODAT2, "fchmodat2"),
     (SYS_SETXATTRAT, "setxattrat"),
     (SYS_REMOVEXATTRAT, "removexattrat"),
@@ -263,7 +270,7 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
 
     // Each block below starts with the syscall number in A and ends with a return; it is entered
     // from the dispatch chain by number.
-    let mut blocks: Vec<(i64, fn(&mut Assembler, Labels))> = Vec::new();
+    let mut blocks: Vec<(i64, EmitBlock)> = Vec::new();
     if spec.deny_list {
         for &(nr, _) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
             asm.jump(Cond::Eq, nr_k(nr), Dest::Label(eperm), Dest::Next);
@@ -313,6 +320,9 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
     asm.ret(SECCOMP_RET_USER_NOTIF);
     asm.finish()
 }
+
+/// Emits the code of one syscall whose verdict depends on its arguments.
+type EmitBlock = fn(&mut Assembler, Labels);
 
 /// The shared returns the argument blocks jump to.
 #[derive(Clone, Copy)]
@@ -549,6 +559,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::unnecessary_cast)] // libc::Ioctl is c_ulong on glibc, c_int on musl
     fn terminal_injection_is_refused() {
         let ioctl = |cmd: u64| judge(&ENFORCE, libc::SYS_ioctl, &[1, cmd, 0]);
         assert_eq!(ioctl(libc::TIOCSTI as u64), EPERM);
