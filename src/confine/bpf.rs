@@ -636,6 +636,39 @@ mod tests {
         }
     }
 
+    /// The interpreter never panics, whatever the program (fuzzing relies on it).
+    #[test]
+    fn random_programs_never_panic() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..5_000 {
+            let len = (next() % 12) as usize;
+            let prog: Vec<SockFilter> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    SockFilter {
+                        code: (r & 0xff) as u16,
+                        jt: (r >> 8) as u8 % 4,
+                        jf: (r >> 16) as u8 % 4,
+                        k: (r >> 32) as u32 % 80,
+                    }
+                })
+                .collect();
+            let data = SeccompData {
+                nr: next() as i32,
+                arch: next() as u32,
+                instruction_pointer: next(),
+                args: [next(), next(), next(), next(), next(), next()],
+            };
+            let _ = run(&prog, &data);
+        }
+    }
+
     #[test]
     fn too_long_programs_are_refused() {
         let mut asm = Assembler::new();

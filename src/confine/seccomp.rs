@@ -695,6 +695,44 @@ mod tests {
         }
     }
 
+    /// Random numbers and arguments: the verdict is always one of the four the program can give,
+    /// and any call outside the lists is allowed whatever its arguments.
+    #[test]
+    fn random_calls_get_a_known_verdict() {
+        let prog = build(&ENFORCE).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let listed = |nr: i64| {
+            trapped_syscalls()
+                .iter()
+                .chain(denied_syscalls())
+                .any(|&(n, _)| n == nr)
+        };
+        for _ in 0..20_000 {
+            let nr = (next() % 520) as i64;
+            let args = [next(), next(), next(), next(), next(), next()];
+            let verdict = run(&prog, &call(nr, &args));
+            assert!(
+                [
+                    SECCOMP_RET_ALLOW,
+                    SECCOMP_RET_USER_NOTIF,
+                    EPERM,
+                    ret_errno(libc::ENOSYS)
+                ]
+                .contains(&verdict),
+                "nr {nr}: {verdict:#x}"
+            );
+            if !listed(nr) {
+                assert_eq!(verdict, SECCOMP_RET_ALLOW, "nr {nr}");
+            }
+        }
+    }
+
     #[test]
     fn no_number_is_both_trapped_and_denied() {
         for &(nr, name) in trapped_syscalls() {
