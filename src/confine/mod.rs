@@ -1,1 +1,44 @@
-//! confine (in progress)
+//! Confinement, computed from a [`Policy`](crate::policy::Policy) before the fork and applied in
+//! the child: the Landlock ruleset ([`landlock`]) and the seccomp program ([`seccomp`], assembled
+//! with the small classic-BPF toolkit in [`bpf`]).
+//!
+//! Everything here is safe code. This module builds; it never confines the calling process:
+//! `restrict_self()` and installing the filter happen in `launch/` (the latter through `sys/`).
+
+pub mod bpf;
+pub mod landlock;
+pub mod seccomp;
+
+use std::path::PathBuf;
+
+pub use self::bpf::{SeccompData, SockFilter};
+pub use self::landlock::{prepare, LandlockReport, Prepared};
+pub use self::seccomp::{build, denied_syscalls, syscall_name, trapped_syscalls, FilterSpec};
+
+/// Errors while computing the confinement of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// A jump of the seccomp program could not be encoded.
+    #[error("seccomp program: jump from instruction {from} to label {label} cannot be resolved")]
+    UnresolvedLabel { from: usize, label: usize },
+    /// The seccomp program is longer than the kernel accepts.
+    #[error("seccomp program has {len} instructions, the kernel accepts at most {max}")]
+    ProgramTooLong { len: usize, max: usize },
+    /// A Landlock root could not be opened for a reason other than its absence.
+    #[error("cannot open landlock root {}", path.display())]
+    OpenRoot {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Adding the rule of a root to the ruleset failed.
+    #[error("cannot add landlock rule for {}", path.display())]
+    AddRule {
+        path: PathBuf,
+        #[source]
+        source: ::landlock::RulesetError,
+    },
+    /// Creating the ruleset or adding a port rule failed.
+    #[error("cannot build the landlock ruleset\nhint: run `guard doctor` to see what this kernel supports")]
+    Ruleset(#[source] ::landlock::RulesetError),
+}

@@ -49,12 +49,20 @@ pub struct FsPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetTarget {
     /// An IP network (a single address is a /32 or /128), with an optional port.
-    Cidr { addr: IpAddr, prefix: u8, port: Option<u16> },
+    Cidr {
+        addr: IpAddr,
+        prefix: u8,
+        port: Option<u16>,
+    },
     /// Any address, one port (`*:443`).
     AnyHost { port: u16 },
     /// A host name resolved when the run starts (`crates.io:443`); `addrs` is filled in by the
     /// caller before the run (policy does no network I/O); unresolved names match nothing.
-    Host { name: String, port: Option<u16>, addrs: Vec<IpAddr> },
+    Host {
+        name: String,
+        port: Option<u16>,
+        addrs: Vec<IpAddr>,
+    },
     /// A unix socket path glob (absolute, expanded).
     UnixPath(String),
     /// An abstract unix socket name glob, written `@name` in profiles (without the `@` here).

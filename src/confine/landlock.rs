@@ -1,0 +1,611 @@
+//! The Landlock ruleset of a run, computed from the [`Policy`] in the parent before the fork.
+//!
+//! [`prepare`] probes the kernel's Landlock ABI, caps it (`max_abi`, so the degraded paths can be
+//! exercised on a new kernel), opens the roots (`O_PATH`, missing ones are skipped and reported)
+//! and returns a created ruleset that the child only has to `restrict_self()`, together with a
+//! [`LandlockReport`] that says honestly what is enforced at that ABI and what is not, and why.
+//! This module never confines the calling process.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    PathFdError, RestrictSelf, RestrictSelfAttr, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, ABI,
+};
+
+use super::ConfineError;
+use crate::policy::{Mode, NetTarget, Policy};
+
+/// The highest Landlock ABI whose rights guard has vetted; newer kernels are used at this ABI.
+pub const GUARD_MAX_ABI: u8 = 9;
+
+/// A ruleset ready for the child, and what it enforces.
+#[derive(Debug)]
+pub struct Prepared {
+    /// `None` when nothing is to be enforced (observe mode, or no Landlock in this kernel).
+    pub ruleset: Option<RulesetCreated>,
+    pub report: LandlockReport,
+}
+
+/// What the ruleset enforces at the effective ABI, and every right it had to drop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LandlockReport {
+    /// The kernel's Landlock ABI (0: none), as probed.
+    pub kernel_abi: u8,
+    /// The ABI the ruleset uses; `None` when Landlock is not used.
+    pub abi: Option<u8>,
+    /// One line per enforced restriction.
+    pub enforced: Vec<String>,
+    /// `(feature, reason)` for each restriction the policy asks for but this run lacks.
+    pub degraded: Vec<(String, String)>,
+    /// Roots of the policy that do not exist (nothing to grant there).
+    pub skipped_paths: Vec<PathBuf>,
+}
+
+/// Probes the highest Landlock ABI of the running kernel that this crate knows (0: none).
+///
+/// Asks for one feature of each ABI with `CompatLevel::HardRequirement`, which fails without a
+/// syscall when the kernel lacks it (the crate queries the version once per builder).
+pub fn probe_abi() -> u8 {
+    let fs = |a: BitFlags<AccessFs>| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(a)
+            .is_ok()
+    };
+    let restrict_self =
+        |probe: fn(RestrictSelf) -> Result<RestrictSelf, landlock::RulesetError>| {
+            probe(RestrictSelf::default().set_compatibility(CompatLevel::HardRequirement)).is_ok()
+        };
+    let probes: [(u8, bool); 9] = [
+        (9, fs(AccessFs::ResolveUnix.into())),
+        (8, restrict_self(|r| r.all_threads(true))),
+        (7, restrict_self(|r| r.log_subdomains(false))),
+        (
+            6,
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .scope(Scope::Signal)
+                .is_ok(),
+        ),
+        (5, fs(AccessFs::IoctlDev.into())),
+        (
+            4,
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessNet::ConnectTcp)
+                .is_ok(),
+        ),
+        (3, fs(AccessFs::Truncate.into())),
+        (2, fs(AccessFs::Refer.into())),
+        (1, fs(AccessFs::Execute.into())),
+    ];
+    probes
+        .into_iter()
+        .find_map(|(v, ok)| ok.then_some(v))
+        .unwrap_or(0)
+}
+
+/// Computes and creates the ruleset for `policy` (see the module documentation).
+pub fn prepare(policy: &Policy, max_abi: Option<u8>) -> Result<Prepared, ConfineError> {
+    let kernel_abi = if policy.mode == Mode::Observe {
+        0
+    } else {
+        probe_abi()
+    };
+    prepare_at(policy, kernel_abi, max_abi)
+}
+
+/// [`prepare`] with the kernel ABI given: the plan is computed for `min(kernel_abi, max_abi)`.
+fn prepare_at(
+    policy: &Policy,
+    kernel_abi: u8,
+    max_abi: Option<u8>,
+) -> Result<Prepared, ConfineError> {
+    let mut report = LandlockReport {
+        kernel_abi,
+        ..LandlockReport::default()
+    };
+    if policy.mode == Mode::Observe {
+        report.degraded.push((
+            "landlock".into(),
+            "observe mode: no landlock ruleset, nothing is enforced by the kernel".into(),
+        ));
+        return Ok(Prepared {
+            ruleset: None,
+            report,
+        });
+    }
+    let cap = max_abi.unwrap_or(GUARD_MAX_ABI).min(GUARD_MAX_ABI);
+    let v = kernel_abi.min(cap);
+    if v == 0 {
+        let reason = if kernel_abi == 0 {
+            "this kernel has no landlock (abi 0): the filesystem and network roots are not \
+             enforced by the kernel\nhint: enable landlock (CONFIG_SECURITY_LANDLOCK, `lsm=` boot \
+             parameter)"
+        } else {
+            "landlock disabled by max_abi = 0: the roots are not enforced by the kernel"
+        };
+        report.degraded.push(("landlock".into(), reason.into()));
+        return Ok(Prepared {
+            ruleset: None,
+            report,
+        });
+    }
+    report.abi = Some(v);
+    let why = |need: u8| {
+        if kernel_abi >= need {
+            format!("needs landlock abi {need}; capped at abi {v} by max_abi")
+        } else {
+            format!("needs landlock abi {need}; this kernel has abi {kernel_abi}")
+        }
+    };
+    let abi = ABI::from(i32::from(v));
+
+    // Filesystem.
+    let handled_fs = AccessFs::from_all(abi);
+    let mut read_access = AccessFs::from_read(abi);
+    if v >= 9 {
+        // Pathname unix sockets stay reachable under the roots; the supervisor judges connect.
+        read_access |= AccessFs::ResolveUnix;
+    }
+    let write_access = handled_fs;
+    report.enforced.push(format!(
+        "fs: read+execute only under {} read root(s), write only under {} write root(s)",
+        policy.fs.read.len(),
+        policy.fs.write.len()
+    ));
+    for (need, feature, effect) in [
+        (
+            2,
+            "landlock-fs-refer",
+            "renaming or linking across directories is refused everywhere",
+        ),
+        (
+            3,
+            "landlock-fs-truncate",
+            "truncation is not restricted by landlock",
+        ),
+        (
+            5,
+            "landlock-fs-ioctl-dev",
+            "device ioctls are not restricted by landlock",
+        ),
+        (
+            9,
+            "landlock-fs-resolve-unix",
+            "connecting to pathname unix sockets is not restricted by landlock",
+        ),
+    ] {
+        if v < need {
+            report
+                .degraded
+                .push((feature.into(), format!("{}: {effect}", why(need))));
+        } else {
+            report.enforced.push(format!("{feature} (abi {need})"));
+        }
+    }
+
+    // Network (TCP).
+    let net = net_plan(policy);
+    let mut handled_net = BitFlags::<AccessNet>::EMPTY;
+    let mut ports: BTreeMap<u16, BitFlags<AccessNet>> = BTreeMap::new();
+    match &net.connect {
+        Some(allowed) if v >= 4 => {
+            handled_net |= AccessNet::ConnectTcp;
+            for &p in allowed {
+                *ports.entry(p).or_default() |= AccessNet::ConnectTcp;
+            }
+            report.enforced.push(if allowed.is_empty() {
+                "landlock-net-connect (abi 4): every tcp connect is refused".into()
+            } else {
+                format!("landlock-net-connect (abi 4): tcp connect only to ports {allowed:?}")
+            });
+        }
+        Some(_) => report.degraded.push((
+            "landlock-net-connect".into(),
+            format!("{}: tcp connect is judged by the supervisor only", why(4)),
+        )),
+        None => report.degraded.push((
+            "landlock-net-connect".into(),
+            "a net.connect entry allows any port: connect is judged by the supervisor only".into(),
+        )),
+    }
+    match &policy.net.bind {
+        None => {}
+        Some(allowed) if v >= 4 => {
+            handled_net |= AccessNet::BindTcp;
+            for &p in allowed {
+                *ports.entry(p).or_default() |= AccessNet::BindTcp;
+            }
+            report.enforced.push(if allowed.is_empty() {
+                "landlock-net-bind (abi 4): every tcp bind is refused".into()
+            } else {
+                format!("landlock-net-bind (abi 4): tcp bind only to ports {allowed:?}")
+            });
+        }
+        Some(_) => report.degraded.push((
+            "landlock-net-bind".into(),
+            format!("{}: tcp bind is not restricted", why(4)),
+        )),
+    }
+
+    // Scopes.
+    let scopes = if v >= 6 {
+        report.enforced.push(
+            "landlock-scope-signal (abi 6): no signals to processes outside the sandbox".into(),
+        );
+        let mut line =
+            "landlock-scope-abstract-unix (abi 6): no connects to abstract unix sockets \
+                        outside the sandbox"
+                .to_string();
+        if policy
+            .net
+            .connect
+            .iter()
+            .any(|t| matches!(t, NetTarget::Abstract(_)))
+        {
+            line.push_str(" (net.connect `@name` entries reach only sockets made inside it)");
+        }
+        report.enforced.push(line);
+        Scope::from_all(ABI::V6)
+    } else {
+        for feature in ["landlock-scope-signal", "landlock-scope-abstract-unix"] {
+            report.degraded.push((feature.into(), why(6)));
+        }
+        BitFlags::EMPTY
+    };
+
+    // Open the roots before creating anything, so a missing root costs nothing.
+    let mut roots: Vec<(PathFd, &Path, BitFlags<AccessFs>)> = Vec::new();
+    let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
+    for (paths, access) in [
+        (&policy.fs.read, read_access),
+        (&policy.fs.write, write_access),
+    ] {
+        for path in paths {
+            match open_root(path)? {
+                Some(fd) => roots.push((fd, path, access)),
+                None => report.skipped_paths.push(path.clone()),
+            }
+        }
+    }
+
+    if v >= 9 {
+        // Unix sockets that net.connect names outside the roots stay reachable by path.
+        for dir in unix_socket_dirs(policy) {
+            if let Some(fd) = open_root(&dir)? {
+                unix_dirs.push((fd, dir));
+            }
+        }
+    }
+
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(handled_fs)
+        .map_err(ConfineError::Ruleset)?;
+    if !handled_net.is_empty() {
+        ruleset = ruleset
+            .handle_access(handled_net)
+            .map_err(ConfineError::Ruleset)?;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(ConfineError::Ruleset)?;
+    }
+    let mut created = ruleset.create().map_err(ConfineError::Ruleset)?;
+    for (fd, path, access) in roots {
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|source| ConfineError::AddRule {
+                path: path.to_path_buf(),
+                source,
+            })?;
+    }
+    for (fd, path) in unix_dirs {
+        created = created
+            .add_rule(PathBeneath::new(fd, AccessFs::ResolveUnix))
+            .map_err(|source| ConfineError::AddRule { path, source })?;
+    }
+    for (port, access) in ports {
+        created = created
+            .add_rule(NetPort::new(port, access))
+            .map_err(ConfineError::Ruleset)?;
+    }
+    Ok(Prepared {
+        ruleset: Some(created),
+        report,
+    })
+}
+
+/// Opens a root with `O_PATH`; `None` when it does not exist.
+fn open_root(path: &Path) -> Result<Option<PathFd>, ConfineError> {
+    match PathFd::new(path) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(PathFdError::OpenCall { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(PathFdError::OpenCall { source, .. }) => Err(ConfineError::OpenRoot {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(other) => Err(ConfineError::OpenRoot {
+            path: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, other),
+        }),
+    }
+}
+
+/// The deepest literal directory of each `net.connect` unix socket glob (`/run/user/*/bus` ->
+/// `/run/user`, `/run/docker.sock` -> `/run`).
+fn unix_socket_dirs(policy: &Policy) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for target in &policy.net.connect {
+        let NetTarget::UnixPath(glob) = target else {
+            continue;
+        };
+        let literal: PathBuf = Path::new(glob)
+            .components()
+            .take_while(|c| {
+                !c.as_os_str()
+                    .as_encoded_bytes()
+                    .iter()
+                    .any(|b| b"*?[{\\".contains(b))
+            })
+            .collect();
+        let dir = if literal.as_os_str().len() == glob.len() {
+            literal.parent().map(Path::to_path_buf)
+        } else {
+            Some(literal)
+        };
+        if let Some(dir) = dir.filter(|d| d.is_absolute() && !dirs.contains(d)) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// The TCP side of the policy, as Landlock can express it.
+struct NetPlan {
+    /// `Some(ports)`: TCP connect allowed to exactly these ports (empty: none);
+    /// `None`: some entry allows any port, Landlock cannot narrow connect.
+    connect: Option<Vec<u16>>,
+}
+
+fn net_plan(policy: &Policy) -> NetPlan {
+    let mut ports = Vec::new();
+    for target in &policy.net.connect {
+        let port = match target {
+            NetTarget::Cidr { port, .. } | NetTarget::Host { port, .. } => *port,
+            NetTarget::AnyHost { port } => Some(*port),
+            // Not TCP: judged by the supervisor (and by the fs/scope rights).
+            NetTarget::UnixPath(_) | NetTarget::Abstract(_) => continue,
+        };
+        match port {
+            Some(p) => ports.push(p),
+            None => return NetPlan { connect: None },
+        }
+    }
+    if policy.net.dns {
+        // Nameservers are added to net.connect at run start; DNS falls back to TCP port 53.
+        ports.push(53);
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    NetPlan {
+        connect: Some(ports),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{
+        EnvPolicy, FsPolicy, NetPolicy, OnDeny, OnFailure, TransactionPolicy, Vars,
+    };
+    use globset::GlobSet;
+
+    fn policy(read: Vec<PathBuf>, write: Vec<PathBuf>, connect: Vec<NetTarget>) -> Policy {
+        Policy {
+            name: "test".into(),
+            sources: vec!["test".into()],
+            digest: String::new(),
+            mode: Mode::Enforce,
+            fs: FsPolicy {
+                read,
+                write,
+                protect: Vec::new(),
+                protect_set: GlobSet::empty(),
+                protect_anchors: Vec::new(),
+            },
+            net: NetPolicy {
+                connect,
+                bind: None,
+                dns: false,
+            },
+            transaction: TransactionPolicy {
+                on_deny: OnDeny::Errno,
+                on_failure: OnFailure::Keep,
+                exclude: Vec::new(),
+                max_preimage_bytes: 0,
+            },
+            env: EnvPolicy {
+                keep: Vec::new(),
+                drop: Vec::new(),
+                set: Vec::new(),
+            },
+            rules: Vec::new(),
+            vars: Vars {
+                workspace: "/ws".into(),
+                home: None,
+                tmp: "/tmp".into(),
+                state: "/state".into(),
+            },
+        }
+    }
+
+    fn degraded(report: &LandlockReport) -> Vec<&str> {
+        report.degraded.iter().map(|(f, _)| f.as_str()).collect()
+    }
+
+    fn reason<'a>(report: &'a LandlockReport, feature: &str) -> &'a str {
+        report
+            .degraded
+            .iter()
+            .find(|(f, _)| f == feature)
+            .map(|(_, r)| r.as_str())
+            .unwrap_or_else(|| panic!("{feature} not degraded: {report:?}"))
+    }
+
+    #[test]
+    fn abi_1_degrades_refer_truncate_net_and_scopes() {
+        let p = policy(vec!["/usr".into()], vec![std::env::temp_dir()], Vec::new());
+        let report = prepare_at(&p, 9, Some(1)).unwrap().report;
+        assert_eq!(report.abi, Some(1));
+        for feature in [
+            "landlock-fs-refer",
+            "landlock-fs-truncate",
+            "landlock-fs-ioctl-dev",
+            "landlock-net-connect",
+            "landlock-scope-signal",
+            "landlock-scope-abstract-unix",
+        ] {
+            let why = reason(&report, feature);
+            assert!(why.contains("capped at abi 1"), "{feature}: {why}");
+        }
+        assert!(
+            !degraded(&report).contains(&"landlock-net-bind"),
+            "bind not asked for"
+        );
+    }
+
+    #[test]
+    fn old_kernels_are_named_as_the_reason() {
+        let p = policy(vec![], vec![], Vec::new());
+        let report = prepare_at(&p, 3, None).unwrap().report;
+        assert_eq!(report.abi, Some(3));
+        assert!(reason(&report, "landlock-net-connect").contains("this kernel has abi 3"));
+        assert!(!degraded(&report).contains(&"landlock-fs-truncate"));
+    }
+
+    #[test]
+    fn full_abi_degrades_nothing_and_denies_all_connects_without_entries() {
+        let p = policy(vec![], vec![], Vec::new());
+        let report = prepare_at(&p, 9, None).unwrap().report;
+        assert_eq!(report.abi, Some(GUARD_MAX_ABI));
+        assert!(report.degraded.is_empty(), "{report:?}");
+        assert!(report
+            .enforced
+            .iter()
+            .any(|e| e.contains("every tcp connect is refused")));
+    }
+
+    #[test]
+    fn connect_ports_are_enforced_only_when_every_entry_names_one() {
+        let with_ports = vec![
+            NetTarget::AnyHost { port: 443 },
+            NetTarget::Cidr {
+                addr: "127.0.0.1".parse().unwrap(),
+                prefix: 8,
+                port: Some(8080),
+            },
+            NetTarget::UnixPath("/run/foo.sock".into()),
+        ];
+        let report = prepare_at(&policy(vec![], vec![], with_ports.clone()), 6, None)
+            .unwrap()
+            .report;
+        assert!(
+            report.enforced.iter().any(|e| e.contains("[443, 8080]")),
+            "{report:?}"
+        );
+
+        let mut any_port = with_ports;
+        any_port.push(NetTarget::Host {
+            name: "example.org".into(),
+            port: None,
+            addrs: Vec::new(),
+        });
+        let report = prepare_at(&policy(vec![], vec![], any_port), 6, None)
+            .unwrap()
+            .report;
+        assert!(reason(&report, "landlock-net-connect").contains("any port"));
+    }
+
+    #[test]
+    fn bind_is_handled_only_when_the_policy_lists_ports() {
+        let mut p = policy(vec![], vec![], Vec::new());
+        p.net.bind = Some(Vec::new());
+        let report = prepare_at(&p, 4, None).unwrap().report;
+        assert!(report.enforced.iter().any(|e| e.contains("every tcp bind")));
+        let report = prepare_at(&p, 3, None).unwrap().report;
+        assert!(reason(&report, "landlock-net-bind").contains("needs landlock abi 4"));
+    }
+
+    #[test]
+    fn missing_roots_are_skipped_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("does-not-exist");
+        let p = policy(
+            vec![dir.path().to_path_buf(), missing.clone()],
+            vec![missing.join("deeper")],
+            Vec::new(),
+        );
+        let prepared = prepare(&p, None).unwrap();
+        assert_eq!(
+            prepared.report.skipped_paths,
+            vec![missing.clone(), missing.join("deeper")]
+        );
+        assert_eq!(prepared.report.kernel_abi, probe_abi());
+    }
+
+    #[test]
+    fn unix_socket_globs_give_their_literal_directory() {
+        let p = policy(
+            vec![],
+            vec![],
+            vec![
+                NetTarget::UnixPath("/run/docker.sock".into()),
+                NetTarget::UnixPath("/run/user/*/bus".into()),
+                NetTarget::UnixPath("/run/x.sock".into()),
+            ],
+        );
+        assert_eq!(
+            unix_socket_dirs(&p),
+            vec![PathBuf::from("/run"), PathBuf::from("/run/user")]
+        );
+    }
+
+    #[test]
+    fn observe_mode_builds_nothing_and_says_so() {
+        let mut p = policy(vec!["/usr".into()], vec![], Vec::new());
+        p.mode = Mode::Observe;
+        let prepared = prepare(&p, None).unwrap();
+        assert!(prepared.ruleset.is_none());
+        assert_eq!(prepared.report.abi, None);
+        assert!(reason(&prepared.report, "landlock").contains("observe mode"));
+    }
+
+    #[test]
+    fn no_landlock_is_reported_with_a_hint() {
+        let p = policy(vec!["/usr".into()], vec![], Vec::new());
+        let prepared = prepare_at(&p, 0, None).unwrap();
+        assert!(prepared.ruleset.is_none());
+        assert!(reason(&prepared.report, "landlock").contains("hint:"));
+    }
+
+    /// Creates a real ruleset on this kernel (it is never applied to the test process).
+    #[test]
+    fn a_ruleset_is_created_when_the_kernel_has_landlock() {
+        let abi = probe_abi();
+        eprintln!("landlock abi of this kernel: {abi}");
+        let p = policy(vec!["/usr".into()], vec![std::env::temp_dir()], Vec::new());
+        let prepared = prepare(&p, None).unwrap();
+        assert_eq!(prepared.ruleset.is_some(), abi > 0);
+        assert_eq!(
+            prepared.report.abi,
+            (abi > 0).then_some(abi.min(GUARD_MAX_ABI))
+        );
+    }
+}

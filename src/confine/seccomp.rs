@@ -1,0 +1,742 @@
+//! The seccomp program guard installs in the child, built from a [`FilterSpec`] (pure).
+//!
+//! In order: foreign architectures and the x32 range are killed; the deny list returns an errno
+//! (EPERM, ENOSYS for clone3); the trapped set returns `SECCOMP_RET_USER_NOTIF` for the
+//! supervisor; everything else is allowed. Open calls are trapped only when their flags ask to
+//! write, so reads never pay a round trip. The semantics are proven by the tests at the bottom
+//! with the interpreter in [`super::bpf`].
+
+use super::bpf::{
+    off_arg_lo, ret_errno, Assembler, Cond, Dest, SockFilter, OFF_ARCH, OFF_NR, SECCOMP_RET_ALLOW,
+    SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_USER_NOTIF,
+};
+use super::ConfineError;
+use crate::policy::{Mode, Policy};
+
+/// What the program does besides the architecture check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterSpec {
+    /// Trap the judged calls to the supervisor (the filter is then installed with
+    /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`). When false, nothing is trapped and the other
+    /// `trap_*` fields are ignored.
+    pub notify: bool,
+    /// Return errors for the calls no agent needs (false in observe mode).
+    pub deny_list: bool,
+    /// Trap execve and execveat.
+    pub trap_exec: bool,
+    /// Trap connect.
+    pub trap_connect: bool,
+}
+
+impl FilterSpec {
+    /// The filter for a policy: observe mode keeps every trap but drops the deny list.
+    pub fn for_policy(policy: &Policy) -> Self {
+        FilterSpec {
+            notify: true,
+            deny_list: policy.mode == Mode::Enforce,
+            trap_exec: true,
+            trap_connect: true,
+        }
+    }
+}
+
+/// The native audit architecture (`AUDIT_ARCH_*` of include/uapi/linux/audit.h).
+#[cfg(target_arch = "x86_64")]
+pub const AUDIT_ARCH_NATIVE: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+pub const AUDIT_ARCH_NATIVE: u32 = 0xC000_00B7;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("guard's seccomp filter supports x86_64 and aarch64 only");
+
+/// The x32 ABI marks its syscall numbers with this bit (`__X32_SYSCALL_BIT`).
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// renameat: the libc crate has no `SYS_renameat` for aarch64, where the kernel has it as 38.
+#[cfg(target_arch = "x86_64")]
+const SYS_RENAMEAT: i64 = libc::SYS_renameat;
+#[cfg(target_arch = "aarch64")]
+const SYS_RENAMEAT: i64 = 38;
+/// Not in every libc release; the number is the same on every architecture (unified table).
+const SYS_FCHMODAT2: i64 = 452;
+/// Linux 6.13; same number everywhere (unified table); not yet in the libc crate.
+const SYS_SETXATTRAT: i64 = 463;
+const SYS_REMOVEXATTRAT: i64 = 466;
+/// Linux 6.15; same number everywhere; not yet in the libc crate.
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+
+const SECCOMP_SET_MODE_FILTER: u32 = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: u32 = 1 << 3;
+
+/// Namespace flags refused in clone(2)'s flags (arg0; all in the low 32 bits). CLONE_NEWTIME
+/// (0x80) is left out: in clone(2) that bit belongs to the exit signal (CSIGNAL), so clone cannot
+/// ask for a time namespace (only clone3 and unshare can, and both are refused).
+const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWCGROUP) as u32;
+
+/// Open flags that make an open judged (O_TMPFILE includes O_WRONLY or O_RDWR).
+const OPEN_WRITE_FLAGS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
+macro_rules! sys {
+    ($($name:ident),* $(,)?) => { &[$((libc::$name as i64, strip(stringify!($name)))),*] };
+}
+
+/// `SYS_foo` -> `foo`, at compile time.
+const fn strip(s: &'static str) -> &'static str {
+    match s.as_bytes() {
+        [b'S', b'Y', b'S', b'_', rest @ ..] => match std::str::from_utf8(rest) {
+            Ok(r) => r,
+            Err(_) => s,
+        },
+        _ => s,
+    }
+}
+
+/// Calls refused with EPERM outright.
+const DENIED_COMMON: &[(i64, &str)] = sys![
+    SYS_io_uring_setup,
+    SYS_io_uring_enter,
+    SYS_io_uring_register,
+    SYS_ptrace,
+    SYS_process_vm_writev,
+    SYS_process_vm_readv,
+    SYS_bpf,
+    SYS_perf_event_open,
+    SYS_userfaultfd,
+    SYS_kexec_load,
+    SYS_kexec_file_load,
+    SYS_init_module,
+    SYS_finit_module,
+    SYS_delete_module,
+    SYS_mount,
+    SYS_umount2,
+    SYS_fsopen,
+    SYS_fsconfig,
+    SYS_fsmount,
+    SYS_fspick,
+    SYS_move_mount,
+    SYS_open_tree,
+    SYS_mount_setattr,
+    SYS_pivot_root,
+    SYS_chroot,
+    SYS_swapon,
+    SYS_swapoff,
+    SYS_reboot,
+    SYS_keyctl,
+    SYS_add_key,
+    SYS_request_key,
+    SYS_open_by_handle_at,
+    SYS_name_to_handle_at,
+    SYS_unshare,
+    SYS_setns,
+    SYS_acct,
+    SYS_quotactl,
+    SYS_quotactl_fd,
+    SYS_lookup_dcookie,
+];
+const DENIED_EXTRA: &[(i64, &str)] = &[(SYS_OPEN_TREE_ATTR, "open_tree_attr")];
+
+/// Calls refused only for some arguments, or with another errno (see [`build`]).
+const CONDITIONAL: &[(i64, &str)] = sys![SYS_seccomp, SYS_clone, SYS_clone3, SYS_ioctl];
+
+/// Path-based mutations, trapped whatever their arguments.
+const TRAPPED_COMMON: &[(i64, &str)] = sys![
+    SYS_unlinkat,
+    SYS_renameat2,
+    SYS_linkat,
+    SYS_symlinkat,
+    SYS_mkdirat,
+    SYS_mknodat,
+    SYS_fchmodat,
+    SYS_fchownat,
+    SYS_truncate,
+    SYS_utimensat,
+    SYS_setxattr,
+    SYS_lsetxattr,
+    SYS_removexattr,
+    SYS_lremovexattr,
+    SYS_openat2,
+];
+const TRAPPED_EXTRA: &[(i64, &str)] = &[
+    (SYS_RENAMEAT, "renameat"),
+    (SYS_FCHMODAT2, "fchmodat2"),
+    (SYS_SETXATTRAT, "setxattrat"),
+    (SYS_REMOVEXATTRAT, "removexattrat"),
+];
+/// Legacy entry points, x86_64 only (aarch64 has only the *at forms).
+#[cfg(target_arch = "x86_64")]
+const TRAPPED_LEGACY: &[(i64, &str)] = sys![
+    SYS_unlink,
+    SYS_rmdir,
+    SYS_rename,
+    SYS_link,
+    SYS_symlink,
+    SYS_mkdir,
+    SYS_mknod,
+    SYS_chmod,
+    SYS_chown,
+    SYS_lchown,
+    SYS_utime,
+    SYS_utimes,
+    SYS_futimesat,
+    SYS_creat,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const TRAPPED_LEGACY: &[(i64, &str)] = &[];
+const TRAPPED_EXEC: &[(i64, &str)] = sys![SYS_execve, SYS_execveat];
+const TRAPPED_CONNECT: &[(i64, &str)] = sys![SYS_connect];
+/// Trapped only when their flags ask to write.
+#[cfg(target_arch = "x86_64")]
+const TRAPPED_OPEN: &[(i64, &str)] = sys![SYS_open, SYS_openat];
+#[cfg(not(target_arch = "x86_64"))]
+const TRAPPED_OPEN: &[(i64, &str)] = sys![SYS_openat];
+
+const fn concat<const N: usize>(parts: &[&[(i64, &'static str)]]) -> [(i64, &'static str); N] {
+    let mut out = [(0, ""); N];
+    let (mut i, mut n) = (0, 0);
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[n] = parts[i][j];
+            n += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "concat: wrong length");
+    out
+}
+
+const TRAPPED_PARTS: &[&[(i64, &str)]] = &[
+    TRAPPED_COMMON,
+    TRAPPED_EXTRA,
+    TRAPPED_LEGACY,
+    TRAPPED_EXEC,
+    TRAPPED_CONNECT,
+    TRAPPED_OPEN,
+];
+const TRAPPED_LEN: usize = TRAPPED_COMMON.len()
+    + TRAPPED_EXTRA.len()
+    + TRAPPED_LEGACY.len()
+    + TRAPPED_EXEC.len()
+    + TRAPPED_CONNECT.len()
+    + TRAPPED_OPEN.len();
+static TRAPPED: [(i64, &str); TRAPPED_LEN] = concat(TRAPPED_PARTS);
+
+const DENIED_PARTS: &[&[(i64, &str)]] = &[DENIED_COMMON, DENIED_EXTRA, CONDITIONAL];
+const DENIED_LEN: usize = DENIED_COMMON.len() + DENIED_EXTRA.len() + CONDITIONAL.len();
+static DENIED: [(i64, &str); DENIED_LEN] = concat(DENIED_PARTS);
+
+/// Every call the filter may trap to the supervisor (with every `trap_*` enabled), with its
+/// name. open/openat are trapped only for write flags.
+pub fn trapped_syscalls() -> &'static [(i64, &'static str)] {
+    &TRAPPED
+}
+
+/// Every call the deny list refuses, outright or for some arguments (seccomp, clone, clone3,
+/// ioctl), with its name; for `guard doctor`.
+pub fn denied_syscalls() -> &'static [(i64, &'static str)] {
+    &DENIED
+}
+
+/// The name of a trapped or denied syscall, `"unknown"` for any other number.
+pub fn syscall_name(nr: i64) -> &'static str {
+    TRAPPED
+        .iter()
+        .chain(DENIED.iter())
+        .find(|(n, _)| *n == nr)
+        .map_or("unknown", |(_, name)| name)
+}
+
+/// Builds the program for `spec`.
+pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
+    let mut asm = Assembler::new();
+    let kill = asm.label();
+    let allow = asm.label();
+    let eperm = asm.label();
+    let notify = asm.label();
+
+    asm.ld_abs(OFF_ARCH);
+    asm.jump(Cond::Eq, AUDIT_ARCH_NATIVE, Dest::Next, Dest::Label(kill));
+    asm.ld_abs(OFF_NR);
+    #[cfg(target_arch = "x86_64")]
+    asm.jump(Cond::Ge, X32_SYSCALL_BIT, Dest::Label(kill), Dest::Next);
+
+    // Each block below starts with the syscall number in A and ends with a return; it is entered
+    // from the dispatch chain by number.
+    let mut blocks: Vec<(i64, EmitBlock)> = Vec::new();
+    if spec.deny_list {
+        for &(nr, _) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
+            asm.jump(Cond::Eq, nr_k(nr), Dest::Label(eperm), Dest::Next);
+        }
+        blocks.push((libc::SYS_seccomp, seccomp_block));
+        blocks.push((libc::SYS_clone, clone_block));
+        blocks.push((libc::SYS_clone3, clone3_block));
+        blocks.push((libc::SYS_ioctl, ioctl_block));
+    }
+    if spec.notify {
+        let mut trapped: Vec<&[(i64, &str)]> = vec![TRAPPED_COMMON, TRAPPED_EXTRA, TRAPPED_LEGACY];
+        if spec.trap_exec {
+            trapped.push(TRAPPED_EXEC);
+        }
+        if spec.trap_connect {
+            trapped.push(TRAPPED_CONNECT);
+        }
+        for &(nr, _) in trapped.into_iter().flatten() {
+            asm.jump(Cond::Eq, nr_k(nr), Dest::Label(notify), Dest::Next);
+        }
+        #[cfg(target_arch = "x86_64")]
+        blocks.push((libc::SYS_open, open_block));
+        blocks.push((libc::SYS_openat, openat_block));
+    }
+    let entries: Vec<_> = blocks.iter().map(|_| asm.label()).collect();
+    for (&(nr, _), &entry) in blocks.iter().zip(&entries) {
+        asm.jump(Cond::Eq, nr_k(nr), Dest::Label(entry), Dest::Next);
+    }
+    asm.ret(SECCOMP_RET_ALLOW);
+
+    let labels = Labels {
+        allow,
+        eperm,
+        notify,
+    };
+    for (&(_, emit), entry) in blocks.iter().zip(entries) {
+        asm.bind(entry);
+        emit(&mut asm, labels);
+    }
+    asm.bind(allow);
+    asm.ret(SECCOMP_RET_ALLOW);
+    asm.bind(kill);
+    asm.ret(SECCOMP_RET_KILL_PROCESS);
+    asm.bind(eperm);
+    asm.ret(ret_errno(libc::EPERM));
+    asm.bind(notify);
+    asm.ret(SECCOMP_RET_USER_NOTIF);
+    asm.finish()
+}
+
+/// Emits the code of one syscall whose verdict depends on its arguments.
+type EmitBlock = fn(&mut Assembler, Labels);
+
+/// The shared returns the argument blocks jump to.
+#[derive(Clone, Copy)]
+struct Labels {
+    allow: super::bpf::Label,
+    eperm: super::bpf::Label,
+    notify: super::bpf::Label,
+}
+
+/// Syscall numbers are small and non-negative: they fit the 32-bit compare.
+fn nr_k(nr: i64) -> u32 {
+    u32::try_from(nr).expect("syscall numbers are small and non-negative")
+}
+
+/// seccomp(SECCOMP_SET_MODE_FILTER, flags & NEW_LISTENER, ...) -> EPERM: a second listener
+/// would let the program answer its own trapped calls. Stricter filters stay allowed.
+fn seccomp_block(asm: &mut Assembler, l: Labels) {
+    asm.ld_abs(off_arg_lo(0));
+    asm.jump(
+        Cond::Eq,
+        SECCOMP_SET_MODE_FILTER,
+        Dest::Next,
+        Dest::Label(l.allow),
+    );
+    asm.ld_abs(off_arg_lo(1));
+    asm.jump(
+        Cond::Set,
+        SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        Dest::Label(l.eperm),
+        Dest::Label(l.allow),
+    );
+}
+
+/// clone with a namespace flag -> EPERM; fork-style clones are allowed.
+fn clone_block(asm: &mut Assembler, l: Labels) {
+    asm.ld_abs(off_arg_lo(0));
+    asm.jump(
+        Cond::Set,
+        CLONE_NAMESPACES,
+        Dest::Label(l.eperm),
+        Dest::Label(l.allow),
+    );
+}
+
+/// clone3 -> ENOSYS: its flags live in memory BPF cannot read; glibc then falls back to clone.
+fn clone3_block(asm: &mut Assembler, _: Labels) {
+    asm.ret(ret_errno(libc::ENOSYS));
+}
+
+/// ioctl(fd, TIOCSTI | TIOCLINUX) -> EPERM: no typing into the controlling terminal.
+fn ioctl_block(asm: &mut Assembler, l: Labels) {
+    asm.ld_abs(off_arg_lo(1));
+    asm.jump(
+        Cond::Eq,
+        libc::TIOCSTI as u32,
+        Dest::Label(l.eperm),
+        Dest::Next,
+    );
+    asm.jump(
+        Cond::Eq,
+        libc::TIOCLINUX as u32,
+        Dest::Label(l.eperm),
+        Dest::Label(l.allow),
+    );
+}
+
+/// open(path, flags, mode): trapped when flags ask to write.
+#[cfg(target_arch = "x86_64")]
+fn open_block(asm: &mut Assembler, l: Labels) {
+    write_flags_at(asm, l, 1);
+}
+
+/// openat(dirfd, path, flags, mode): trapped when flags ask to write.
+fn openat_block(asm: &mut Assembler, l: Labels) {
+    write_flags_at(asm, l, 2);
+}
+
+fn write_flags_at(asm: &mut Assembler, l: Labels, arg: usize) {
+    asm.ld_abs(off_arg_lo(arg));
+    asm.jump(
+        Cond::Set,
+        OPEN_WRITE_FLAGS,
+        Dest::Label(l.notify),
+        Dest::Label(l.allow),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bpf::{run, SeccompData, BPF_JA, BPF_JMP, BPF_MAXINSNS};
+    use super::*;
+
+    const ENFORCE: FilterSpec = FilterSpec {
+        notify: true,
+        deny_list: true,
+        trap_exec: true,
+        trap_connect: true,
+    };
+    const EPERM: u32 = ret_errno(libc::EPERM);
+
+    fn call(nr: i64, args: &[u64]) -> SeccompData {
+        let mut data = SeccompData {
+            nr: i32::try_from(nr).unwrap(),
+            arch: AUDIT_ARCH_NATIVE,
+            instruction_pointer: 0x7f00_1234_5678,
+            args: [0; 6],
+        };
+        data.args[..args.len()].copy_from_slice(args);
+        data
+    }
+
+    fn judge(spec: &FilterSpec, nr: i64, args: &[u64]) -> u32 {
+        run(&build(spec).unwrap(), &call(nr, args))
+    }
+
+    #[test]
+    fn foreign_architectures_are_killed() {
+        const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+        let mut data = call(libc::SYS_read, &[]);
+        data.arch = AUDIT_ARCH_I386;
+        assert_eq!(
+            run(&build(&ENFORCE).unwrap(), &data),
+            SECCOMP_RET_KILL_PROCESS
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x32_numbers_are_killed() {
+        let nr = i64::from(X32_SYSCALL_BIT) + libc::SYS_read;
+        assert_eq!(judge(&ENFORCE, nr, &[]), SECCOMP_RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn openat_is_trapped_only_for_write_flags() {
+        let at = |flags: i32| judge(&ENFORCE, libc::SYS_openat, &[0, 0, flags as u64, 0]);
+        assert_eq!(at(libc::O_RDONLY), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            at(libc::O_RDONLY | libc::O_CLOEXEC | libc::O_DIRECTORY),
+            SECCOMP_RET_ALLOW
+        );
+        for flags in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_CREAT,
+            libc::O_TRUNC,
+            libc::O_TMPFILE | libc::O_WRONLY,
+        ] {
+            assert_eq!(at(flags), SECCOMP_RET_USER_NOTIF, "flags {flags:#x}");
+        }
+        // High garbage in the int register does not turn a read into a write, nor the reverse.
+        assert_eq!(
+            judge(
+                &ENFORCE,
+                libc::SYS_openat,
+                &[0, 0, 0xffff_ffff_0000_0000, 0]
+            ),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_openat2, &[0, 0, 0, 0]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn legacy_open_is_trapped_only_for_write_flags() {
+        let open = |flags: i32| judge(&ENFORCE, libc::SYS_open, &[0, flags as u64]);
+        assert_eq!(open(libc::O_RDONLY), SECCOMP_RET_ALLOW);
+        assert_eq!(open(libc::O_WRONLY | libc::O_CREAT), SECCOMP_RET_USER_NOTIF);
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_creat, &[0, 0o644]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[test]
+    fn the_deny_list_returns_eperm() {
+        for &(nr, name) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
+            assert_eq!(judge(&ENFORCE, nr, &[]), EPERM, "{name}");
+        }
+        assert_eq!(judge(&ENFORCE, libc::SYS_io_uring_setup, &[]), EPERM);
+    }
+
+    #[test]
+    fn seccomp_is_refused_only_with_a_new_listener() {
+        let s = |op: u64, flags: u64| judge(&ENFORCE, libc::SYS_seccomp, &[op, flags, 0]);
+        let listener = u64::from(SECCOMP_FILTER_FLAG_NEW_LISTENER);
+        assert_eq!(s(1, listener), EPERM);
+        assert_eq!(s(1, listener | 1), EPERM);
+        assert_eq!(s(1, 0), SECCOMP_RET_ALLOW);
+        assert_eq!(s(1, 1), SECCOMP_RET_ALLOW); // TSYNC
+        assert_eq!(s(0, listener), SECCOMP_RET_ALLOW); // SET_MODE_STRICT ignores flags
+        assert_eq!(s(2, 0), SECCOMP_RET_ALLOW); // GET_ACTION_AVAIL
+    }
+
+    #[test]
+    fn clone_is_refused_only_with_namespace_flags() {
+        let fork = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+        let thread = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID) as u64;
+        assert_eq!(judge(&ENFORCE, libc::SYS_clone, &[fork]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_clone, &[thread]),
+            SECCOMP_RET_ALLOW
+        );
+        for ns in [
+            libc::CLONE_NEWUSER,
+            libc::CLONE_NEWNS,
+            libc::CLONE_NEWPID,
+            libc::CLONE_NEWNET,
+            libc::CLONE_NEWUTS,
+            libc::CLONE_NEWIPC,
+            libc::CLONE_NEWCGROUP,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, libc::SYS_clone, &[fork | ns as u64]),
+                EPERM,
+                "{ns:#x}"
+            );
+        }
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_clone3, &[0, 88]),
+            ret_errno(libc::ENOSYS)
+        );
+    }
+
+    #[test]
+    #[allow(clippy::unnecessary_cast)] // libc::Ioctl is c_ulong on glibc, c_int on musl
+    fn terminal_injection_is_refused() {
+        let ioctl = |cmd: u64| judge(&ENFORCE, libc::SYS_ioctl, &[1, cmd, 0]);
+        assert_eq!(ioctl(libc::TIOCSTI as u64), EPERM);
+        assert_eq!(ioctl(libc::TIOCLINUX as u64), EPERM);
+        assert_eq!(ioctl(libc::TCGETS as u64), SECCOMP_RET_ALLOW);
+        assert_eq!(ioctl(libc::FIONREAD as u64), SECCOMP_RET_ALLOW);
+    }
+
+    #[test]
+    fn hot_calls_are_allowed() {
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_close,
+            libc::SYS_exit,
+            libc::SYS_exit_group,
+            libc::SYS_mmap,
+            libc::SYS_futex,
+            libc::SYS_getpid,
+            libc::SYS_personality,
+            libc::SYS_fchmod,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, nr, &[0, 0, 0, 0]),
+                SECCOMP_RET_ALLOW,
+                "{}",
+                nr
+            );
+        }
+    }
+
+    #[test]
+    fn every_trapped_call_notifies() {
+        for &(nr, name) in trapped_syscalls() {
+            // open/openat notify for write flags; the others whatever their arguments.
+            let args = [0, libc::O_WRONLY as u64, libc::O_WRONLY as u64];
+            assert_eq!(judge(&ENFORCE, nr, &args), SECCOMP_RET_USER_NOTIF, "{name}");
+        }
+        assert!(trapped_syscalls().iter().any(|&(_, n)| n == "unlinkat"));
+        assert_eq!(
+            judge(&ENFORCE, libc::SYS_unlinkat, &[]),
+            SECCOMP_RET_USER_NOTIF
+        );
+    }
+
+    #[test]
+    fn observe_mode_traps_but_denies_nothing() {
+        let observe = FilterSpec {
+            deny_list: false,
+            ..ENFORCE
+        };
+        assert_eq!(
+            judge(&observe, libc::SYS_io_uring_setup, &[]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(judge(&observe, libc::SYS_clone3, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&observe, libc::SYS_unlinkat, &[]),
+            SECCOMP_RET_USER_NOTIF
+        );
+        let mut data = call(libc::SYS_read, &[]);
+        data.arch = 0x4000_0003;
+        assert_eq!(
+            run(&build(&observe).unwrap(), &data),
+            SECCOMP_RET_KILL_PROCESS
+        );
+    }
+
+    #[test]
+    fn disabled_traps_allow() {
+        let quiet = FilterSpec {
+            trap_exec: false,
+            trap_connect: false,
+            ..ENFORCE
+        };
+        assert_eq!(judge(&quiet, libc::SYS_execve, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(judge(&quiet, libc::SYS_connect, &[]), SECCOMP_RET_ALLOW);
+        let none = FilterSpec {
+            notify: false,
+            ..ENFORCE
+        };
+        assert_eq!(judge(&none, libc::SYS_unlinkat, &[]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            judge(&none, libc::SYS_openat, &[0, 0, libc::O_WRONLY as u64]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(judge(&none, libc::SYS_ptrace, &[]), EPERM);
+    }
+
+    #[test]
+    fn programs_are_short_and_every_jump_lands_inside() {
+        for notify in [false, true] {
+            for deny_list in [false, true] {
+                let spec = FilterSpec {
+                    notify,
+                    deny_list,
+                    ..ENFORCE
+                };
+                let prog = build(&spec).unwrap();
+                assert!(prog.len() < BPF_MAXINSNS);
+                for (i, ins) in prog.iter().enumerate() {
+                    if ins.code & 0x07 != BPF_JMP {
+                        continue;
+                    }
+                    let targets = if ins.code & 0xf0 == BPF_JA {
+                        vec![ins.k as usize]
+                    } else {
+                        vec![usize::from(ins.jt), usize::from(ins.jf)]
+                    };
+                    for off in targets {
+                        assert!(i + 1 + off < prog.len(), "jump at {i} leaves the program");
+                    }
+                }
+                assert_eq!(
+                    prog.last().map(|i| i.code),
+                    Some(0x06),
+                    "ends with a return"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_cover_trapped_and_denied_calls() {
+        assert_eq!(syscall_name(libc::SYS_unlinkat), "unlinkat");
+        assert_eq!(syscall_name(libc::SYS_ptrace), "ptrace");
+        assert_eq!(syscall_name(libc::SYS_clone3), "clone3");
+        assert_eq!(syscall_name(SYS_FCHMODAT2), "fchmodat2");
+        assert_eq!(syscall_name(libc::SYS_read), "unknown");
+        for &(nr, name) in trapped_syscalls().iter().chain(denied_syscalls()) {
+            assert_eq!(syscall_name(nr), name);
+            assert!(!name.starts_with("SYS_"));
+        }
+    }
+
+    /// Random numbers and arguments: the verdict is always one of the four the program can give,
+    /// and any call outside the lists is allowed whatever its arguments.
+    #[test]
+    fn random_calls_get_a_known_verdict() {
+        let prog = build(&ENFORCE).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let listed = |nr: i64| {
+            trapped_syscalls()
+                .iter()
+                .chain(denied_syscalls())
+                .any(|&(n, _)| n == nr)
+        };
+        for _ in 0..20_000 {
+            let nr = (next() % 520) as i64;
+            let args = [next(), next(), next(), next(), next(), next()];
+            let verdict = run(&prog, &call(nr, &args));
+            assert!(
+                [
+                    SECCOMP_RET_ALLOW,
+                    SECCOMP_RET_USER_NOTIF,
+                    EPERM,
+                    ret_errno(libc::ENOSYS)
+                ]
+                .contains(&verdict),
+                "nr {nr}: {verdict:#x}"
+            );
+            if !listed(nr) {
+                assert_eq!(verdict, SECCOMP_RET_ALLOW, "nr {nr}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_number_is_both_trapped_and_denied() {
+        for &(nr, name) in trapped_syscalls() {
+            assert!(!denied_syscalls().iter().any(|&(d, _)| d == nr), "{name}");
+        }
+    }
+}
