@@ -97,9 +97,6 @@ pub fn run(args: ExecArgs) -> Result<i32, super::CliError> {
     Ok(exec(args)?)
 }
 
-fn now_rfc3339() -> String {
-    audit::format_time(std::time::SystemTime::now())
-}
 
 fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     let started = Instant::now();
@@ -217,13 +214,14 @@ fn exec_in(
     let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
     let filter: Vec<libc::sock_filter> = filter.iter().map(|f| f.to_libc()).collect();
 
+    let start_time = audit::Timestamp::now();
     let meta = RunMeta {
         v: 1,
         id: run_dir.id.clone(),
         workspace: workspace.to_path_buf(),
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         profile: policy.name.clone(),
-        started: now_rfc3339(),
+        started: audit::Timestamp::now().to_string(),
         guard_pid: std::process::id(),
         state: "running".into(),
         status: None,
@@ -284,7 +282,7 @@ fn exec_in(
     let handle = writer.handle();
     handle.emit(Event::RunStart(audit::RunStart {
         profile: policy.name.clone(),
-        profile_sources: policy.sources.clone(),
+        profile_sources: policy.sources.iter().map(|s| s.as_str().into()).collect(),
         profile_digest: policy.digest.clone(),
         workspace: workspace.to_path_buf().into(),
         command: args.command.iter().map(|a| a.clone().into()).collect(),
@@ -351,13 +349,13 @@ fn exec_in(
     let policy_stop = shared.policy_stop.load(Ordering::SeqCst);
     let code = if policy_stop { EXIT_POLICY_STOP } else { status.status };
     let outcome = if policy_stop {
-        "policy-kill"
+        audit::Outcome::PolicyKill
     } else if exec_error.is_some() {
-        "error"
+        audit::Outcome::Error
     } else if status.signal.is_some() {
-        "signaled"
+        audit::Outcome::Signaled
     } else {
-        "exited"
+        audit::Outcome::Exited
     };
     if policy_stop {
         eprintln!("guard: the run was stopped by policy; see `guard log --denied`");
@@ -368,7 +366,7 @@ fn exec_in(
     let stats = writer.finish(audit::RunEnd {
         status: code,
         signal: status.signal,
-        outcome: outcome.to_string(),
+        outcome,
         counts: Default::default(),
         suppressed: 0,
         duration_ms,
@@ -377,23 +375,23 @@ fn exec_in(
         v: 1,
         run: run_dir.id.clone(),
         profile: policy.name.clone(),
-        workspace: workspace.to_path_buf(),
-        command: meta.command.clone(),
+        workspace: workspace.into(),
+        command: args.command.iter().map(|a| a.clone().into()).collect(),
         status: code,
-        outcome: outcome.to_string(),
-        started: meta.started.clone(),
-        ended: now_rfc3339(),
+        outcome,
+        started: start_time,
+        ended: audit::Timestamp::now(),
         duration_ms,
         counts: stats.counts.clone(),
         suppressed: stats.suppressed,
-        denied: report.denied,
-        checkpoints: 0,
-        rollbacks: 0,
+        denied: stats.denied.clone(),
+        checkpoints: stats.checkpoints,
+        rollbacks: stats.rollbacks,
         files_changed: None,
         digest_before: None,
         digest_after: None,
-        audit_log: run_dir.audit_log(),
     };
+    let _ = report;
     summary.write(&run_dir.summary())?;
     if let Some(path) = &args.summary {
         summary.write(path)?;
@@ -402,6 +400,5 @@ fn exec_in(
     meta.state = "ended".into();
     meta.status = Some(code);
     run_dir.write_meta(&meta)?;
-    let _ = supervisor::syscall_name;
     Ok(code)
 }

@@ -53,7 +53,11 @@ pub fn run(args: LogArgs) -> Result<i32, CliError> {
     };
     let mut out = std::io::stdout().lock();
     if args.follow {
-        audit::follow(&path, &filter, args.json, &mut out, &|| false)?;
+        if args.json {
+            audit::follow_with(&path, filter, &|| false, &mut |v| writeln!(out, "{v}"))?;
+        } else {
+            audit::follow(&path, filter, &mut out, &|| false)?;
+        }
         return Ok(0);
     }
     for event in audit::read_events(&path)? {

@@ -6,6 +6,7 @@
 //! `restrict_self()` and installing the filter happen in `launch/` (the latter through `sys/`).
 
 pub mod bpf;
+pub mod features;
 pub mod landlock;
 pub mod seccomp;
 

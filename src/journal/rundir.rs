@@ -3,7 +3,6 @@
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,9 +82,16 @@ impl RunDir {
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
         mkdir_private(&runs)?;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let (date, time) = crate::audit::utc_parts(now.as_secs());
-        let base = format!("{date}T{time}Z", date = date.replace('-', ""), time = time.replace(':', ""));
+        // 2026-12-02T11:02:32.123456Z -> 20261202T110232Z
+        let stamp = crate::audit::Timestamp::now().to_string();
+        let base: String = stamp
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            + "Z";
         for n in 0..1000u32 {
             let id = if n == 0 {
                 format!("{base}-{:04x}", std::process::id() & 0xffff)

@@ -39,8 +39,6 @@ pub struct Shared {
 pub struct Report {
     pub judged: u64,
     pub recv_errors: u64,
-    /// The first denials (at most 50), for the run summary.
-    pub denied: Vec<audit::DeniedEntry>,
 }
 
 pub struct Supervisor {
@@ -223,11 +221,7 @@ impl Supervisor {
     fn record(&mut self, r: Record, start: Instant) {
         self.seq += 1;
         let latency_us = start.elapsed().as_micros() as u64;
-        let event = r.into_event(self.seq, latency_us);
-        if event.verdict != "allow" && event.verdict != "risky" && self.report.denied.len() < 50 {
-            self.report.denied.push(audit::DeniedEntry::from(&event));
-        }
-        self.audit.decision(event);
+        self.audit.decision(r.into_event(self.seq, latency_us));
     }
 }
 
@@ -279,7 +273,8 @@ impl Record {
     fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
         let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
             .map(|s| s.trim_end().to_string())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into();
         let exe = self
             .exe
             .or_else(|| std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok());
@@ -289,14 +284,19 @@ impl Record {
             comm,
             exe: exe.map(Into::into),
             syscall: self.syscall.to_string(),
-            op: self.op.map(str::to_string),
+            op: self.op.unwrap_or("unknown").to_string(),
             path: self.path.map(Into::into),
             path2: self.path2.map(Into::into),
             argv: self.argv.map(|a| a.into_iter().map(Into::into).collect()),
             addr: self.addr,
             cwd: self.cwd.map(Into::into),
-            verdict: self.verdict.action.as_str().to_string(),
-            errno: (self.verdict.errno != 0).then(|| errno_name(self.verdict.errno).to_string()),
+            verdict: match self.verdict.action {
+                Action::Allow => audit::Verdict::Allow,
+                Action::Deny => audit::Verdict::Deny,
+                Action::Risky => audit::Verdict::Risky,
+                Action::Kill => audit::Verdict::Kill,
+            },
+            errno: (self.verdict.errno != 0).then(|| audit::errno_name(self.verdict.errno)),
             rule: self.verdict.rule,
             reason: self.verdict.reason,
             latency_us,
@@ -312,28 +312,5 @@ fn format_addr(a: &policy::NetAddr) -> String {
         NetAddr::Abstract(n) => format!("@{}", String::from_utf8_lossy(n)),
         NetAddr::Unspecified => "unspecified".into(),
         NetAddr::Other(f) => format!("family {f}"),
-    }
-}
-
-/// The symbolic name of an errno, for the audit log.
-pub fn errno_name(e: i32) -> &'static str {
-    match e {
-        libc::EPERM => "EPERM",
-        libc::EACCES => "EACCES",
-        libc::ENOENT => "ENOENT",
-        libc::EFAULT => "EFAULT",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::E2BIG => "E2BIG",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSYS => "ENOSYS",
-        libc::EROFS => "EROFS",
-        libc::EEXIST => "EEXIST",
-        libc::EBADF => "EBADF",
-        libc::ECONNREFUSED => "ECONNREFUSED",
-        libc::ENETUNREACH => "ENETUNREACH",
-        libc::ESRCH => "ESRCH",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::ELOOP => "ELOOP",
-        _ => "E?",
     }
 }
