@@ -1,6 +1,29 @@
 //! Profiles: TOML schema, built-in profiles, `extends`, variables, validation -> one immutable
 //! [`Policy`]; and the pure [`decide`] function. No I/O besides reading profile files.
+//!
+//! The pipeline inside: `chain` loads the files of a profile chain (`raw` is their schema),
+//! `resolve` merges and validates them into the `model` types (with `paths`, `net`, `argv` and
+//! `errno` compiling the pieces), `decide` judges requests, `render` shows the result.
 
+mod argv;
+mod builtin;
+mod chain;
+mod decide;
+mod errno;
+mod error;
 mod model;
+mod net;
+mod paths;
+mod raw;
+mod render;
+mod resolve;
 
+pub use argv::ArgvPattern;
+pub use builtin::{builtin_names, builtin_source};
+pub use decide::decide;
+pub use error::PolicyError;
 pub use model::*;
+pub use net::NetMatcher;
+pub use paths::normalize;
+pub use render::render;
+pub use resolve::{check, load};

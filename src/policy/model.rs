@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 
+use super::argv::ArgvPattern;
+use super::net::NetMatcher;
+
 /// The values that `{workspace}`, `{home}`, `{tmp}` and `{state}` expand to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vars {
@@ -76,6 +79,9 @@ pub struct NetPolicy {
     pub bind: Option<Vec<u16>>,
     /// Add the nameservers of /etc/resolv.conf (port 53) to `connect` at run start.
     pub dns: bool,
+    /// Compiled unix-path and abstract-name globs of `connect`; rebuild it with
+    /// [`NetMatcher::new`] after adding `UnixPath`/`Abstract` targets (IP targets need nothing).
+    pub connect_matcher: NetMatcher,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -196,8 +202,12 @@ pub struct Rule {
     /// begin with `/` after expansion are matched against the argument normalised as a path
     /// relative to the caller's cwd. Empty: no argv condition.
     pub argv: Vec<String>,
+    /// Compiled form of `argv` (`None` only for hand-built rules; such a rule never matches).
+    pub argv_pattern: Option<ArgvPattern>,
     /// Connect targets; empty: no address condition.
     pub addr: Vec<NetTarget>,
+    /// Compiled unix-path and abstract-name globs of `addr`.
+    pub addr_matcher: NetMatcher,
     pub action: Action,
     /// errno returned on deny/kill (EPERM unless the rule says otherwise).
     pub errno: i32,
@@ -208,6 +218,8 @@ pub struct Rule {
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub name: String,
+    /// The most derived `description` of the chain.
+    pub description: Option<String>,
     /// The chain of profiles this was built from, most derived first (names or file paths).
     pub sources: Vec<String>,
     /// sha256 (hex) over the source texts of the chain; identifies the policy in the audit log.

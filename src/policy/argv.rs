@@ -1,0 +1,232 @@
+//! argv patterns of exec rules: one glob per argument, `**` alone matches zero or more whole
+//! arguments, and the whole pattern must match the whole argument vector (anchored).
+//!
+//! Element 0 matches the basename of `argv[0]` or of the resolved executable, so `git` matches
+//! `/usr/bin/git`; an element 0 beginning with `/` matches the full executable path or `argv[0]`
+//! resolved against the cwd. Later elements beginning with `/` are path elements: the argument
+//! (unless it begins with `-`) is joined to the caller's cwd and normalised before matching, so
+//! `.` run in the workspace matches `{workspace}`; their `*` does not cross `/`. Other elements
+//! match the raw argument, and their `*` does cross `/` (`--force-with-lease=origin/main`).
+//! Non-UTF-8 arguments are matched lossily. Matching is O(pattern × argv) and never panics.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+use std::path::Path;
+
+use globset::{GlobBuilder, GlobMatcher};
+
+use super::paths::normalize;
+
+#[derive(Debug, Clone)]
+enum Element {
+    /// `**`: any number of whole arguments.
+    Any,
+    Glob {
+        matcher: GlobMatcher,
+        path: bool,
+    },
+}
+
+/// A compiled argv pattern.
+#[derive(Debug, Clone)]
+pub struct ArgvPattern {
+    elements: Vec<Element>,
+}
+
+impl ArgvPattern {
+    /// Compiles the (expanded) pattern elements; the error names the offending element.
+    pub fn compile(pattern: &[String]) -> Result<Self, (String, globset::Error)> {
+        let mut elements = Vec::with_capacity(pattern.len());
+        for elem in pattern {
+            if elem == "**" {
+                // Consecutive `**` are one.
+                if !matches!(elements.last(), Some(Element::Any)) {
+                    elements.push(Element::Any);
+                }
+                continue;
+            }
+            let path = elem.starts_with('/');
+            let glob = GlobBuilder::new(elem)
+                .literal_separator(path)
+                .build()
+                .map_err(|e| (elem.clone(), e))?;
+            elements.push(Element::Glob {
+                matcher: glob.compile_matcher(),
+                path,
+            });
+        }
+        Ok(ArgvPattern { elements })
+    }
+
+    /// Whether the pattern matches the argument vector of an exec.
+    pub fn matches(&self, argv: &[OsString], exe: Option<&Path>, cwd: Option<&Path>) -> bool {
+        let Some((first, rest)) = self.elements.split_first() else {
+            return argv.is_empty();
+        };
+        match first {
+            Element::Any => sequence_matches(&self.elements, argv, cwd),
+            Element::Glob { matcher, path } => {
+                if !program_matches(matcher, *path, argv.first(), exe, cwd) {
+                    return false;
+                }
+                sequence_matches(rest, argv.get(1..).unwrap_or(&[]), cwd)
+            }
+        }
+    }
+}
+
+fn program_matches(
+    matcher: &GlobMatcher,
+    path: bool,
+    arg0: Option<&OsString>,
+    exe: Option<&Path>,
+    cwd: Option<&Path>,
+) -> bool {
+    let arg0 = arg0.map(Path::new);
+    if path {
+        let by_exe = exe.is_some_and(|e| matcher.is_match(normalize(e)));
+        by_exe || arg0.is_some_and(|a| matcher.is_match(resolve(a, cwd)))
+    } else {
+        let base = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let by_exe = exe.and_then(base).is_some_and(|n| matcher.is_match(n));
+        by_exe || arg0.and_then(base).is_some_and(|n| matcher.is_match(n))
+    }
+}
+
+fn resolve(arg: &Path, cwd: Option<&Path>) -> std::path::PathBuf {
+    match cwd {
+        Some(cwd) if arg.is_relative() => normalize(&cwd.join(arg)),
+        _ => normalize(arg),
+    }
+}
+
+fn element_matches(elem: &Element, arg: &OsString, cwd: Option<&Path>) -> bool {
+    match elem {
+        Element::Any => true,
+        Element::Glob {
+            matcher,
+            path: false,
+        } => matcher.is_match(lossy(arg).as_ref()),
+        Element::Glob {
+            matcher,
+            path: true,
+        } => {
+            let text = lossy(arg);
+            if text.starts_with('-') {
+                return matcher.is_match(text.as_ref());
+            }
+            let resolved = resolve(Path::new(text.as_ref()), cwd);
+            matcher.is_match(resolved)
+        }
+    }
+}
+
+fn lossy(arg: &OsString) -> Cow<'_, str> {
+    arg.to_string_lossy()
+}
+
+/// Anchored wildcard matching over whole arguments: the classic greedy algorithm with one
+/// backtrack point, which is exact when every non-`**` element consumes exactly one argument.
+fn sequence_matches(pattern: &[Element], args: &[OsString], cwd: Option<&Path>) -> bool {
+    let (mut p, mut a) = (0usize, 0usize);
+    // (pattern index after the last `**`, argument index it is retried from)
+    let mut backtrack: Option<(usize, usize)> = None;
+    while a < args.len() {
+        match pattern.get(p) {
+            Some(Element::Any) => {
+                backtrack = Some((p + 1, a));
+                p += 1;
+            }
+            Some(elem) if element_matches(elem, &args[a], cwd) => {
+                p += 1;
+                a += 1;
+            }
+            _ => match backtrack {
+                Some((bp, ba)) => {
+                    backtrack = Some((bp, ba + 1));
+                    p = bp;
+                    a = ba + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p.min(pattern.len())..]
+        .iter()
+        .all(|e| matches!(e, Element::Any))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(p: &[&str]) -> ArgvPattern {
+        ArgvPattern::compile(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn args(a: &str) -> Vec<OsString> {
+        a.split_whitespace().map(OsString::from).collect()
+    }
+
+    fn m(p: &ArgvPattern, a: &str) -> bool {
+        p.matches(&args(a), None, Some(Path::new("/ws")))
+    }
+
+    #[test]
+    fn anchored_with_stars() {
+        let p = pat(&["git", "**", "push", "**", "--force*", "**"]);
+        assert!(m(&p, "git push --force"));
+        assert!(m(
+            &p,
+            "/usr/bin/git -C x push origin --force-with-lease=origin/main"
+        ));
+        assert!(!m(&p, "git push origin main"));
+        assert!(!m(&p, "git commit -m -f"));
+        assert!(!m(&p, "gitx push --force"));
+        let exact = pat(&["ls"]);
+        assert!(m(&exact, "ls"));
+        assert!(!m(&exact, "ls -l"));
+        assert!(pat(&["**"]).matches(&[], None, None));
+        assert!(!pat(&["ls"]).matches(&[], None, None));
+    }
+
+    #[test]
+    fn program_by_exe_basename() {
+        let p = pat(&["git", "**"]);
+        assert!(p.matches(&args("g status"), Some(Path::new("/usr/bin/git")), None));
+        let full = pat(&["/usr/bin/git", "**"]);
+        assert!(full.matches(&args("git x"), Some(Path::new("/usr/bin/git")), None));
+        assert!(full.matches(&args("./git x"), None, Some(Path::new("/usr/bin"))));
+    }
+
+    #[test]
+    fn path_elements_resolve_against_cwd() {
+        let p = pat(&["rm", "**", "/ws", "**"]);
+        assert!(m(&p, "rm -rf ."));
+        assert!(m(&p, "rm -rf /ws/"));
+        assert!(m(&p, "rm -rf ../ws/./"));
+        assert!(!m(&p, "rm -rf build"));
+        assert!(!m(&p, "rm -rf /ws2"));
+        let star = pat(&["cat", "/ws/*"]);
+        assert!(m(&star, "cat a"));
+        assert!(!m(&star, "cat a/b"));
+    }
+
+    #[test]
+    fn non_utf8_does_not_panic() {
+        use std::os::unix::ffi::OsStringExt;
+        let p = pat(&["rm", "**", "/ws", "**"]);
+        let argv = vec![
+            OsString::from("rm"),
+            OsString::from_vec(vec![0xff, b'/', 0x80]),
+        ];
+        assert!(!p.matches(&argv, None, Some(Path::new("/ws"))));
+    }
+
+    #[test]
+    fn many_stars_stay_fast() {
+        let p = pat(&["a", "**", "b", "**", "b", "**", "b", "**", "c"]);
+        let long = format!("a {}", "b ".repeat(5000));
+        assert!(!m(&p, &long));
+    }
+}

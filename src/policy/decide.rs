@@ -1,0 +1,508 @@
+//! [`decide`]: the pure judgement of one trapped call against a [`Policy`]. No I/O, no
+//! allocation beyond the verdict, never panics, and fails closed on malformed requests.
+//!
+//! Order: observe mode allows everything; then the profile's rules, first match wins; then the
+//! built-in defaults: a filesystem mutation must stay under the write roots (EACCES) and may
+//! not touch a protected path or delete/rename an ancestor of one unless the run created it
+//! (EPERM); exec is allowed (Landlock's execute right is the boundary); connect must reach a
+//! `net.connect` target (EACCES). A request missing what its operation needs is denied (EPERM).
+//!
+//! Requests carry absolute, normalised paths (the supervisor's job); `fresh` must be true only
+//! when every path of the request was created by this run.
+
+use std::path::Path;
+
+use super::model::*;
+
+const RULE_DEFAULT: &str = "default";
+const RULE_WRITE_ROOTS: &str = "fs.write-roots";
+const RULE_PROTECT: &str = "fs.protect";
+const RULE_CONNECT: &str = "net.connect";
+const RULE_OBSERVE: &str = "observe";
+
+/// Judges one request.
+pub fn decide(policy: &Policy, req: &Request) -> Verdict {
+    if policy.mode == Mode::Observe {
+        return allow(RULE_OBSERVE, None);
+    }
+    if let Some(rule) = policy.rules.iter().find(|r| rule_matches(r, req)) {
+        let errno = match rule.action {
+            Action::Allow | Action::Risky => 0,
+            Action::Deny | Action::Kill => rule.errno,
+        };
+        return Verdict {
+            action: rule.action,
+            errno,
+            rule: rule.id.clone(),
+            reason: rule.reason.clone(),
+        };
+    }
+    match req.op {
+        Op::Exec => allow(RULE_DEFAULT, None),
+        Op::Connect => decide_connect(policy, req),
+        _ => decide_fs(policy, req),
+    }
+}
+
+fn allow(rule: &str, reason: Option<&str>) -> Verdict {
+    Verdict {
+        action: Action::Allow,
+        errno: 0,
+        rule: rule.to_string(),
+        reason: reason.map(str::to_string),
+    }
+}
+
+fn deny(errno: i32, rule: &str, reason: &str) -> Verdict {
+    Verdict {
+        action: Action::Deny,
+        errno,
+        rule: rule.to_string(),
+        reason: Some(reason.to_string()),
+    }
+}
+
+fn malformed(what: &str) -> Verdict {
+    deny(libc::EPERM, RULE_DEFAULT, what)
+}
+
+fn rule_matches(rule: &Rule, req: &Request) -> bool {
+    if !rule.when.contains(&req.op) {
+        return false;
+    }
+    if !rule.path.is_empty() {
+        let Some(set) = &rule.path_set else {
+            return false;
+        };
+        let exe = if req.op == Op::Exec { req.exe } else { None };
+        let hit = [req.path, req.path2, exe]
+            .into_iter()
+            .flatten()
+            .any(|p| set.is_match(p));
+        if !hit {
+            return false;
+        }
+    }
+    if !rule.argv.is_empty() {
+        let Some(pattern) = &rule.argv_pattern else {
+            return false;
+        };
+        if req.op != Op::Exec || !pattern.matches(req.argv, req.exe, req.cwd) {
+            return false;
+        }
+    }
+    if !rule.addr.is_empty() {
+        let Some(addr) = req.addr else {
+            return false;
+        };
+        if req.op != Op::Connect || !rule.addr_matcher.matches(&rule.addr, addr) {
+            return false;
+        }
+    }
+    true
+}
+
+fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
+    let Some(path) = req.path else {
+        return malformed("request without a path");
+    };
+    if matches!(req.op, Op::Rename | Op::Link) && req.path2.is_none() {
+        return malformed("rename or link without a second path");
+    }
+    let paths = [Some(path), req.path2];
+    let present = || paths.iter().flatten().copied();
+
+    let under_roots = |p: &Path| policy.fs.write.iter().any(|root| p.starts_with(root));
+    if !present().all(under_roots) {
+        return deny(
+            libc::EACCES,
+            RULE_WRITE_ROOTS,
+            "path outside the write roots",
+        );
+    }
+
+    if !req.fresh {
+        if present().any(|p| policy.fs.protect_set.is_match(p)) {
+            return deny(libc::EPERM, RULE_PROTECT, "protected path");
+        }
+        // Deleting or renaming (either end) an ancestor of a protected path would take the
+        // protected entries with it.
+        let moves_ancestor = match req.op {
+            Op::Delete => is_anchor_or_ancestor(policy, path),
+            Op::Rename => present().any(|p| is_anchor_or_ancestor(policy, p)),
+            _ => false,
+        };
+        if moves_ancestor {
+            return deny(
+                libc::EPERM,
+                RULE_PROTECT,
+                "protected path (or an ancestor of one)",
+            );
+        }
+    }
+    allow(RULE_WRITE_ROOTS, None)
+}
+
+fn is_anchor_or_ancestor(policy: &Policy, path: &Path) -> bool {
+    policy
+        .fs
+        .protect_anchors
+        .iter()
+        .any(|a| a.starts_with(path))
+}
+
+fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
+    let Some(addr) = req.addr else {
+        return malformed("connect without an address");
+    };
+    if *addr == NetAddr::Unspecified {
+        return allow(RULE_CONNECT, None);
+    }
+    if policy
+        .net
+        .connect_matcher
+        .matches(&policy.net.connect, addr)
+    {
+        allow(RULE_CONNECT, None)
+    } else {
+        deny(libc::EACCES, RULE_CONNECT, "address not in net.connect")
+    }
+}
+
+impl Policy {
+    /// Whether a path matters to `protect`: it matches a protect pattern, or is a protect
+    /// anchor, an ancestor of one, or lies beneath one. The supervisor remembers the paths the
+    /// run creates that are protect-relevant, to answer `Request::fresh`.
+    pub fn is_protect_relevant(&self, path: &Path) -> bool {
+        self.fs.protect_set.is_match(path)
+            || self
+                .fs
+                .protect_anchors
+                .iter()
+                .any(|a| a.starts_with(path) || path.starts_with(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::load;
+    use std::ffi::OsString;
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+
+    fn vars() -> Vars {
+        Vars {
+            workspace: "/ws".into(),
+            home: Some("/home/u".into()),
+            tmp: "/tmp/guard-run".into(),
+            state: "/var/guard".into(),
+        }
+    }
+
+    fn agent() -> Policy {
+        load(&["agent".into()], &vars()).unwrap()
+    }
+
+    fn fs(policy: &Policy, op: Op, path: &str) -> Verdict {
+        let p = PathBuf::from(path);
+        decide(
+            policy,
+            &Request {
+                path: Some(&p),
+                ..Request::new(op)
+            },
+        )
+    }
+
+    fn exec_in(policy: &Policy, cwd: &str, cmdline: &str) -> Verdict {
+        let argv: Vec<OsString> = cmdline.split_whitespace().map(OsString::from).collect();
+        let cwd = PathBuf::from(cwd);
+        decide(
+            policy,
+            &Request {
+                argv: &argv,
+                cwd: Some(&cwd),
+                ..Request::new(Op::Exec)
+            },
+        )
+    }
+
+    fn connect(policy: &Policy, addr: &NetAddr) -> Verdict {
+        decide(
+            policy,
+            &Request {
+                addr: Some(addr),
+                ..Request::new(Op::Connect)
+            },
+        )
+    }
+
+    fn inet(s: &str) -> NetAddr {
+        NetAddr::Inet(s.parse::<SocketAddr>().unwrap())
+    }
+
+    #[test]
+    fn write_roots() {
+        let p = agent();
+        let v = fs(&p, Op::Write, "/etc/passwd");
+        assert_eq!(
+            (v.action, v.errno, v.rule.as_str()),
+            (Action::Deny, libc::EACCES, "fs.write-roots")
+        );
+        let v = fs(&p, Op::Write, "/ws2/x");
+        assert_eq!(v.errno, libc::EACCES, "component-wise prefix");
+        let v = fs(&p, Op::Create, "/ws/src/main.rs");
+        assert_eq!(
+            (v.action, v.rule.as_str()),
+            (Action::Allow, "fs.write-roots")
+        );
+        assert_eq!(fs(&p, Op::Write, "/tmp/guard-run/x").action, Action::Allow);
+        assert_eq!(fs(&p, Op::Write, "relative/x").action, Action::Deny);
+    }
+
+    #[test]
+    fn protect_and_fresh() {
+        let p = agent();
+        let v = fs(&p, Op::Write, "/ws/.git/config");
+        assert_eq!(
+            (v.action, v.errno, v.rule.as_str()),
+            (Action::Deny, libc::EPERM, "fs.protect")
+        );
+        assert!(v.reason.unwrap().contains("protected path"));
+        assert_eq!(
+            fs(&p, Op::Create, "/ws/.git/hooks/pre-commit").errno,
+            libc::EPERM
+        );
+        assert_eq!(fs(&p, Op::Delete, "/ws/.git/hooks").errno, libc::EPERM);
+        let cfg = PathBuf::from("/ws/.git/config");
+        let fresh = decide(
+            &p,
+            &Request {
+                path: Some(&cfg),
+                fresh: true,
+                ..Request::new(Op::Write)
+            },
+        );
+        assert_eq!(fresh.action, Action::Allow);
+        // Ordinary git internals stay writable.
+        assert_eq!(fs(&p, Op::Write, "/ws/.git/index").action, Action::Allow);
+    }
+
+    #[test]
+    fn renaming_or_deleting_an_anchor_ancestor_is_refused() {
+        let p = agent();
+        let (git, old) = (PathBuf::from("/ws/.git"), PathBuf::from("/ws/old-git"));
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&git),
+                path2: Some(&old),
+                ..Request::new(Op::Rename)
+            },
+        );
+        assert_eq!((v.action, v.rule.as_str()), (Action::Deny, "fs.protect"));
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&old),
+                path2: Some(&git),
+                ..Request::new(Op::Rename)
+            },
+        );
+        assert_eq!(v.action, Action::Deny, "replacing .git is refused too");
+        assert_eq!(fs(&p, Op::Delete, "/ws/.git").action, Action::Deny);
+        assert_eq!(fs(&p, Op::Delete, "/ws").action, Action::Deny);
+        assert_eq!(fs(&p, Op::Delete, "/ws/.gitignore").action, Action::Allow);
+        // Writing a file named like an ancestor is not a delete.
+        assert_eq!(fs(&p, Op::Chmod, "/ws/.git").action, Action::Allow);
+    }
+
+    #[test]
+    fn force_push_in_every_spelling() {
+        let p = agent();
+        for cmd in [
+            "git push --force",
+            "git push origin main --force",
+            "git push --force-with-lease",
+            "git push --force-with-lease=main:abc123 origin main",
+            "git push --force-with-lease=origin/main",
+            "git push -f",
+            "git push -f origin main",
+            "git push -uf origin main",
+            "git push -fu origin main",
+            "git push origin +main",
+            "git push origin +HEAD:refs/heads/main",
+            "git -C dir push -f",
+            "git -c push.default=current push --force",
+            "/usr/bin/git push --mirror",
+        ] {
+            let v = exec_in(&p, "/ws", cmd);
+            assert_eq!(v.action, Action::Deny, "{cmd}");
+            assert!(v.rule.starts_with("no-force-push"), "{cmd}: {}", v.rule);
+            assert_eq!(v.errno, libc::EPERM);
+        }
+        for cmd in [
+            "git push origin main",
+            "git push -u origin feature",
+            "git push --follow-tags",
+            "git commit -m -f",
+            "git commit -m +main",
+            "git status",
+        ] {
+            let v = exec_in(&p, "/ws", cmd);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Allow, "default"),
+                "{cmd}"
+            );
+        }
+    }
+
+    #[test]
+    fn rm_of_workspace_or_home() {
+        let p = agent();
+        for (cwd, cmd) in [
+            ("/ws", "rm -rf ."),
+            ("/ws", "rm -rf ./"),
+            ("/ws/src", "rm -rf .."),
+            ("/", "rm -rf /ws/"),
+            ("/", "rm -rf /ws"),
+            ("/", "rm -r -f /ws"),
+            ("/", "rm -fr /ws"),
+            ("/", "rm -R /ws"),
+            ("/", "rm /ws -rf"),
+            ("/", "rm -v /ws --recursive"),
+            ("/", "rm --recursive /home/u"),
+            ("/home/u", "rm -rf ."),
+            ("/", "/bin/rm -rf /home/u/"),
+        ] {
+            let v = exec_in(&p, cwd, cmd);
+            assert_eq!(v.action, Action::Deny, "{cmd} in {cwd}");
+            assert!(v.rule.starts_with("no-rm-"), "{cmd}: {}", v.rule);
+        }
+        for (cwd, cmd) in [
+            ("/ws", "rm -rf build"),
+            ("/ws", "rm -rf target ./node_modules"),
+            ("/ws", "rm -f ."),
+            ("/", "rm -rf /ws2"),
+            ("/home/u", "rm -rf .cache/x"),
+        ] {
+            assert_eq!(
+                exec_in(&p, cwd, cmd).action,
+                Action::Allow,
+                "{cmd} in {cwd}"
+            );
+        }
+    }
+
+    #[test]
+    fn connect_defaults() {
+        let p = agent();
+        let v = connect(&p, &inet("127.0.0.1:8080"));
+        assert_eq!((v.action, v.rule.as_str()), (Action::Allow, "net.connect"));
+        assert_eq!(connect(&p, &inet("[::1]:8080")).action, Action::Allow);
+        let v = connect(&p, &inet("8.8.8.8:53"));
+        assert_eq!((v.action, v.errno), (Action::Deny, libc::EACCES));
+        assert_eq!(v.reason.as_deref(), Some("address not in net.connect"));
+        assert!(
+            p.net.dns,
+            "the supervisor adds the nameservers at run start"
+        );
+        assert_eq!(connect(&p, &NetAddr::Unspecified).action, Action::Allow);
+        assert_eq!(connect(&p, &NetAddr::Other(16)).action, Action::Deny);
+
+        // Host targets match once the caller has resolved them; and nameservers once added.
+        let mut p = agent();
+        for t in &mut p.net.connect {
+            if let NetTarget::Host { name, addrs, .. } = t {
+                if name == "crates.io" {
+                    addrs.push("1.2.3.4".parse().unwrap());
+                }
+            }
+        }
+        p.net.connect.push(NetTarget::Cidr {
+            addr: "8.8.8.8".parse().unwrap(),
+            prefix: 32,
+            port: Some(53),
+        });
+        assert_eq!(connect(&p, &inet("1.2.3.4:443")).action, Action::Allow);
+        assert_eq!(connect(&p, &inet("1.2.3.4:80")).action, Action::Deny);
+        assert_eq!(connect(&p, &inet("8.8.8.8:53")).action, Action::Allow);
+    }
+
+    #[test]
+    fn unix_sockets() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.toml");
+        std::fs::write(
+            &file,
+            "extends = \"agent\"\n[net]\nconnect = [\"/run/user/*/bus\", \"{tmp}/*.sock\", \"@dbus-*\"]\n",
+        )
+        .unwrap();
+        let p = crate::policy::check(&file, &vars()).unwrap();
+        let ok = |a: NetAddr| connect(&p, &a).action == Action::Allow;
+        assert!(ok(NetAddr::Unix("/run/user/1000/bus".into())));
+        assert!(ok(NetAddr::Unix("/tmp/guard-run/x.sock".into())));
+        assert!(!ok(NetAddr::Unix("/run/user/1000/x/bus".into())));
+        assert!(!ok(NetAddr::Unix("/var/run/docker.sock".into())));
+        assert!(ok(NetAddr::Abstract(b"dbus-123".to_vec())));
+        assert!(!ok(NetAddr::Abstract(b"other".to_vec())));
+    }
+
+    #[test]
+    fn malformed_requests_fail_closed() {
+        let p = agent();
+        for op in [Op::Write, Op::Delete, Op::Create, Op::Chmod, Op::Connect] {
+            let v = decide(&p, &Request::new(op));
+            assert_eq!(
+                (v.action, v.errno, v.rule.as_str()),
+                (Action::Deny, libc::EPERM, "default")
+            );
+        }
+        let a = PathBuf::from("/ws/a");
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&a),
+                ..Request::new(Op::Rename)
+            },
+        );
+        assert_eq!(v.action, Action::Deny);
+    }
+
+    #[test]
+    fn observe_allows_everything() {
+        let p = load(&["observe".into()], &vars()).unwrap();
+        for v in [
+            fs(&p, Op::Write, "/etc/passwd"),
+            fs(&p, Op::Delete, "/"),
+            exec_in(&p, "/ws", "git push --force"),
+            connect(&p, &inet("8.8.8.8:53")),
+            decide(&p, &Request::new(Op::Delete)),
+        ] {
+            assert_eq!(
+                (v.action, v.errno, v.rule.as_str()),
+                (Action::Allow, 0, "observe")
+            );
+        }
+    }
+
+    #[test]
+    fn protect_relevance() {
+        let p = agent();
+        for path in [
+            "/ws",
+            "/ws/.git",
+            "/ws/.git/hooks",
+            "/ws/.git/hooks/x/y",
+            "/ws/.git/config",
+            "/",
+        ] {
+            assert!(p.is_protect_relevant(Path::new(path)), "{path}");
+        }
+        for path in ["/ws/src", "/ws/.git/index", "/ws/.git/configx", "/other"] {
+            assert!(!p.is_protect_relevant(Path::new(path)), "{path}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The TOML schema of a profile file, exactly as written: serde structs with
+//! `deny_unknown_fields` and kebab-case keys. Nothing here is validated beyond TOML types;
+//! `resolve` turns a chain of these into a [`Policy`](super::Policy). Every field is optional
+//! so that a child profile says only what it changes.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::model::{Action, Op};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawProfile {
+    pub name: Option<String>,
+    /// A built-in name or a path (relative to the extending file).
+    pub extends: Option<String>,
+    pub description: Option<String>,
+    pub mode: Option<RawMode>,
+    /// Inherited lists this profile replaces instead of appending to (`env.keep`, `rule`, ...).
+    #[serde(default)]
+    pub replace: Vec<String>,
+    #[serde(default)]
+    pub fs: RawFs,
+    #[serde(default)]
+    pub net: RawNet,
+    #[serde(default)]
+    pub transaction: RawTransaction,
+    #[serde(default)]
+    pub env: RawEnv,
+    #[serde(default)]
+    pub rule: Vec<RawRule>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawMode {
+    Enforce,
+    Observe,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawFs {
+    #[serde(default)]
+    pub read: Vec<String>,
+    #[serde(default)]
+    pub write: Vec<String>,
+    #[serde(default)]
+    pub protect: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawNet {
+    #[serde(default)]
+    pub connect: Vec<String>,
+    /// Replaces the inherited value when present: `["*"]` or port numbers; `[]` = none.
+    pub bind: Option<Vec<RawPort>>,
+    pub dns: Option<bool>,
+}
+
+/// A bind entry: a port number, or a string (`"*"` or digits).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RawPort {
+    Number(i64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOnDeny {
+    Errno,
+    Rollback,
+    Kill,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOnFailure {
+    Keep,
+    Rollback,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawTransaction {
+    pub on_deny: Option<RawOnDeny>,
+    pub on_failure: Option<RawOnFailure>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub max_preimage_size: Option<RawSize>,
+}
+
+/// A size: bytes as an integer, or a string with a unit (`"64MiB"`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RawSize {
+    Bytes(i64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawEnv {
+    #[serde(default)]
+    pub keep: Vec<String>,
+    #[serde(default)]
+    pub drop: Vec<String>,
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawRule {
+    pub id: String,
+    pub when: OneOrMany<Op>,
+    #[serde(default)]
+    pub path: Option<OneOrMany<String>>,
+    #[serde(default)]
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub addr: Vec<String>,
+    pub action: Action,
+    pub errno: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// A value written either alone or as a list.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> OneOrMany<T> {
+    pub fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// Parses one profile text.
+pub fn parse(text: &str) -> Result<RawProfile, toml::de::Error> {
+    toml::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_schema_parses() {
+        let text = r#"
+name = "x"
+extends = "base"
+description = "d"
+mode = "enforce"
+replace = ["env.keep"]
+[fs]
+read = ["/usr"]
+write = ["{workspace}"]
+protect = ["{workspace}/.git/config"]
+[net]
+connect = ["127.0.0.0/8", "*:443"]
+bind = [8080, "3000"]
+dns = true
+[transaction]
+on-deny = "rollback"
+on-failure = "keep"
+exclude = ["target/**"]
+max-preimage-size = "64MiB"
+[env]
+keep = ["*"]
+drop = ["AWS_*"]
+set = { FOO = "bar" }
+[[rule]]
+id = "r"
+when = ["exec", "delete"]
+path = "{workspace}/secrets/**"
+argv = ["git", "**"]
+action = "deny"
+errno = "EACCES"
+reason = "why"
+"#;
+        let p = parse(text).unwrap();
+        assert_eq!(
+            p.rule[0].when.clone().into_vec(),
+            vec![Op::Exec, Op::Delete]
+        );
+        assert_eq!(p.net.bind.unwrap().len(), 2);
+        assert_eq!(
+            p.transaction.max_preimage_size,
+            Some(RawSize::Text("64MiB".into()))
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let err = parse("[fs]\nwirte = [\"/x\"]\n").unwrap_err().to_string();
+        assert!(err.contains("wirte"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+}
