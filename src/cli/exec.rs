@@ -19,8 +19,8 @@ use crate::audit::{self, AuditWriter, Event};
 use crate::confine;
 use crate::journal::{self, RunDir, RunMeta};
 use crate::launch::{self, LaunchSpec, Signals, EXIT_POLICY_STOP};
-use crate::policy::{self, NetTarget, Policy, Vars};
-use crate::supervisor::{self, Shared, Supervisor};
+use crate::policy::{self, Vars};
+use crate::supervisor::{Shared, Supervisor};
 use crate::sys;
 
 #[derive(Debug, Args)]
@@ -130,37 +130,6 @@ fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     result
 }
 
-fn resolve_hosts(policy: &mut Policy) -> Vec<String> {
-    let mut warnings = Vec::new();
-    for t in &mut policy.net.connect {
-        if let NetTarget::Host { name, port, addrs } = t {
-            use std::net::ToSocketAddrs;
-            match (name.as_str(), port.unwrap_or(443)).to_socket_addrs() {
-                Ok(it) => {
-                    addrs.extend(it.map(|a| a.ip()));
-                    addrs.sort();
-                    addrs.dedup();
-                }
-                Err(e) => warnings.push(format!("cannot resolve {name}: {e}; connections to it will be denied")),
-            }
-        }
-    }
-    if policy.net.dns {
-        if let Ok(text) = std::fs::read_to_string("/etc/resolv.conf") {
-            for line in text.lines() {
-                let mut it = line.split_whitespace();
-                if it.next() == Some("nameserver") {
-                    if let Some(ip) = it.next().and_then(|s| s.parse::<std::net::IpAddr>().ok()) {
-                        let prefix = if ip.is_ipv4() { 32 } else { 128 };
-                        policy.net.connect.push(NetTarget::Cidr { addr: ip, prefix, port: Some(53) });
-                    }
-                }
-            }
-        }
-    }
-    warnings
-}
-
 fn cstring(bytes: Vec<u8>) -> CString {
     // Interior NULs cannot come from argv or the environment; replace defensively.
     CString::new(bytes).unwrap_or_else(|e| {
@@ -188,8 +157,8 @@ fn exec_in(
     };
     let specs = if args.profile.is_empty() { vec!["agent".to_string()] } else { args.profile.clone() };
     let mut policy = policy::load(&specs, &vars)?;
-    for w in resolve_hosts(&mut policy) {
-        tracing::warn!("{w}");
+    if policy.net.dns {
+        policy.net.connect.extend(crate::supervisor::nameservers());
     }
     for root in &policy.fs.write {
         if state.starts_with(root) {
@@ -212,7 +181,7 @@ fn exec_in(
     let sizes = sys::notify::notif_sizes().map_err(ExecError::NoNotify)?;
     let prepared = confine::landlock::prepare(&policy, args.landlock_abi)?;
     let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
-    let filter: Vec<libc::sock_filter> = filter.iter().map(|f| f.to_libc()).collect();
+    let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
     let start_time = audit::Timestamp::now();
     let meta = RunMeta {
@@ -240,7 +209,7 @@ fn exec_in(
         landlock: prepared.ruleset,
         drop_caps: !args.keep_caps,
     };
-    let spawned = launch::spawn(spec)?;
+    let mut spawned = launch::spawn(spec)?;
 
     // 6. Threads: audit writer, then the supervisor.
     let mut sinks = vec![run_dir.audit_log()];
@@ -254,13 +223,8 @@ fn exec_in(
             return Err(e.into());
         }
     };
-    let listener = sys::Listener::new(
-        spawned
-            .listener
-            .try_clone()
-            .map_err(|source| ExecError::Setup { what: "duplicate the listener", source })?,
-        sizes,
-    );
+    let listener_fd = spawned.listener.take().expect("spawn returns the listener");
+    let listener = sys::Listener::new(listener_fd, sizes);
     let mut enforced = prepared.report.enforced.clone();
     let mut degraded = prepared.report.degraded.clone();
     if policy.mode == policy::Mode::Enforce {
@@ -305,7 +269,6 @@ fn exec_in(
     let supervisor = Supervisor::new(listener, Arc::clone(&policy), handle.clone(), Arc::clone(&shared), stop_r)
         .spawn()
         .map_err(|source| ExecError::Setup { what: "start the supervisor thread", source })?;
-    drop(spawned.listener);
 
     // 7. Did the command start?
     let mut exec_error = None;

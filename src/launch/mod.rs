@@ -52,7 +52,8 @@ pub struct LaunchSpec {
 pub struct Spawned {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
-    pub listener: OwnedFd,
+    /// The seccomp listener, until the supervisor takes it.
+    pub listener: Option<OwnedFd>,
     status: OwnedFd,
 }
 
@@ -116,7 +117,7 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
             Ok(Spawned {
                 pid: child,
                 pidfd,
-                listener,
+                listener: Some(listener),
                 status: parent_sock,
             })
         }

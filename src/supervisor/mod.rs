@@ -7,6 +7,7 @@
 //! listener reports POLLHUP) or when the main thread asks it to stop.
 
 mod decode;
+mod hosts;
 mod memory;
 pub mod resolve;
 
@@ -26,6 +27,7 @@ use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
 use crate::sys::Listener;
 
 pub use decode::{decode_sockaddr, syscall_name};
+pub use hosts::nameservers;
 
 /// State the supervisor shares with the main thread.
 #[derive(Debug, Default)]
@@ -51,6 +53,7 @@ pub struct Supervisor {
     created: HashSet<PathBuf>,
     seq: u64,
     report: Report,
+    hosts: hosts::PendingHosts,
 }
 
 impl Supervisor {
@@ -63,13 +66,14 @@ impl Supervisor {
     ) -> Self {
         Supervisor {
             listener,
-            policy,
             audit,
             shared,
             stop,
             created: HashSet::new(),
             seq: 0,
             report: Report::default(),
+            hosts: hosts::PendingHosts::start(&policy),
+            policy,
         }
     }
 
@@ -152,6 +156,17 @@ impl Supervisor {
                 return;
             }
         };
+        if self.hosts.is_pending() {
+            let wait = d.op == policy::Op::Connect;
+            if let Some((resolved, failures)) = self.hosts.poll(wait) {
+                for f in failures {
+                    self.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                        message: format!("net.connect host not resolved, it matches nothing: {f}"),
+                    }));
+                }
+                self.policy = resolved;
+            }
+        }
         let fresh = self.is_fresh(&d);
         let req = Request {
             op: d.op,

@@ -65,11 +65,13 @@ fn int80_unlink(path: &CString) -> i64 {
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), page as *mut u8, bytes.len()) };
     let ret: i64;
     unsafe {
+        // rbx is reserved by LLVM: swap the argument in and out around the trap.
         std::arch::asm!(
+            "xchg rbx, {arg}",
             "int 0x80",
+            "xchg rbx, {arg}",
+            arg = inout(reg) page as u64 => _,
             inlateout("rax") 10i64 => ret,
-            in("rbx") page as u64,
-            options(nostack)
         );
     }
     if ret < 0 {
