@@ -5,7 +5,14 @@ use std::error::Error;
 use clap::Parser;
 
 fn main() {
-    let cli = guard::cli::Cli::parse();
+    let cli = match guard::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // --help and --version are not errors; usage errors are guard's own (125).
+            std::process::exit(if e.use_stderr() { guard::launch::EXIT_GUARD_ERROR } else { 0 });
+        }
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
@@ -23,7 +30,7 @@ fn main() {
                 eprintln!("  caused by: {s}");
                 source = s.source();
             }
-            guard::launch::EXIT_GUARD_ERROR
+            e.exit_code()
         }
     };
     std::process::exit(code);

@@ -44,7 +44,8 @@ pub struct ExecArgs {
     #[arg(long, env = "GUARD_LANDLOCK_ABI", value_name = "N")]
     pub landlock_abi: Option<u8>,
     /// Do not use SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP even when the kernel has it.
-    #[arg(long, env = "GUARD_NO_SYNC_WAKE_UP")]
+    #[arg(long, env = "GUARD_NO_SYNC_WAKE_UP", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::FalseyValueParser::new())]
     pub no_sync_wake_up: bool,
     /// Keep the capabilities of a root caller (dropped by default).
     #[arg(long)]

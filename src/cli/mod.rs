@@ -76,6 +76,22 @@ pub enum CliError {
     Stdout(#[source] std::io::Error),
 }
 
+impl CliError {
+    /// The exit status for this error: 127 / 126 when the command cannot be found or executed
+    /// (as shells and `env` report it), 125 for everything else guard could not do.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Exec(exec::ExecError::Command(crate::launch::CommandError::NotFound { .. })) => {
+                crate::launch::EXIT_NOT_FOUND
+            }
+            CliError::Exec(exec::ExecError::Command(crate::launch::CommandError::NotExecutable { .. })) => {
+                crate::launch::EXIT_NOT_EXECUTABLE
+            }
+            _ => crate::launch::EXIT_GUARD_ERROR,
+        }
+    }
+}
+
 /// Run the parsed command line; returns the exit status.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {

@@ -124,5 +124,5 @@ fn degraded_landlock_abi_1_still_bounds_writes() {
     assert_eq!(start["landlock_abi"], 1);
     let degraded = start["degraded"].to_string();
     assert!(degraded.contains("sync-wake-up"), "{degraded}");
-    assert!(degraded.contains("ABI"), "rights dropped by the ABI cap are reported: {degraded}");
+    assert!(degraded.contains("capped at abi 1"), "rights dropped by the ABI cap are reported: {degraded}");
 }

@@ -5,11 +5,12 @@
 //! exits 2 on bad usage. Operations the kernel kills (foreign architectures) never print.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::io::Write;
 
-fn c(s: &str) -> CString {
-    CString::new(s).expect("no NUL in probe arguments")
+fn c(s: &OsStr) -> CString {
+    CString::new(s.as_bytes()).expect("no NUL in probe arguments")
 }
 
 fn errno() -> i32 {
@@ -84,10 +85,11 @@ fn int80_unlink(path: &CString) -> i64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let a = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let a = |i: usize| args.get(i).map(OsString::as_os_str).unwrap_or(OsStr::new(""));
+    let s = |i: usize| a(i).to_string_lossy().into_owned();
     let rc: i64 = unsafe {
-        match a(0) {
+        match s(0).as_str() {
             "unlink" => libc::unlink(c(a(1)).as_ptr()) as i64,
             "rmdir" => libc::rmdir(c(a(1)).as_ptr()) as i64,
             "mkdir" => libc::mkdir(c(a(1)).as_ptr(), 0o755) as i64,
@@ -113,7 +115,7 @@ fn main() {
                 fd as i64
             }
             "connect" => {
-                let addr: std::net::SocketAddrV4 = a(1).parse().expect("ipv4:port");
+                let addr: std::net::SocketAddrV4 = s(1).parse().expect("ipv4:port");
                 let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
                 let sa = libc::sockaddr_in {
                     sin_family: libc::AF_INET as u16,
@@ -136,7 +138,7 @@ fn main() {
             "bpf" => libc::syscall(libc::SYS_bpf, 0, 0, 0) as i64,
             "perf_event_open" => libc::syscall(libc::SYS_perf_event_open, 0, 0, -1, -1, 0) as i64,
             "unshare" => libc::unshare(libc::CLONE_NEWUSER) as i64,
-            "mount" => libc::mount(c("none").as_ptr(), c("/mnt").as_ptr(), c("tmpfs").as_ptr(), 0, std::ptr::null()) as i64,
+            "mount" => libc::mount(c(OsStr::new("none")).as_ptr(), c(OsStr::new("/mnt")).as_ptr(), c(OsStr::new("tmpfs")).as_ptr(), 0, std::ptr::null()) as i64,
             "seccomp-listener" => {
                 let f = libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW };
                 let prog = libc::sock_fprog { len: 1, filter: &f as *const _ as *mut _ };
@@ -148,7 +150,7 @@ fn main() {
             "int80-unlink" => int80_unlink(&c(a(1))),
             "sleep-then-write" => {
                 // For kill tests: wait, then try to change a file every 50 ms for N tries.
-                let tries: u32 = a(2).parse().unwrap_or(100);
+                let tries: u32 = s(2).parse().unwrap_or(100);
                 let mut last = 0i64;
                 for _ in 0..tries {
                     std::thread::sleep(std::time::Duration::from_millis(50));
