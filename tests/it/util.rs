@@ -52,6 +52,8 @@ impl Workspace {
         };
         let (ws, state, home, bin, outside) = (sub("ws"), sub("state"), sub("home"), sub("bin"), sub("outside"));
         std::fs::copy(PROBE, bin.join("guard-probe")).expect("copy probe");
+        // The unprivileged user may not be able to reach the build directory: give it a copy.
+        std::fs::copy(GUARD, bin.join("guard")).expect("copy guard");
         let profile = root.join("test.toml");
         std::fs::write(
             &profile,
@@ -107,7 +109,7 @@ impl Workspace {
         let mut cmd = if self.unprivileged {
             let mut c = Command::new("setpriv");
             c.args(["--reuid", UNPRIV_USER, "--regid", "nogroup", "--clear-groups", "--"]);
-            c.arg(GUARD);
+            c.arg(self.bin.join("guard"));
             c
         } else {
             Command::new(GUARD)
