@@ -21,10 +21,33 @@ use super::paths::normalize;
 enum Element {
     /// `**`: any number of whole arguments.
     Any,
+    /// An element without glob syntax, compared as a string (most of them: `git`, `push`).
+    Literal {
+        text: String,
+        path: bool,
+    },
     Glob {
         matcher: GlobMatcher,
         path: bool,
     },
+}
+
+impl Element {
+    /// Matches an already resolved candidate (basename, raw argument or normalised path).
+    fn is_match(&self, candidate: &str) -> bool {
+        match self {
+            Element::Any => true,
+            Element::Literal { text, .. } => text == candidate,
+            Element::Glob { matcher, .. } => matcher.is_match(candidate),
+        }
+    }
+
+    fn is_path(&self) -> bool {
+        matches!(
+            self,
+            Element::Literal { path: true, .. } | Element::Glob { path: true, .. }
+        )
+    }
 }
 
 /// A compiled argv pattern.
@@ -46,6 +69,13 @@ impl ArgvPattern {
                 continue;
             }
             let path = elem.starts_with('/');
+            if !elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+                elements.push(Element::Literal {
+                    text: elem.clone(),
+                    path,
+                });
+                continue;
+            }
             let glob = GlobBuilder::new(elem)
                 .literal_separator(path)
                 .build()
@@ -65,8 +95,8 @@ impl ArgvPattern {
         };
         match first {
             Element::Any => sequence_matches(&self.elements, argv, cwd),
-            Element::Glob { matcher, path } => {
-                if !program_matches(matcher, *path, argv.first(), exe, cwd) {
+            elem => {
+                if !program_matches(elem, argv.first(), exe, cwd) {
                     return false;
                 }
                 sequence_matches(rest, argv.get(1..).unwrap_or(&[]), cwd)
@@ -76,20 +106,21 @@ impl ArgvPattern {
 }
 
 fn program_matches(
-    matcher: &GlobMatcher,
-    path: bool,
+    elem: &Element,
     arg0: Option<&OsString>,
     exe: Option<&Path>,
     cwd: Option<&Path>,
 ) -> bool {
     let arg0 = arg0.map(Path::new);
-    if path {
-        let by_exe = exe.is_some_and(|e| matcher.is_match(normalize(e)));
-        by_exe || arg0.is_some_and(|a| matcher.is_match(resolve(a, cwd)))
+    if elem.is_path() {
+        let by_exe = exe.is_some_and(|e| elem.is_match(&normalize(e).to_string_lossy()));
+        by_exe || arg0.is_some_and(|a| elem.is_match(&resolve(a, cwd).to_string_lossy()))
     } else {
-        let base = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
-        let by_exe = exe.and_then(base).is_some_and(|n| matcher.is_match(n));
-        by_exe || arg0.and_then(base).is_some_and(|n| matcher.is_match(n))
+        let base = |p: &Path| {
+            p.file_name()
+                .is_some_and(|n| elem.is_match(&n.to_string_lossy()))
+        };
+        exe.is_some_and(base) || arg0.is_some_and(base)
     }
 }
 
@@ -101,24 +132,11 @@ fn resolve(arg: &Path, cwd: Option<&Path>) -> std::path::PathBuf {
 }
 
 fn element_matches(elem: &Element, arg: &OsString, cwd: Option<&Path>) -> bool {
-    match elem {
-        Element::Any => true,
-        Element::Glob {
-            matcher,
-            path: false,
-        } => matcher.is_match(lossy(arg).as_ref()),
-        Element::Glob {
-            matcher,
-            path: true,
-        } => {
-            let text = lossy(arg);
-            if text.starts_with('-') {
-                return matcher.is_match(text.as_ref());
-            }
-            let resolved = resolve(Path::new(text.as_ref()), cwd);
-            matcher.is_match(resolved)
-        }
+    let text = lossy(arg);
+    if !elem.is_path() || text.starts_with('-') {
+        return elem.is_match(&text);
     }
+    elem.is_match(&resolve(Path::new(text.as_ref()), cwd).to_string_lossy())
 }
 
 fn lossy(arg: &OsString) -> Cow<'_, str> {

@@ -10,6 +10,7 @@
 //! Requests carry absolute, normalised paths (the supervisor's job); `fresh` must be true only
 //! when every path of the request was created by this run.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::model::*;
@@ -112,7 +113,7 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
     let paths = [Some(path), req.path2];
     let present = || paths.iter().flatten().copied();
 
-    let under_roots = |p: &Path| policy.fs.write.iter().any(|root| p.starts_with(root));
+    let under_roots = |p: &Path| policy.fs.write.iter().any(|root| is_within(p, root));
     if !present().all(under_roots) {
         return deny(
             libc::EACCES,
@@ -122,7 +123,13 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
     }
 
     if !req.fresh {
-        if present().any(|p| policy.fs.protect_set.is_match(p)) {
+        // Every path a protect glob matches lies within that glob's anchor (its literal
+        // prefix), so the anchors are a cheap filter in front of the glob set.
+        let protected = |p: &Path| {
+            policy.fs.protect_anchors.iter().any(|a| is_within(p, a))
+                && policy.fs.protect_set.is_match(p)
+        };
+        if present().any(protected) {
             return deny(libc::EPERM, RULE_PROTECT, "protected path");
         }
         // Deleting or renaming (either end) an ancestor of a protected path would take the
@@ -144,11 +151,17 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
 }
 
 fn is_anchor_or_ancestor(policy: &Policy, path: &Path) -> bool {
-    policy
-        .fs
-        .protect_anchors
-        .iter()
-        .any(|a| a.starts_with(path))
+    policy.fs.protect_anchors.iter().any(|a| is_within(a, path))
+}
+
+/// Component-wise `path.starts_with(root)` for normalised paths, on bytes (`/ws2` is not
+/// within `/ws`). Several times faster than `Path::starts_with`, which parses components.
+fn is_within(path: &Path, root: &Path) -> bool {
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    match p.strip_prefix(r) {
+        Some(rest) => rest.is_empty() || rest.first() == Some(&b'/') || r.ends_with(b"/"),
+        None => false,
+    }
 }
 
 fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
@@ -179,7 +192,7 @@ impl Policy {
                 .fs
                 .protect_anchors
                 .iter()
-                .any(|a| a.starts_with(path) || path.starts_with(a))
+                .any(|a| is_within(a, path) || is_within(path, a))
     }
 }
 
@@ -486,6 +499,13 @@ mod tests {
                 (Action::Allow, 0, "observe")
             );
         }
+    }
+
+    #[test]
+    fn within_is_component_wise() {
+        let w = |p: &str, r: &str| is_within(Path::new(p), Path::new(r));
+        assert!(w("/ws", "/ws") && w("/ws/a", "/ws") && w("/ws", "/") && w("/", "/"));
+        assert!(!w("/ws2", "/ws") && !w("/w", "/ws") && !w("/", "/ws"));
     }
 
     #[test]

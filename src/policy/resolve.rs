@@ -566,3 +566,324 @@ fn parse_size(text: &str) -> Option<u64> {
     };
     n.checked_mul(mult)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::decide;
+    use std::ffi::OsString;
+
+    fn vars() -> Vars {
+        Vars {
+            workspace: "/ws".into(),
+            home: Some("/home/u".into()),
+            tmp: "/t".into(),
+            state: "/s".into(),
+        }
+    }
+
+    /// Writes profile files into a temporary directory.
+    fn files(list: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in list {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    fn spec(dir: &tempfile::TempDir, name: &str) -> String {
+        dir.path().join(name).display().to_string()
+    }
+
+    #[test]
+    fn merge_order_lists_scalars_rules() {
+        let dir = files(&[
+            (
+                "parent.toml",
+                r#"
+name = "parent"
+[fs]
+read = ["/usr"]
+write = ["{workspace}"]
+[net]
+dns = true
+bind = [8080]
+[env]
+set = { A = "parent", B = "parent" }
+[[rule]]
+id = "parent-rule"
+when = "exec"
+argv = ["ls", "**"]
+action = "deny"
+"#,
+            ),
+            (
+                "child.toml",
+                r#"
+extends = "parent.toml"
+mode = "observe"
+[fs]
+read = ["/opt", "/usr"]
+[net]
+dns = false
+[env]
+set = { B = "child" }
+[[rule]]
+id = "child-rule"
+when = "exec"
+argv = ["ls", "**"]
+action = "allow"
+"#,
+            ),
+        ]);
+        let p = load(&[spec(&dir, "child.toml")], &vars()).unwrap();
+        assert_eq!(
+            p.name, "child",
+            "name defaults to the file stem of the most derived"
+        );
+        assert_eq!(p.read_paths(), ["/usr", "/opt"]);
+        assert_eq!(p.mode, Mode::Observe);
+        assert!(!p.net.dns);
+        assert_eq!(
+            p.net.bind,
+            Some(vec![8080]),
+            "bind is inherited when the child is silent"
+        );
+        assert_eq!(
+            p.env.set,
+            [
+                ("A".to_string(), "parent".to_string()),
+                ("B".to_string(), "child".to_string())
+            ]
+        );
+        let ids: Vec<_> = p.rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["child-rule", "parent-rule"]);
+        assert_eq!(p.sources.len(), 2);
+        assert!(p.sources[0].ends_with("child.toml"));
+    }
+
+    impl Policy {
+        fn read_paths(&self) -> Vec<String> {
+            self.fs
+                .read
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect()
+        }
+    }
+
+    #[test]
+    fn specs_layer_left_to_right() {
+        let dir = files(&[(
+            "extra.toml",
+            "[fs]\nwrite = [\"/data\"]\n[[rule]]\nid = \"x\"\nwhen = \"delete\"\naction = \"risky\"\n",
+        )]);
+        let p = load(&["agent".into(), spec(&dir, "extra.toml")], &vars()).unwrap();
+        assert_eq!(p.rules[0].id, "x", "later specs act as children");
+        assert!(p.fs.write.contains(&PathBuf::from("/data")));
+        assert!(p.fs.write.contains(&PathBuf::from("/ws")));
+        assert_eq!(
+            p.sources.first().map(String::as_str),
+            Some(spec(&dir, "extra.toml").as_str())
+        );
+        assert_eq!(&p.sources[1..], ["agent", "base"]);
+    }
+
+    #[test]
+    fn unknown_key_error_names_key_line_and_file() {
+        let dir = files(&[(
+            "bad.toml",
+            "extends = \"agent\"\n\n[fs]\nwirte = [\"/x\"]\n",
+        )]);
+        let err = load(&[spec(&dir, "bad.toml")], &vars()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, PolicyError::Parse { .. }));
+        assert!(msg.contains("wirte"), "{msg}");
+        assert!(msg.contains("line 4"), "{msg}");
+        assert!(msg.contains("bad.toml"), "{msg}");
+    }
+
+    #[test]
+    fn variable_errors_and_missing_home() {
+        let dir = files(&[("v.toml", "[fs]\nread = [\"{foo}/x\"]\n")]);
+        let msg = check(&dir.path().join("v.toml"), &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("unknown variable `{foo}`"), "{msg}");
+        assert!(msg.contains("hint:"), "{msg}");
+
+        let dir = files(&[("rel.toml", "[fs]\nwrite = [\"build\"]\n")]);
+        let msg = check(&dir.path().join("rel.toml"), &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("not an absolute path"), "{msg}");
+
+        let no_home = Vars {
+            home: None,
+            ..vars()
+        };
+        let p = load(&["agent".into()], &no_home).unwrap();
+        assert!(p.fs.read.iter().all(|r| !r.starts_with("/home")));
+        assert!(p.rules.iter().all(|r| !r.id.starts_with("no-rm-home")));
+        assert!(p.rules.iter().any(|r| r.id == "no-rm-workspace"));
+    }
+
+    #[test]
+    fn rule_validation() {
+        let cases = [
+            (
+                "when = \"delete\"\nargv = [\"x\"]\naction = \"deny\"",
+                "only to exec",
+            ),
+            (
+                "when = \"exec\"\naddr = [\"1.2.3.4\"]\naction = \"deny\"",
+                "only to connect",
+            ),
+            (
+                "when = \"exec\"\naction = \"deny\"\nerrno = \"EWHAT\"",
+                "unknown errno",
+            ),
+            (
+                "when = \"exec\"\naction = \"allow\"\nerrno = \"EPERM\"",
+                "only to deny",
+            ),
+            ("when = []\naction = \"deny\"", "no operation"),
+            (
+                "when = \"connect\"\naddr = [\"300.0.0.1\"]\naction = \"deny\"",
+                "300.0.0.1",
+            ),
+        ];
+        for (body, want) in cases {
+            let dir = files(&[("r.toml", &format!("[[rule]]\nid = \"r\"\n{body}\n"))]);
+            let msg = check(&dir.path().join("r.toml"), &vars())
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(want), "{body}: {msg}");
+        }
+    }
+
+    #[test]
+    fn rule_path_and_addr_conditions() {
+        let dir = files(&[(
+            "r.toml",
+            r#"
+extends = "agent"
+[[rule]]
+id = "no-secrets"
+when = ["write", "delete"]
+path = "{workspace}/secrets/**"
+action = "deny"
+errno = "EROFS"
+[[rule]]
+id = "no-lan"
+when = "connect"
+addr = ["10.0.0.0/8"]
+action = "kill"
+"#,
+        )]);
+        let p = check(&dir.path().join("r.toml"), &vars()).unwrap();
+        let s = PathBuf::from("/ws/secrets/a/b");
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&s),
+                ..Request::new(Op::Write)
+            },
+        );
+        assert_eq!(
+            (v.action, v.errno, v.rule.as_str()),
+            (Action::Deny, libc::EROFS, "no-secrets")
+        );
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&s),
+                ..Request::new(Op::Create)
+            },
+        );
+        assert_eq!(v.rule, "fs.write-roots", "create is not in `when`");
+        let lan = NetAddr::Inet("10.1.2.3:22".parse().unwrap());
+        let v = decide(
+            &p,
+            &Request {
+                addr: Some(&lan),
+                ..Request::new(Op::Connect)
+            },
+        );
+        assert_eq!((v.action, v.rule.as_str()), (Action::Kill, "no-lan"));
+        let argv = [OsString::from("ls")];
+        let v = decide(
+            &p,
+            &Request {
+                argv: &argv,
+                ..Request::new(Op::Exec)
+            },
+        );
+        assert_eq!(v.rule, "default");
+    }
+
+    #[test]
+    fn builtin_profiles_resolve() {
+        for name in crate::policy::builtin_names() {
+            let p = load(&[name.to_string()], &vars()).unwrap();
+            assert_eq!(p.name, *name);
+            assert_eq!(p.digest.len(), 64);
+        }
+        let strict = load(&["strict".into()], &vars()).unwrap();
+        assert!(!strict.env.keep.contains(&"*".to_string()));
+        assert!(strict.env.keep.contains(&"PATH".to_string()));
+        assert!(strict.env.drop.contains(&"AWS_*".to_string()));
+        assert_eq!(strict.net.bind, Some(vec![]));
+        assert!(strict.net.connect.is_empty() && !strict.net.dns);
+
+        let ci = load(&["ci".into()], &vars()).unwrap();
+        assert!(ci.fs.read.iter().all(|r| !r.starts_with("/home/u")));
+        assert!(ci.net.dns);
+        let agent = load(&[], &vars()).unwrap();
+        assert_eq!(agent.name, "agent", "agent is the default");
+        assert_eq!(agent.net.bind, None);
+        assert_eq!(
+            agent.transaction.exclude,
+            ["target/**", "node_modules/**", ".venv/**"]
+        );
+        assert_eq!(agent.transaction.max_preimage_bytes, 64 << 20);
+        assert!(agent.env.keep == ["*"]);
+        assert!(agent
+            .fs
+            .protect_anchors
+            .contains(&PathBuf::from("/ws/.git/hooks")));
+        assert!(agent
+            .fs
+            .protect_anchors
+            .contains(&PathBuf::from("/ws/.git/config")));
+        assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));
+    }
+
+    #[test]
+    fn sizes_and_bind() {
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1 GB"), Some(1_000_000_000));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("99999999999999999999GiB"), None);
+        let dir = files(&[("b.toml", "[net]\nbind = [70000]\n")]);
+        let msg = check(&dir.path().join("b.toml"), &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("70000") && msg.contains("hint:"), "{msg}");
+        let dir = files(&[("r.toml", "replace = [\"fs.nope\"]\n")]);
+        let msg = check(&dir.path().join("r.toml"), &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("fs.nope"), "{msg}");
+    }
+
+    #[test]
+    fn check_reads_paths_without_slash_or_extension() {
+        let dir = files(&[("myprofile", "name = \"mine\"\n")]);
+        let p = check(&dir.path().join("myprofile"), &vars()).unwrap();
+        assert_eq!(p.name, "mine");
+        let err = check(&dir.path().join("missing"), &vars()).unwrap_err();
+        assert!(err.to_string().starts_with("cannot read profile"), "{err}");
+    }
+}
