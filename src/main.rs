@@ -10,7 +10,11 @@ fn main() {
         Err(e) => {
             let _ = e.print();
             // --help and --version are not errors; usage errors are guard's own (125).
-            std::process::exit(if e.use_stderr() { guard::launch::EXIT_GUARD_ERROR } else { 0 });
+            std::process::exit(if e.use_stderr() {
+                guard::launch::EXIT_GUARD_ERROR
+            } else {
+                0
+            });
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)

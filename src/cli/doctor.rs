@@ -10,7 +10,10 @@ use crate::confine::features;
 pub fn run(json: bool) -> Result<i32, CliError> {
     let f = features::probe();
     let mut out = std::io::stdout().lock();
-    let required_missing = f.features.iter().any(|x| x.name == "seccomp-notify" && !x.available);
+    let required_missing = f
+        .features
+        .iter()
+        .any(|x| x.name == "seccomp-notify" && !x.available);
     let degraded = f.features.iter().any(|x| !x.available);
     let code = if required_missing {
         2
@@ -24,19 +27,35 @@ pub fn run(json: bool) -> Result<i32, CliError> {
         writeln!(out, "{text}").map_err(CliError::Stdout)?;
         return Ok(code);
     }
-    let w = |out: &mut std::io::StdoutLock, s: String| writeln!(out, "{s}").map_err(CliError::Stdout);
+    let w =
+        |out: &mut std::io::StdoutLock, s: String| writeln!(out, "{s}").map_err(CliError::Stdout);
     w(&mut out, format!("kernel     {} ({})", f.kernel, f.arch))?;
-    w(&mut out, format!(
-        "landlock   {}",
-        f.landlock_abi.map(|a| format!("ABI {a}")).unwrap_or_else(|| "not available".into())
-    ))?;
+    w(
+        &mut out,
+        format!(
+            "landlock   {}",
+            f.landlock_abi
+                .map(|a| format!("ABI {a}"))
+                .unwrap_or_else(|| "not available".into())
+        ),
+    )?;
     w(&mut out, String::new())?;
     for x in &f.features {
         let mark = if x.available { "ok  " } else { "MISS" };
-        let detail = if x.detail.is_empty() || x.detail == "yes" { String::new() } else { format!(" [{}]", x.detail) };
-        w(&mut out, format!("{mark} {:<18} {}{}", x.name, x.purpose, detail))?;
+        let detail = if x.detail.is_empty() || x.detail == "yes" {
+            String::new()
+        } else {
+            format!(" [{}]", x.detail)
+        };
+        w(
+            &mut out,
+            format!("{mark} {:<18} {}{}", x.name, x.purpose, detail),
+        )?;
         if !x.available {
-            w(&mut out, format!("     {:<18} without it: {}", "", x.without))?;
+            w(
+                &mut out,
+                format!("     {:<18} without it: {}", "", x.without),
+            )?;
         }
     }
     w(&mut out, String::new())?;

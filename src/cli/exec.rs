@@ -86,18 +86,23 @@ pub enum ExecError {
     #[error("seccomp user notification is not available: {0}\nhint: guard needs Linux 5.0 or newer with CONFIG_SECCOMP_FILTER")]
     NoNotify(#[source] io::Error),
     #[error(transparent)]
-    Policy(#[from] policy::PolicyError),
+    Policy(Box<policy::PolicyError>),
     #[error(transparent)]
     State(#[from] journal::StateError),
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
 }
 
+impl From<policy::PolicyError> for ExecError {
+    fn from(e: policy::PolicyError) -> Self {
+        ExecError::Policy(Box::new(e))
+    }
+}
+
 /// Run `guard exec`. Returns the exit status guard should end with.
 pub fn run(args: ExecArgs) -> Result<i32, super::CliError> {
     Ok(exec(args)?)
 }
-
 
 fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     let started = Instant::now();
@@ -110,10 +115,22 @@ fn exec(args: ExecArgs) -> Result<i32, ExecError> {
         })?,
     };
     let workspace = std::fs::canonicalize(&ws_arg)
-        .and_then(|p| if p.is_dir() { Ok(p) } else { Err(io::Error::from_raw_os_error(libc::ENOTDIR)) })
-        .map_err(|source| ExecError::Workspace { path: ws_arg.clone(), source })?;
+        .and_then(|p| {
+            if p.is_dir() {
+                Ok(p)
+            } else {
+                Err(io::Error::from_raw_os_error(libc::ENOTDIR))
+            }
+        })
+        .map_err(|source| ExecError::Workspace {
+            path: ws_arg.clone(),
+            source,
+        })?;
     let state = journal::state_dir()?;
-    std::fs::create_dir_all(&state).map_err(|source| journal::StateError::Create { path: state.clone(), source })?;
+    std::fs::create_dir_all(&state).map_err(|source| journal::StateError::Create {
+        path: state.clone(),
+        source,
+    })?;
     let state = std::fs::canonicalize(&state).unwrap_or(state);
     let run_dir = RunDir::create(&state)?;
     let tmp = std::env::temp_dir().join(format!("guard-{}", run_dir.id));
@@ -122,11 +139,17 @@ fn exec(args: ExecArgs) -> Result<i32, ExecError> {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&tmp)
-            .map_err(|source| ExecError::Tmp { path: tmp.clone(), source })?;
+            .map_err(|source| ExecError::Tmp {
+                path: tmp.clone(),
+                source,
+            })?;
     }
     let result = exec_in(&args, &workspace, &state, &run_dir, &tmp, started);
     if let Err(e) = std::fs::remove_dir_all(&tmp) {
-        tracing::warn!("cannot remove the private temporary directory {}: {e}", tmp.display());
+        tracing::warn!(
+            "cannot remove the private temporary directory {}: {e}",
+            tmp.display()
+        );
     }
     result
 }
@@ -152,18 +175,27 @@ fn exec_in(
     // 2. The policy.
     let vars = Vars {
         workspace: workspace.to_path_buf(),
-        home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
         tmp: tmp.to_path_buf(),
         state: state.to_path_buf(),
     };
-    let specs = if args.profile.is_empty() { vec!["agent".to_string()] } else { args.profile.clone() };
+    let specs = if args.profile.is_empty() {
+        vec!["agent".to_string()]
+    } else {
+        args.profile.clone()
+    };
     let mut policy = policy::load(&specs, &vars)?;
     if policy.net.dns {
         policy.net.connect.extend(crate::supervisor::nameservers());
     }
     for root in &policy.fs.write {
         if state.starts_with(root) {
-            return Err(ExecError::StateInsideWriteRoot { state: state.to_path_buf(), root: root.clone() });
+            return Err(ExecError::StateInsideWriteRoot {
+                state: state.to_path_buf(),
+                root: root.clone(),
+            });
         }
     }
     let policy = Arc::new(policy);
@@ -173,10 +205,17 @@ fn exec_in(
     let extra = [
         ("TMPDIR".to_string(), tmp.as_os_str().to_os_string()),
         ("GUARD_RUN".to_string(), OsString::from(&run_dir.id)),
-        ("GUARD_WORKSPACE".to_string(), workspace.as_os_str().to_os_string()),
+        (
+            "GUARD_WORKSPACE".to_string(),
+            workspace.as_os_str().to_os_string(),
+        ),
     ];
     let envp = launch::sanitize_env(std::env::vars_os(), &policy.env, &extra);
-    let argv: Vec<CString> = args.command.iter().map(|a| cstring(a.clone().into_vec())).collect();
+    let argv: Vec<CString> = args
+        .command
+        .iter()
+        .map(|a| cstring(a.clone().into_vec()))
+        .collect();
 
     // 4. The confinement, built in the parent.
     let sizes = sys::notify::notif_sizes().map_err(ExecError::NoNotify)?;
@@ -189,7 +228,11 @@ fn exec_in(
         v: 1,
         id: run_dir.id.clone(),
         workspace: workspace.to_path_buf(),
-        command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
         profile: policy.name.clone(),
         started: audit::Timestamp::now().to_string(),
         guard_pid: std::process::id(),
@@ -199,9 +242,14 @@ fn exec_in(
     run_dir.write_meta(&meta)?;
 
     // 5. Signals and subreaper, then fork while single-threaded.
-    let mut signals = Signals::block().map_err(|source| ExecError::Setup { what: "block signals", source })?;
-    nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| ExecError::Setup { what: "become a child subreaper", source: e.into() })?;
+    let mut signals = Signals::block().map_err(|source| ExecError::Setup {
+        what: "block signals",
+        source,
+    })?;
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| ExecError::Setup {
+        what: "become a child subreaper",
+        source: e.into(),
+    })?;
     let spec = LaunchSpec {
         program: cstring(program.as_os_str().as_bytes().to_vec()),
         argv,
@@ -233,11 +281,17 @@ fn exec_in(
     }
     enforced.push("seccomp-notify".to_string());
     if args.no_sync_wake_up {
-        degraded.push(("sync-wake-up".to_string(), "switched off by --no-sync-wake-up".to_string()));
+        degraded.push((
+            "sync-wake-up".to_string(),
+            "switched off by --no-sync-wake-up".to_string(),
+        ));
     } else {
         match listener.set_sync_wake_up() {
             Ok(()) => enforced.push("sync-wake-up".to_string()),
-            Err(e) => degraded.push(("sync-wake-up".to_string(), format!("the kernel refused it ({e}); needs Linux 6.6"))),
+            Err(e) => degraded.push((
+                "sync-wake-up".to_string(),
+                format!("the kernel refused it ({e}); needs Linux 6.6"),
+            )),
         }
     }
     degraded.push((
@@ -265,11 +319,23 @@ fn exec_in(
         uid: nix::unistd::getuid().as_raw(),
     }));
     let shared = Arc::new(Shared::default());
-    let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| ExecError::Setup { what: "create the stop pipe", source: e.into() })?;
-    let supervisor = Supervisor::new(listener, Arc::clone(&policy), handle.clone(), Arc::clone(&shared), stop_r)
-        .spawn()
-        .map_err(|source| ExecError::Setup { what: "start the supervisor thread", source })?;
+    let (stop_r, stop_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ExecError::Setup {
+            what: "create the stop pipe",
+            source: e.into(),
+        })?;
+    let supervisor = Supervisor::new(
+        listener,
+        Arc::clone(&policy),
+        handle.clone(),
+        Arc::clone(&shared),
+        stop_r,
+    )
+    .spawn()
+    .map_err(|source| ExecError::Setup {
+        what: "start the supervisor thread",
+        source,
+    })?;
 
     // 7. Did the command start?
     let mut exec_error = None;
@@ -293,7 +359,10 @@ fn exec_in(
             Ok(Some(ev)) if ev.signo == libc::SIGCHLD => {}
             Ok(Some(ev)) => {
                 if ev.from_process {
-                    let _ = sys::process::pidfd_send_signal(std::os::fd::AsFd::as_fd(&spawned.pidfd), ev.signo);
+                    let _ = sys::process::pidfd_send_signal(
+                        std::os::fd::AsFd::as_fd(&spawned.pidfd),
+                        ev.signo,
+                    );
                 }
             }
             Ok(None) => {}
@@ -311,7 +380,11 @@ fn exec_in(
     let _ = nix::unistd::write(&stop_w, b"x");
     let report = supervisor.join().unwrap_or_default();
     let policy_stop = shared.policy_stop.load(Ordering::SeqCst);
-    let code = if policy_stop { EXIT_POLICY_STOP } else { status.status };
+    let code = if policy_stop {
+        EXIT_POLICY_STOP
+    } else {
+        status.status
+    };
     let outcome = if policy_stop {
         audit::Outcome::PolicyKill
     } else if exec_error.is_some() {
@@ -346,7 +419,7 @@ fn exec_in(
         started: start_time,
         ended: audit::Timestamp::now(),
         duration_ms,
-        counts: stats.counts.clone(),
+        counts: stats.counts,
         suppressed: stats.suppressed,
         denied: stats.denied.clone(),
         checkpoints: stats.checkpoints,

@@ -40,7 +40,10 @@ fn log_path(run: Option<&str>) -> Result<PathBuf, CliError> {
     match found {
         Some(r) => Ok(r.audit_log()),
         None => Err(CliError::Usage(match run {
-            Some(id) => format!("no run {id} in {}\nhint: `guard runs` lists them", state.display()),
+            Some(id) => format!(
+                "no run {id} in {}\nhint: `guard runs` lists them",
+                state.display()
+            ),
             None => format!("no runs recorded in {}", state.display()),
         })),
     }
@@ -64,7 +67,11 @@ pub fn run(args: LogArgs) -> Result<i32, CliError> {
         if !filter.matches(&event) {
             continue;
         }
-        let line = if args.json { event.to_string() } else { audit::format_human(&event) };
+        let line = if args.json {
+            event.to_string()
+        } else {
+            audit::format_human(&event)
+        };
         writeln!(out, "{line}").map_err(CliError::Stdout)?;
     }
     Ok(0)

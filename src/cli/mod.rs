@@ -63,9 +63,9 @@ pub enum Command {
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
-    Exec(#[from] exec::ExecError),
+    Exec(Box<exec::ExecError>),
     #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
+    Policy(Box<crate::policy::PolicyError>),
     #[error(transparent)]
     State(#[from] crate::journal::StateError),
     #[error(transparent)]
@@ -76,15 +76,31 @@ pub enum CliError {
     Stdout(#[source] std::io::Error),
 }
 
+impl From<exec::ExecError> for CliError {
+    fn from(e: exec::ExecError) -> Self {
+        CliError::Exec(Box::new(e))
+    }
+}
+
+impl From<crate::policy::PolicyError> for CliError {
+    fn from(e: crate::policy::PolicyError) -> Self {
+        CliError::Policy(Box::new(e))
+    }
+}
+
 impl CliError {
     /// The exit status for this error: 127 / 126 when the command cannot be found or executed
     /// (as shells and `env` report it), 125 for everything else guard could not do.
     pub fn exit_code(&self) -> i32 {
-        match self {
-            CliError::Exec(exec::ExecError::Command(crate::launch::CommandError::NotFound { .. })) => {
+        use crate::launch::CommandError;
+        let CliError::Exec(e) = self else {
+            return crate::launch::EXIT_GUARD_ERROR;
+        };
+        match e.as_ref() {
+            exec::ExecError::Command(CommandError::NotFound { .. }) => {
                 crate::launch::EXIT_NOT_FOUND
             }
-            CliError::Exec(exec::ExecError::Command(crate::launch::CommandError::NotExecutable { .. })) => {
+            exec::ExecError::Command(CommandError::NotExecutable { .. }) => {
                 crate::launch::EXIT_NOT_EXECUTABLE
             }
             _ => crate::launch::EXIT_GUARD_ERROR,
@@ -112,12 +128,15 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
 pub(crate) fn preview_vars(workspace: Option<PathBuf>) -> Result<crate::policy::Vars, CliError> {
     let workspace = match workspace {
         Some(w) => w,
-        None => std::env::current_dir().map_err(|e| CliError::Usage(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::Usage(format!("cannot read the current directory: {e}")))?,
     };
     let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
     Ok(crate::policy::Vars {
         workspace,
-        home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
         tmp: std::env::temp_dir().join("guard-RUN"),
         state: crate::journal::state_dir()?,
     })

@@ -37,7 +37,11 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
                 writeln!(out, "{name:<10} {desc}").map_err(CliError::Stdout)?;
             }
         }
-        ProfileCommand::Show { name, resolved, workspace } => {
+        ProfileCommand::Show {
+            name,
+            resolved,
+            workspace,
+        } => {
             if resolved {
                 let p = policy::load(&[name], &preview_vars(workspace)?)?;
                 write!(out, "{}", policy::render(&p)).map_err(CliError::Stdout)?;
@@ -54,8 +58,14 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
         }
         ProfileCommand::Check { file } => {
             let p = policy::check(&file, &preview_vars(None)?)?;
-            writeln!(out, "{}: ok (profile {}, {} rules)", file.display(), p.name, p.rules.len())
-                .map_err(CliError::Stdout)?;
+            writeln!(
+                out,
+                "{}: ok (profile {}, {} rules)",
+                file.display(),
+                p.name,
+                p.rules.len()
+            )
+            .map_err(CliError::Stdout)?;
         }
     }
     Ok(0)
@@ -65,15 +75,27 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
 fn description(src: &str) -> Option<String> {
     src.lines().find_map(|l| {
         let l = l.trim();
-        let rest = l.strip_prefix("description")?.trim_start().strip_prefix('=')?.trim();
+        let rest = l
+            .strip_prefix("description")?
+            .trim_start()
+            .strip_prefix('=')?
+            .trim();
         Some(rest.trim_matches('"').to_string())
     })
 }
 
 /// `guard explain`: how the profile judges an exec of `command`.
-pub fn explain(profiles: &[String], workspace: Option<PathBuf>, command: &[OsString]) -> Result<i32, CliError> {
+pub fn explain(
+    profiles: &[String],
+    workspace: Option<PathBuf>,
+    command: &[OsString],
+) -> Result<i32, CliError> {
     let vars = preview_vars(workspace)?;
-    let specs = if profiles.is_empty() { vec!["agent".to_string()] } else { profiles.to_vec() };
+    let specs = if profiles.is_empty() {
+        vec!["agent".to_string()]
+    } else {
+        profiles.to_vec()
+    };
     let p = policy::load(&specs, &vars)?;
     let exe = command
         .first()
@@ -95,5 +117,11 @@ pub fn explain(profiles: &[String], workspace: Option<PathBuf>, command: &[OsStr
         reason = v.reason.map(|r| format!(": {r}")).unwrap_or_default()
     )
     .map_err(CliError::Stdout)?;
-    Ok(if matches!(v.action, policy::Action::Allow | policy::Action::Risky) { 0 } else { 1 })
+    Ok(
+        if matches!(v.action, policy::Action::Allow | policy::Action::Risky) {
+            0
+        } else {
+            1
+        },
+    )
 }

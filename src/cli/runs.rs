@@ -19,7 +19,10 @@ pub fn run() -> Result<i32, CliError> {
                 "{id}  {state:<7} {status:>4}  {profile:<8} {ws}  {cmd}",
                 id = r.id,
                 state = m.state,
-                status = m.status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+                status = m
+                    .status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into()),
                 profile = m.profile,
                 ws = m.workspace.display(),
                 cmd = m.command.join(" "),

@@ -55,10 +55,18 @@ fn probe_listener() -> u8 {
                     }
                     // A bogus id: ENOENT once the ioctl and its flags are understood.
                     let stdin = std::io::stdin();
-                    if l.addfd(u64::MAX, stdin.as_fd(), false, false).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOENT) {
+                    if l.addfd(u64::MAX, stdin.as_fd(), false, false)
+                        .err()
+                        .and_then(|e| e.raw_os_error())
+                        == Some(libc::ENOENT)
+                    {
                         bits |= 4;
                     }
-                    if l.addfd(u64::MAX, stdin.as_fd(), false, true).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOENT) {
+                    if l.addfd(u64::MAX, stdin.as_fd(), false, true)
+                        .err()
+                        .and_then(|e| e.raw_os_error())
+                        == Some(libc::ENOENT)
+                    {
                         bits |= 8;
                     }
                 }
@@ -76,7 +84,11 @@ fn probe_listener() -> u8 {
 }
 
 fn yes_no(b: bool) -> String {
-    if b { "yes".into() } else { "no".into() }
+    if b {
+        "yes".into()
+    } else {
+        "no".into()
+    }
 }
 
 /// Probe the kernel. Forks once (for the listener probes); call before starting threads.
@@ -92,11 +104,23 @@ pub fn probe() -> Features {
         .is_ok();
     let openat2 = std::fs::File::open("/")
         .and_then(|root| {
-            sys::process::openat2(root.as_fd(), c".", libc::O_PATH as u64, 0, libc::RESOLVE_BENEATH)
+            sys::process::openat2(
+                root.as_fd(),
+                c".",
+                libc::O_PATH as u64,
+                0,
+                libc::RESOLVE_BENEATH,
+            )
         })
         .is_ok();
     let abi_at_least = |n: u32| abi.is_some_and(|a| a >= n);
-    let f = |name, available, purpose, without, detail: String| Feature { name, available, purpose, without, detail };
+    let f = |name, available, purpose, without, detail: String| Feature {
+        name,
+        available,
+        purpose,
+        without,
+        detail,
+    };
     let features = vec![
         f("landlock", abi.is_some(), "read/write/execute roots: the hard filesystem boundary",
           "no filesystem boundary: only the supervisor's judgement (run `guard exec -p observe` to audit only); enable Landlock (lsm=landlock, Linux 5.13+)",

@@ -410,6 +410,7 @@ mod tests {
     fn policy(read: Vec<PathBuf>, write: Vec<PathBuf>, connect: Vec<NetTarget>) -> Policy {
         Policy {
             name: "test".into(),
+            description: None,
             sources: vec!["test".into()],
             digest: String::new(),
             mode: Mode::Enforce,
@@ -421,6 +422,7 @@ mod tests {
                 protect_anchors: Vec::new(),
             },
             net: NetPolicy {
+                connect_matcher: crate::policy::NetMatcher::new(&connect),
                 connect,
                 bind: None,
                 dns: false,

@@ -28,7 +28,13 @@ fn fail(sock: BorrowedFd<'_>, stage: u8, err: io::Error) -> ! {
     let errno = err.raw_os_error().unwrap_or(libc::EIO);
     let mut msg = [b'E', stage, 0, 0, 0, 0];
     msg[2..].copy_from_slice(&errno.to_le_bytes());
-    let _ = sendmsg::<()>(sock.as_raw_fd(), &[IoSlice::new(&msg)], &[], MsgFlags::empty(), None);
+    let _ = sendmsg::<()>(
+        sock.as_raw_fd(),
+        &[IoSlice::new(&msg)],
+        &[],
+        MsgFlags::empty(),
+        None,
+    );
     sys::process::exit_now(EXIT_GUARD_ERROR)
 }
 
@@ -175,10 +181,7 @@ pub(super) fn receive_listener(sock: BorrowedFd<'_>) -> Result<OwnedFd, LaunchEr
         (0, _) => Err(LaunchError::ChildVanished),
         (_, Some(b'L')) => fd.ok_or(LaunchError::ChildVanished),
         (_, Some(b'E')) => {
-            let stage = STAGES
-                .get(usize::from(buf[1]))
-                .copied()
-                .unwrap_or("setup");
+            let stage = STAGES.get(usize::from(buf[1])).copied().unwrap_or("setup");
             Err(LaunchError::Child {
                 stage,
                 source: errno_of(&buf[2..]),
@@ -203,4 +206,3 @@ pub(super) fn wait_exec(sock: BorrowedFd<'_>) -> io::Result<()> {
         }
     }
 }
-

@@ -72,8 +72,11 @@ mod tests {
 
     #[test]
     fn finds_sh_in_a_path() {
-        let p = resolve_program(OsStr::new("sh"), Some(OsStr::new("/nonexistent:/bin:/usr/bin")))
-            .expect("sh exists");
+        let p = resolve_program(
+            OsStr::new("sh"),
+            Some(OsStr::new("/nonexistent:/bin:/usr/bin")),
+        )
+        .expect("sh exists");
         assert!(p.ends_with("sh"));
     }
 

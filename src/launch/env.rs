@@ -74,7 +74,10 @@ mod tests {
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let env = sanitize_env(vars, &policy, &[("TMPDIR".into(), "/run/t".into())]);
-        let env: Vec<String> = env.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        let env: Vec<String> = env
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(env, ["PATH=/bin", "FOO=bar", "TMPDIR=/run/t"]);
     }
 }

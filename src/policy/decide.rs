@@ -129,7 +129,22 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
             policy.fs.protect_anchors.iter().any(|a| is_within(p, a))
                 && policy.fs.protect_set.is_match(p)
         };
-        if present().any(protected) {
+        // A new entry is judged by the directory it lands in: a name that matches `protect`
+        // may found a new protected tree (`git init` making `.git`), but may not be added
+        // inside a protected directory (a new hook in an existing `.git/hooks`).
+        let new_entry = match (req.creates, req.op) {
+            (true, Op::Create) => Some(path),
+            (true, Op::Rename | Op::Link) => req.path2,
+            _ => None,
+        };
+        let refused = |p: &Path| {
+            if Some(p) == new_entry {
+                protected(p) && p.parent().is_some_and(protected)
+            } else {
+                protected(p)
+            }
+        };
+        if present().any(refused) {
             return deny(libc::EPERM, RULE_PROTECT, "protected path");
         }
         // Deleting or renaming (either end) an ancestor of a protected path would take the
@@ -184,15 +199,12 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
 
 impl Policy {
     /// Whether a path matters to `protect`: it matches a protect pattern, or is a protect
-    /// anchor, an ancestor of one, or lies beneath one. The supervisor remembers the paths the
-    /// run creates that are protect-relevant, to answer `Request::fresh`.
+    /// anchor or an ancestor of one. The supervisor remembers the paths the run creates that
+    /// are protect-relevant, to answer `Request::fresh`; everything beneath such a path is
+    /// fresh too, so the set stays small.
     pub fn is_protect_relevant(&self, path: &Path) -> bool {
         self.fs.protect_set.is_match(path)
-            || self
-                .fs
-                .protect_anchors
-                .iter()
-                .any(|a| is_within(a, path) || is_within(path, a))
+            || self.fs.protect_anchors.iter().any(|a| is_within(a, path))
     }
 }
 
@@ -327,8 +339,9 @@ mod tests {
         assert_eq!(fs(&p, Op::Delete, "/ws/.git").action, Action::Deny);
         assert_eq!(fs(&p, Op::Delete, "/ws").action, Action::Deny);
         assert_eq!(fs(&p, Op::Delete, "/ws/.gitignore").action, Action::Allow);
-        // Writing a file named like an ancestor is not a delete.
-        assert_eq!(fs(&p, Op::Chmod, "/ws/.git").action, Action::Allow);
+        // .git itself is protected: its mode cannot change either.
+        assert_eq!(fs(&p, Op::Chmod, "/ws/.git").action, Action::Deny);
+        assert_eq!(fs(&p, Op::Chmod, "/ws/src").action, Action::Allow);
     }
 
     #[test]

@@ -256,6 +256,10 @@ pub struct Request<'a> {
     /// True when the target (or an ancestor of it) was created by this run: `protect` guards
     /// what existed before the run, not what the run made itself.
     pub fresh: bool,
+    /// True when the call makes a new directory entry: `path` of a create, `path2` of a
+    /// rename or link whose destination does not exist yet. A new entry is judged by the
+    /// directory it lands in (see `decide`).
+    pub creates: bool,
     /// exec: the argument vector as the caller passed it.
     pub argv: &'a [OsString],
     /// exec: the resolved executable.
@@ -274,6 +278,7 @@ impl<'a> Request<'a> {
             path: None,
             path2: None,
             fresh: false,
+            creates: false,
             argv: &[],
             exe: None,
             cwd: None,

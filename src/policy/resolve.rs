@@ -850,12 +850,10 @@ action = "kill"
         assert!(agent.env.keep == ["*"]);
         assert!(agent
             .fs
-            .protect_anchors
-            .contains(&PathBuf::from("/ws/.git/hooks")));
-        assert!(agent
-            .fs
-            .protect_anchors
-            .contains(&PathBuf::from("/ws/.git/config")));
+            .protect
+            .contains(&"/ws/**/.git/hooks/**".to_string()));
+        assert!(agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"));
+        assert!(agent.fs.protect_anchors.contains(&PathBuf::from("/ws")));
         assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));
     }
 

@@ -23,7 +23,7 @@ enum Follow {
     Always,
     Never,
     /// Follow unless the flags argument at this index has AT_SYMLINK_NOFOLLOW.
-    UnlessNoFollow(usize),
+    UnlessFlagged(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -36,12 +36,33 @@ enum OpenFlags {
 
 #[derive(Debug, Clone, Copy)]
 enum Shape {
-    Path { op: Op, dirfd: Option<usize>, path: usize, follow: Follow },
+    Path {
+        op: Op,
+        dirfd: Option<usize>,
+        path: usize,
+        follow: Follow,
+    },
     /// rename/link: (dirfd, path) of the source, then of the destination.
-    Two { op: Op, from: (Option<usize>, usize), to: (Option<usize>, usize) },
-    Symlink { dirfd: Option<usize>, new: usize },
-    Open { dirfd: Option<usize>, path: usize, flags: OpenFlags },
-    Exec { dirfd: Option<usize>, path: usize, argv: usize, flags: Option<usize> },
+    Two {
+        op: Op,
+        from: (Option<usize>, usize),
+        to: (Option<usize>, usize),
+    },
+    Symlink {
+        dirfd: Option<usize>,
+        new: usize,
+    },
+    Open {
+        dirfd: Option<usize>,
+        path: usize,
+        flags: OpenFlags,
+    },
+    Exec {
+        dirfd: Option<usize>,
+        path: usize,
+        argv: usize,
+        flags: Option<usize>,
+    },
     Connect,
 }
 
@@ -49,27 +70,82 @@ enum Shape {
 fn shape_of(nr: i64) -> Option<(&'static str, Shape)> {
     use Follow::*;
     use Op::*;
-    let p = |op, dirfd, path, follow| Shape::Path { op, dirfd, path, follow };
+    let p = |op, dirfd, path, follow| Shape::Path {
+        op,
+        dirfd,
+        path,
+        follow,
+    };
     let s = match nr {
         libc::SYS_unlinkat => ("unlinkat", p(Delete, Some(0), 1, Never)),
-        libc::SYS_renameat2 => ("renameat2", Shape::Two { op: Rename, from: (Some(0), 1), to: (Some(2), 3) }),
-        libc::SYS_linkat => ("linkat", Shape::Two { op: Link, from: (Some(0), 1), to: (Some(2), 3) }),
-        libc::SYS_symlinkat => ("symlinkat", Shape::Symlink { dirfd: Some(1), new: 2 }),
+        libc::SYS_renameat2 => (
+            "renameat2",
+            Shape::Two {
+                op: Rename,
+                from: (Some(0), 1),
+                to: (Some(2), 3),
+            },
+        ),
+        libc::SYS_linkat => (
+            "linkat",
+            Shape::Two {
+                op: Link,
+                from: (Some(0), 1),
+                to: (Some(2), 3),
+            },
+        ),
+        libc::SYS_symlinkat => (
+            "symlinkat",
+            Shape::Symlink {
+                dirfd: Some(1),
+                new: 2,
+            },
+        ),
         libc::SYS_mkdirat => ("mkdirat", p(Create, Some(0), 1, Never)),
         libc::SYS_mknodat => ("mknodat", p(Create, Some(0), 1, Never)),
         libc::SYS_fchmodat => ("fchmodat", p(Chmod, Some(0), 1, Always)),
-        452 => ("fchmodat2", p(Chmod, Some(0), 1, UnlessNoFollow(3))),
-        libc::SYS_fchownat => ("fchownat", p(Chmod, Some(0), 1, UnlessNoFollow(4))),
+        452 => ("fchmodat2", p(Chmod, Some(0), 1, UnlessFlagged(3))),
+        libc::SYS_fchownat => ("fchownat", p(Chmod, Some(0), 1, UnlessFlagged(4))),
         libc::SYS_truncate => ("truncate", p(Write, None, 0, Always)),
-        libc::SYS_utimensat => ("utimensat", p(Chmod, Some(0), 1, UnlessNoFollow(3))),
+        libc::SYS_utimensat => ("utimensat", p(Chmod, Some(0), 1, UnlessFlagged(3))),
         libc::SYS_setxattr => ("setxattr", p(Chmod, None, 0, Always)),
         libc::SYS_lsetxattr => ("lsetxattr", p(Chmod, None, 0, Never)),
         libc::SYS_removexattr => ("removexattr", p(Chmod, None, 0, Always)),
         libc::SYS_lremovexattr => ("lremovexattr", p(Chmod, None, 0, Never)),
-        libc::SYS_openat => ("openat", Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2) }),
-        libc::SYS_openat2 => ("openat2", Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2) }),
-        libc::SYS_execve => ("execve", Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None }),
-        libc::SYS_execveat => ("execveat", Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) }),
+        libc::SYS_openat => (
+            "openat",
+            Shape::Open {
+                dirfd: Some(0),
+                path: 1,
+                flags: OpenFlags::Arg(2),
+            },
+        ),
+        libc::SYS_openat2 => (
+            "openat2",
+            Shape::Open {
+                dirfd: Some(0),
+                path: 1,
+                flags: OpenFlags::How(2),
+            },
+        ),
+        libc::SYS_execve => (
+            "execve",
+            Shape::Exec {
+                dirfd: None,
+                path: 0,
+                argv: 1,
+                flags: None,
+            },
+        ),
+        libc::SYS_execveat => (
+            "execveat",
+            Shape::Exec {
+                dirfd: Some(0),
+                path: 1,
+                argv: 2,
+                flags: Some(4),
+            },
+        ),
         libc::SYS_connect => ("connect", Shape::Connect),
         _ => return legacy_shape_of(nr),
     };
@@ -81,14 +157,46 @@ fn shape_of(nr: i64) -> Option<(&'static str, Shape)> {
 fn legacy_shape_of(nr: i64) -> Option<(&'static str, Shape)> {
     use Follow::*;
     use Op::*;
-    let p = |op, path, follow| Shape::Path { op, dirfd: None, path, follow };
+    let p = |op, path, follow| Shape::Path {
+        op,
+        dirfd: None,
+        path,
+        follow,
+    };
     let s = match nr {
         libc::SYS_unlink => ("unlink", p(Delete, 0, Never)),
         libc::SYS_rmdir => ("rmdir", p(Delete, 0, Never)),
-        libc::SYS_rename => ("rename", Shape::Two { op: Rename, from: (None, 0), to: (None, 1) }),
-        libc::SYS_renameat => ("renameat", Shape::Two { op: Rename, from: (Some(0), 1), to: (Some(2), 3) }),
-        libc::SYS_link => ("link", Shape::Two { op: Link, from: (None, 0), to: (None, 1) }),
-        libc::SYS_symlink => ("symlink", Shape::Symlink { dirfd: None, new: 1 }),
+        libc::SYS_rename => (
+            "rename",
+            Shape::Two {
+                op: Rename,
+                from: (None, 0),
+                to: (None, 1),
+            },
+        ),
+        libc::SYS_renameat => (
+            "renameat",
+            Shape::Two {
+                op: Rename,
+                from: (Some(0), 1),
+                to: (Some(2), 3),
+            },
+        ),
+        libc::SYS_link => (
+            "link",
+            Shape::Two {
+                op: Link,
+                from: (None, 0),
+                to: (None, 1),
+            },
+        ),
+        libc::SYS_symlink => (
+            "symlink",
+            Shape::Symlink {
+                dirfd: None,
+                new: 1,
+            },
+        ),
         libc::SYS_mkdir => ("mkdir", p(Create, 0, Never)),
         libc::SYS_mknod => ("mknod", p(Create, 0, Never)),
         libc::SYS_chmod => ("chmod", p(Chmod, 0, Always)),
@@ -96,9 +204,31 @@ fn legacy_shape_of(nr: i64) -> Option<(&'static str, Shape)> {
         libc::SYS_lchown => ("lchown", p(Chmod, 0, Never)),
         libc::SYS_utime => ("utime", p(Chmod, 0, Always)),
         libc::SYS_utimes => ("utimes", p(Chmod, 0, Always)),
-        libc::SYS_futimesat => ("futimesat", Shape::Path { op: Chmod, dirfd: Some(0), path: 1, follow: Always }),
-        libc::SYS_open => ("open", Shape::Open { dirfd: None, path: 0, flags: OpenFlags::Arg(1) }),
-        libc::SYS_creat => ("creat", Shape::Open { dirfd: None, path: 0, flags: OpenFlags::Creat }),
+        libc::SYS_futimesat => (
+            "futimesat",
+            Shape::Path {
+                op: Chmod,
+                dirfd: Some(0),
+                path: 1,
+                follow: Always,
+            },
+        ),
+        libc::SYS_open => (
+            "open",
+            Shape::Open {
+                dirfd: None,
+                path: 0,
+                flags: OpenFlags::Arg(1),
+            },
+        ),
+        libc::SYS_creat => (
+            "creat",
+            Shape::Open {
+                dirfd: None,
+                path: 0,
+                flags: OpenFlags::Creat,
+            },
+        ),
         _ => return None,
     };
     Some(s)
@@ -195,19 +325,28 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
     };
     let mut d;
     match shape {
-        Shape::Path { op, dirfd, path, follow } => {
+        Shape::Path {
+            op,
+            dirfd,
+            path,
+            follow,
+        } => {
             d = Decoded::new(name, op);
             let raw = read_path(n, path).map_err(|e| fail(e, "cannot read the path"))?;
             let follow = match follow {
                 Follow::Always => true,
                 Follow::Never => false,
-                Follow::UnlessNoFollow(i) => n.args[i] & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
+                Follow::UnlessFlagged(i) => n.args[i] & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
             };
             let r = if raw.is_empty() {
                 // AT_EMPTY_PATH (or utimensat's NULL path): the call acts on the dirfd itself.
                 let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-                let p = resolve::caller_fd_path(n.pid, fd).map_err(|e| fail(e, "cannot resolve the descriptor"))?;
-                Resolved { exists: true, path: p }
+                let p = resolve::caller_fd_path(n.pid, fd)
+                    .map_err(|e| fail(e, "cannot resolve the descriptor"))?;
+                Resolved {
+                    exists: true,
+                    path: p,
+                }
             } else {
                 resolve::resolve(n.pid, dirfd_arg(n, dirfd), &raw, follow)
                     .map_err(|e| fail(e, "cannot resolve the path"))?
@@ -219,8 +358,10 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
         }
         Shape::Two { op, from, to } => {
             d = Decoded::new(name, op);
-            let a = path_at(n, from.0, from.1, false).map_err(|e| fail(e, "cannot resolve the source"))?;
-            let b = path_at(n, to.0, to.1, false).map_err(|e| fail(e, "cannot resolve the destination"))?;
+            let a = path_at(n, from.0, from.1, false)
+                .map_err(|e| fail(e, "cannot resolve the source"))?;
+            let b = path_at(n, to.0, to.1, false)
+                .map_err(|e| fail(e, "cannot resolve the destination"))?;
             if !b.exists {
                 d.creates = Some(b.path.clone());
             }
@@ -229,7 +370,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
         }
         Shape::Symlink { dirfd, new } => {
             d = Decoded::new(name, Op::Create);
-            let r = path_at(n, dirfd, new, false).map_err(|e| fail(e, "cannot resolve the link name"))?;
+            let r = path_at(n, dirfd, new, false)
+                .map_err(|e| fail(e, "cannot resolve the link name"))?;
             if !r.exists {
                 d.creates = Some(r.path.clone());
             }
@@ -240,7 +382,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
                 OpenFlags::Arg(i) => n.args[i],
                 OpenFlags::Creat => (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
                 OpenFlags::How(i) => {
-                    let how = memory::read_bytes(n.pid, n.args[i], 8).map_err(|e| fail(e, "cannot read open_how"))?;
+                    let how = memory::read_bytes(n.pid, n.args[i], 8)
+                        .map_err(|e| fail(e, "cannot read open_how"))?;
                     let mut w = [0u8; 8];
                     w.copy_from_slice(&how);
                     u64::from_ne_bytes(w)
@@ -254,20 +397,30 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
             let r = path_at(n, dirfd, path, !(nofollow || (creat && excl)))
                 .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let op = if !r.exists && creat { Op::Create } else { Op::Write };
+            let op = if !r.exists && creat {
+                Op::Create
+            } else {
+                Op::Write
+            };
             d = Decoded::new(name, op);
             if op == Op::Create {
                 d.creates = Some(r.path.clone());
             }
             d.path = Some(r.path);
         }
-        Shape::Exec { dirfd, path, argv, flags } => {
+        Shape::Exec {
+            dirfd,
+            path,
+            argv,
+            flags,
+        } => {
             d = Decoded::new(name, Op::Exec);
             let raw = read_path(n, path).map_err(|e| fail(e, "cannot read the program path"))?;
             let empty_path = flags.is_some_and(|i| n.args[i] & libc::AT_EMPTY_PATH as u64 != 0);
             let exe = if raw.is_empty() && empty_path {
                 let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-                resolve::caller_fd_path(n.pid, fd).map_err(|e| fail(e, "cannot resolve the descriptor"))?
+                resolve::caller_fd_path(n.pid, fd)
+                    .map_err(|e| fail(e, "cannot resolve the descriptor"))?
             } else {
                 resolve::resolve_existing(n.pid, dirfd_arg(n, dirfd), &raw)
                     .map_err(|e| fail(e, "cannot resolve the program"))?
@@ -282,9 +435,13 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             d = Decoded::new(name, Op::Connect);
             let len = (n.args[2] as usize).min(128);
             if len < 2 {
-                return Err(fail(io::Error::from_raw_os_error(libc::EINVAL), "address too short"));
+                return Err(fail(
+                    io::Error::from_raw_os_error(libc::EINVAL),
+                    "address too short",
+                ));
             }
-            let raw = memory::read_bytes(n.pid, n.args[1], len).map_err(|e| fail(e, "cannot read the address"))?;
+            let raw = memory::read_bytes(n.pid, n.args[1], len)
+                .map_err(|e| fail(e, "cannot read the address"))?;
             let addr = decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             d.addr = Some(addr);
         }
@@ -296,7 +453,10 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
 /// relative are resolved against the caller's cwd.
 pub fn decode_sockaddr(raw: &[u8], pid: u32) -> io::Result<NetAddr> {
     let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-    let family = u16::from_ne_bytes([*raw.first().ok_or_else(einval)?, *raw.get(1).ok_or_else(einval)?]);
+    let family = u16::from_ne_bytes([
+        *raw.first().ok_or_else(einval)?,
+        *raw.get(1).ok_or_else(einval)?,
+    ]);
     match i32::from(family) {
         libc::AF_UNSPEC => Ok(NetAddr::Unspecified),
         libc::AF_INET => {
@@ -362,10 +522,16 @@ mod tests {
     fn decodes_unix_abstract_and_rejects_garbage() {
         let mut a = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         a.extend_from_slice(b"\0name");
-        assert_eq!(decode_sockaddr(&a, 1).expect("abstract"), NetAddr::Abstract(b"name".to_vec()));
+        assert_eq!(
+            decode_sockaddr(&a, 1).expect("abstract"),
+            NetAddr::Abstract(b"name".to_vec())
+        );
         let mut p = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         p.extend_from_slice(b"/run/x.sock\0");
-        assert_eq!(decode_sockaddr(&p, 1).expect("path"), NetAddr::Unix("/run/x.sock".into()));
+        assert_eq!(
+            decode_sockaddr(&p, 1).expect("path"),
+            NetAddr::Unix("/run/x.sock".into())
+        );
         assert!(decode_sockaddr(&[2], 1).is_err());
         let mut short = (libc::AF_INET as u16).to_ne_bytes().to_vec();
         short.push(1);

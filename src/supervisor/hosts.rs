@@ -24,7 +24,11 @@ pub fn nameservers() -> Vec<NetTarget> {
             (it.next() == Some("nameserver")).then_some(())?;
             let ip: std::net::IpAddr = it.next()?.parse().ok()?;
             let prefix = if ip.is_ipv4() { 32 } else { 128 };
-            Some(NetTarget::Cidr { addr: ip, prefix, port: Some(53) })
+            Some(NetTarget::Cidr {
+                addr: ip,
+                prefix,
+                port: Some(53),
+            })
         })
         .collect()
 }
@@ -51,39 +55,42 @@ impl PendingHosts {
         }
         let (tx, rx) = mpsc::channel();
         let base = Arc::clone(policy);
-        let spawned = std::thread::Builder::new().name("guard-resolver".into()).spawn(move || {
-            let results: Vec<(String, Result<Vec<std::net::IpAddr>, String>)> = std::thread::scope(|s| {
-                let handles: Vec<_> = names
-                    .iter()
-                    .map(|(name, port)| {
-                        s.spawn(move || {
-                            let r = (name.as_str(), *port)
-                                .to_socket_addrs()
-                                .map(|it| it.map(|a| a.ip()).collect::<Vec<_>>())
-                                .map_err(|e| e.to_string());
-                            (name.clone(), r)
-                        })
-                    })
-                    .collect();
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            });
-            let mut policy = (*base).clone();
-            let mut failures = Vec::new();
-            for t in &mut policy.net.connect {
-                if let NetTarget::Host { name, addrs, .. } = t {
-                    match results.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
-                        Some(Ok(ips)) => {
-                            addrs.extend(ips.iter().copied());
-                            addrs.sort();
-                            addrs.dedup();
+        let spawned = std::thread::Builder::new()
+            .name("guard-resolver".into())
+            .spawn(move || {
+                let results: Vec<(String, Result<Vec<std::net::IpAddr>, String>)> =
+                    std::thread::scope(|s| {
+                        let handles: Vec<_> = names
+                            .iter()
+                            .map(|(name, port)| {
+                                s.spawn(move || {
+                                    let r = (name.as_str(), *port)
+                                        .to_socket_addrs()
+                                        .map(|it| it.map(|a| a.ip()).collect::<Vec<_>>())
+                                        .map_err(|e| e.to_string());
+                                    (name.clone(), r)
+                                })
+                            })
+                            .collect();
+                        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+                    });
+                let mut policy = (*base).clone();
+                let mut failures = Vec::new();
+                for t in &mut policy.net.connect {
+                    if let NetTarget::Host { name, addrs, .. } = t {
+                        match results.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
+                            Some(Ok(ips)) => {
+                                addrs.extend(ips.iter().copied());
+                                addrs.sort();
+                                addrs.dedup();
+                            }
+                            Some(Err(e)) => failures.push(format!("{name}: {e}")),
+                            None => failures.push(format!("{name}: lookup did not finish")),
                         }
-                        Some(Err(e)) => failures.push(format!("{name}: {e}")),
-                        None => failures.push(format!("{name}: lookup did not finish")),
                     }
                 }
-            }
-            let _ = tx.send((Arc::new(policy), failures));
-        });
+                let _ = tx.send((Arc::new(policy), failures));
+            });
         match spawned {
             Ok(_) => PendingHosts { rx: Some(rx) },
             Err(e) => {
@@ -102,7 +109,9 @@ impl PendingHosts {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(v) => Some(v),
                 Err(RecvTimeoutError::Timeout) => {
-                    tracing::warn!("name lookups for net.connect are still running; judging without them");
+                    tracing::warn!(
+                        "name lookups for net.connect are still running; judging without them"
+                    );
                     None
                 }
                 Err(RecvTimeoutError::Disconnected) => {

@@ -64,14 +64,21 @@ pub fn read_cstr(pid: u32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
             return Ok(out);
         }
         out.extend_from_slice(&buf[..n]);
-        cur = cur.checked_add(n as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        cur = cur
+            .checked_add(n as u64)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
     }
     Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
 
 /// Read a NULL-terminated array of pointers (argv) and the strings they point to.
 /// Bounded by `max_args` entries and `max_total` bytes of strings: `E2BIG` beyond.
-pub fn read_argv(pid: u32, addr: u64, max_args: usize, max_total: usize) -> io::Result<Vec<Vec<u8>>> {
+pub fn read_argv(
+    pid: u32,
+    addr: u64,
+    max_args: usize,
+    max_total: usize,
+) -> io::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     if addr == 0 {
         // Linux accepts a NULL argv (as an empty one).
@@ -86,14 +93,13 @@ pub fn read_argv(pid: u32, addr: u64, max_args: usize, max_total: usize) -> io::
         if p == 0 {
             return Ok(out);
         }
-        let s = read_cstr(pid, p, ARG_MAX_LEN.min(max_total - total + 1))
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ENAMETOOLONG) {
-                    io::Error::from_raw_os_error(libc::E2BIG)
-                } else {
-                    e
-                }
-            })?;
+        let s = read_cstr(pid, p, ARG_MAX_LEN.min(max_total - total + 1)).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENAMETOOLONG) {
+                io::Error::from_raw_os_error(libc::E2BIG)
+            } else {
+                e
+            }
+        })?;
         total += s.len() + 1;
         out.push(s);
         if total > max_total {

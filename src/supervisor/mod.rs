@@ -150,8 +150,8 @@ impl Supervisor {
                     rule: "decode".into(),
                     reason: Some(e.what),
                 };
-                self.respond(n.id, Some(verdict.errno));
                 let record = Record::from_failure(&n, e.syscall, &verdict);
+                self.respond(n.id, Some(verdict.errno));
                 self.record(record, start);
                 return;
             }
@@ -173,6 +173,7 @@ impl Supervisor {
             path: d.path.as_deref(),
             path2: d.path2.as_deref(),
             fresh,
+            creates: d.creates.is_some(),
             argv: &d.argv,
             exe: d.exe.as_deref(),
             cwd: d.cwd.as_deref(),
@@ -182,6 +183,7 @@ impl Supervisor {
         if verdict.action == Action::Deny && self.policy.transaction.on_deny == OnDeny::Kill {
             verdict.action = Action::Kill;
         }
+        let record = Record::from_decoded(&n, &d, &verdict);
         match verdict.action {
             Action::Allow | Action::Risky => {
                 if let Some(c) = &d.creates {
@@ -198,7 +200,6 @@ impl Supervisor {
                 crate::launch::kill_descendants();
             }
         }
-        let record = Record::from_decoded(&n, &d, &verdict);
         self.record(record, start);
     }
 
@@ -243,6 +244,7 @@ impl Supervisor {
 /// The facts of one decision, before they become an audit event.
 struct Record {
     pid: u32,
+    comm: String,
     syscall: &'static str,
     op: Option<&'static str>,
     path: Option<PathBuf>,
@@ -258,12 +260,13 @@ impl Record {
     fn from_failure(n: &crate::sys::Notif, syscall: &'static str, v: &Verdict) -> Self {
         Record {
             pid: n.pid,
+            comm: comm_of(n.pid),
             syscall,
             op: None,
             path: None,
             path2: None,
             argv: None,
-            exe: None,
+            exe: exe_of(n.pid),
             cwd: None,
             addr: None,
             verdict: v.clone(),
@@ -273,12 +276,13 @@ impl Record {
     fn from_decoded(n: &crate::sys::Notif, d: &decode::Decoded, v: &Verdict) -> Self {
         Record {
             pid: n.pid,
+            comm: comm_of(n.pid),
             syscall: d.syscall,
             op: Some(d.op.as_str()),
             path: d.path.clone(),
             path2: d.path2.clone(),
             argv: (!d.argv.is_empty()).then(|| d.argv.clone()),
-            exe: d.exe.clone(),
+            exe: d.exe.clone().or_else(|| exe_of(n.pid)),
             cwd: d.cwd.clone(),
             addr: d.addr.as_ref().map(format_addr),
             verdict: v.clone(),
@@ -286,18 +290,11 @@ impl Record {
     }
 
     fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
-            .map(|s| s.trim_end().to_string())
-            .unwrap_or_default()
-            .into();
-        let exe = self
-            .exe
-            .or_else(|| std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok());
         audit::Decision {
             seq,
             pid: self.pid,
-            comm,
-            exe: exe.map(Into::into),
+            comm: self.comm.into(),
+            exe: self.exe.map(Into::into),
             syscall: self.syscall.to_string(),
             op: self.op.unwrap_or("unknown").to_string(),
             path: self.path.map(Into::into),
@@ -317,6 +314,17 @@ impl Record {
             latency_us,
         }
     }
+}
+
+/// The caller's command name (read before answering: afterwards it may be gone).
+fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+fn exe_of(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
 }
 
 fn format_addr(a: &policy::NetAddr) -> String {

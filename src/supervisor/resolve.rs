@@ -72,7 +72,10 @@ pub fn resolve(pid: u32, dirfd: u64, raw: &[u8], follow_last: bool) -> io::Resul
         let exists = p.symlink_metadata().is_ok();
         return Ok(Resolved { path: p, exists });
     }
-    let name = full.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let name = full
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     let parent = full.parent().unwrap_or(Path::new("/"));
     let mut path = canonical_or_lexical(parent).join(&name);
     if follow_last {
@@ -146,7 +149,10 @@ mod tests {
         let me = std::process::id();
         let cwd = std::env::current_dir().expect("cwd");
         let r = resolve(me, libc::AT_FDCWD as u64, b"src/../Cargo.toml", false).expect("resolves");
-        assert_eq!(r.path, std::fs::canonicalize(cwd.join("Cargo.toml")).expect("exists"));
+        assert_eq!(
+            r.path,
+            std::fs::canonicalize(cwd.join("Cargo.toml")).expect("exists")
+        );
         assert!(r.exists);
     }
 
@@ -156,14 +162,22 @@ mod tests {
         let base = std::fs::canonicalize(dir.path()).expect("canon");
         std::os::unix::fs::symlink(base.join("target"), base.join("link")).expect("symlink");
         let raw = base.join("link");
-        let followed =
-            resolve(std::process::id(), libc::AT_FDCWD as u64, raw.as_os_str().as_bytes(), true)
-                .expect("resolves");
+        let followed = resolve(
+            std::process::id(),
+            libc::AT_FDCWD as u64,
+            raw.as_os_str().as_bytes(),
+            true,
+        )
+        .expect("resolves");
         assert_eq!(followed.path, base.join("target"));
         assert!(!followed.exists);
-        let not_followed =
-            resolve(std::process::id(), libc::AT_FDCWD as u64, raw.as_os_str().as_bytes(), false)
-                .expect("resolves");
+        let not_followed = resolve(
+            std::process::id(),
+            libc::AT_FDCWD as u64,
+            raw.as_os_str().as_bytes(),
+            false,
+        )
+        .expect("resolves");
         assert_eq!(not_followed.path, base.join("link"));
         assert!(not_followed.exists);
     }

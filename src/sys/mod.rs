@@ -7,4 +7,4 @@
 pub mod notify;
 pub mod process;
 
-pub use notify::{Notif, NotifSizes, Listener};
+pub use notify::{Listener, Notif, NotifSizes};

@@ -121,7 +121,11 @@ impl Listener {
     /// trapped task went away before it could be read (not an error for the loop).
     pub fn recv(&self) -> io::Result<Notif> {
         // u64 words keep the buffer aligned for the structure; zeroed as RECV requires.
-        let words = self.sizes.notif.max(std::mem::size_of::<libc::seccomp_notif>()).div_ceil(8);
+        let words = self
+            .sizes
+            .notif
+            .max(std::mem::size_of::<libc::seccomp_notif>())
+            .div_ceil(8);
         let mut buf = [0u64; 32];
         let buf = buf
             .get_mut(..words)
@@ -159,7 +163,11 @@ impl Listener {
     /// Answer a notification: `error` is 0 for success with return value `val`, else a negative
     /// errno; `cont` lets the kernel carry the call out itself.
     pub fn respond(&self, id: u64, val: i64, error: i32, cont: bool) -> io::Result<()> {
-        let words = self.sizes.resp.max(std::mem::size_of::<libc::seccomp_notif_resp>()).div_ceil(8);
+        let words = self
+            .sizes
+            .resp
+            .max(std::mem::size_of::<libc::seccomp_notif_resp>())
+            .div_ceil(8);
         let mut buf = [0u64; 8];
         let buf = buf
             .get_mut(..words)
@@ -167,7 +175,11 @@ impl Listener {
         // Layout: id u64 | val i64 | error i32 | flags u32.
         buf[0] = id;
         buf[1] = val as u64;
-        let flags = if cont { libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32 } else { 0 };
+        let flags = if cont {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        };
         buf[2] = u64::from(error as u32) | (u64::from(flags) << 32);
         // SAFETY: `buf` is an aligned, initialised `struct seccomp_notif_resp` of the kernel's
         // size; the kernel only reads it.
@@ -202,10 +214,20 @@ impl Listener {
     /// Install `src` into the trapped task (`SECCOMP_IOCTL_NOTIF_ADDFD`). With `send`, the
     /// kernel also answers the notification with the new fd number (Linux 5.14). Returns the fd
     /// number in the target.
-    pub fn addfd(&self, id: u64, src: BorrowedFd<'_>, cloexec: bool, send: bool) -> io::Result<i32> {
+    pub fn addfd(
+        &self,
+        id: u64,
+        src: BorrowedFd<'_>,
+        cloexec: bool,
+        send: bool,
+    ) -> io::Result<i32> {
         let addfd = libc::seccomp_notif_addfd {
             id,
-            flags: if send { libc::SECCOMP_ADDFD_FLAG_SEND as u32 } else { 0 },
+            flags: if send {
+                libc::SECCOMP_ADDFD_FLAG_SEND as u32
+            } else {
+                0
+            },
             srcfd: src.as_raw_fd() as u32,
             newfd: 0,
             newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },

@@ -19,8 +19,14 @@ fn the_audit_log_parses_and_names_the_refused_path() {
     out.expect_code(0);
     assert!(probe_result(&out).starts_with("errno"));
     let events = w.audit();
-    assert_eq!(events.first().map(|e| e["type"].clone()), Some("run-start".into()));
-    assert_eq!(events.last().map(|e| e["type"].clone()), Some("run-end".into()));
+    assert_eq!(
+        events.first().map(|e| e["type"].clone()),
+        Some("run-start".into())
+    );
+    assert_eq!(
+        events.last().map(|e| e["type"].clone()),
+        Some("run-end".into())
+    );
     for e in &events {
         assert_eq!(e["v"], 1, "versioned: {e}");
         assert!(e["time"].is_string() && e["run"].is_string(), "{e}");
@@ -35,8 +41,13 @@ fn the_audit_log_parses_and_names_the_refused_path() {
     assert!(denial["latency_us"].is_u64());
     assert!(denial["pid"].is_u64() && denial["comm"].is_string());
     let copy = std::fs::read_to_string(&extra).expect("--audit-log copy");
-    assert_eq!(copy.lines().count(), events.len(), "the copy has every event");
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    assert_eq!(
+        copy.lines().count(),
+        events.len(),
+        "the copy has every event"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
     assert_eq!(s["status"], 0);
     assert!(s["counts"]["deny"].as_u64().unwrap_or(0) >= 1, "{s}");
 }
@@ -45,10 +56,15 @@ fn the_audit_log_parses_and_names_the_refused_path() {
 fn guard_log_and_runs_show_the_newest_run() {
     let w = Workspace::new();
     let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "x");
-    w.exec(&["agent"]).run(&[&w.probe(), "unlink", &victim.display().to_string()]);
+    w.exec(&["agent"])
+        .run(&[&w.probe(), "unlink", &victim.display().to_string()]);
     let out = w.guard().args(["log", "--denied"]).output();
     out.expect_code(0);
-    assert!(out.stdout().contains(&victim.display().to_string()), "{}", out.stdout());
+    assert!(
+        out.stdout().contains(&victim.display().to_string()),
+        "{}",
+        out.stdout()
+    );
     assert!(out.stdout().contains("deny"));
     let runs = w.guard().arg("runs").output();
     runs.expect_code(0);
@@ -58,15 +74,23 @@ fn guard_log_and_runs_show_the_newest_run() {
 #[test]
 fn non_utf8_paths_are_recorded_losslessly() {
     let w = Workspace::new();
-    let script = format!("{} unlink \"$(printf '{}/bad\\377name')\"", w.probe(), w.outside.display());
+    let script = format!(
+        "{} unlink \"$(printf '{}/bad\\377name')\"",
+        w.probe(),
+        w.outside.display()
+    );
     w.exec(&["agent"]).run(&["sh", "-c", &script]);
     let d = w
         .decisions()
         .into_iter()
         .find(|d| d["syscall"] == "unlink")
         .expect("the unlink was judged");
-    let b64 = d["path"]["base64"].as_str().expect("non-UTF-8 path is base64");
+    let b64 = d["path"]["base64"]
+        .as_str()
+        .expect("non-UTF-8 path is base64");
     use base64::Engine;
-    let raw = base64::engine::general_purpose::STANDARD.decode(b64).expect("base64");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64");
     assert!(raw.ends_with(b"/bad\xffname"), "{raw:?}");
 }

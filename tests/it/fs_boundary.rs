@@ -6,30 +6,61 @@ use crate::util::{probe_result, Workspace};
 #[test]
 fn deleting_a_file_outside_the_write_roots_fails_and_the_file_is_intact() {
     let w = Workspace::new();
-    let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "precious\n");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "unlink", &victim.display().to_string()]);
+    let victim = w.write(
+        &w.outside.join("keep.txt").display().to_string(),
+        "precious\n",
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "unlink", &victim.display().to_string()]);
     out.expect_code(0);
     let r = probe_result(&out);
-    assert!(r.contains("EACCES") || r.contains("EPERM"), "unlink outside must fail, got {r}");
-    assert_eq!(std::fs::read_to_string(&victim).expect("still there"), "precious\n");
+    assert!(
+        r.contains("EACCES") || r.contains("EPERM"),
+        "unlink outside must fail, got {r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("still there"),
+        "precious\n"
+    );
 }
 
 #[test]
 fn writing_a_file_outside_the_write_roots_fails_and_the_file_is_intact() {
     let w = Workspace::new();
-    let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "precious\n");
+    let victim = w.write(
+        &w.outside.join("keep.txt").display().to_string(),
+        "precious\n",
+    );
     for op in ["write", "truncate", "chmod"] {
-        let out = w.exec(&["agent"]).run(&[&w.probe(), op, &victim.display().to_string(), "evil"]);
+        let out = w
+            .exec(&["agent"])
+            .run(&[&w.probe(), op, &victim.display().to_string(), "evil"]);
         let r = probe_result(&out);
-        assert!(r.contains("EACCES") || r.contains("EPERM"), "{op} outside must fail, got {r}");
+        assert!(
+            r.contains("EACCES") || r.contains("EPERM"),
+            "{op} outside must fail, got {r}"
+        );
     }
     let created = w.outside.join("new.txt");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "write", &created.display().to_string(), "x"]);
-    assert!(probe_result(&out).starts_with("errno"), "creating outside must fail");
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "write", &created.display().to_string(), "x"]);
+    assert!(
+        probe_result(&out).starts_with("errno"),
+        "creating outside must fail"
+    );
     assert!(!created.exists());
-    assert_eq!(std::fs::read_to_string(&victim).expect("still there"), "precious\n");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("still there"),
+        "precious\n"
+    );
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&victim).expect("meta").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&victim)
+        .expect("meta")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_ne!(mode, 0o600, "chmod outside must not have applied");
 }
 
@@ -42,10 +73,18 @@ fn creating_renaming_and_deleting_inside_the_workspace_works() {
     let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
     out.expect_code(0);
     assert_eq!(out.stdout(), "new\n");
-    assert_eq!(std::fs::read_to_string(w.ws.join("b.txt")).expect("b"), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("b.txt")).expect("b"),
+        "new\n"
+    );
     assert!(!w.ws.join("old.txt").exists());
     assert!(!w.ws.join("d").exists());
-    assert_eq!(std::fs::read_link(w.ws.join("link")).expect("link").to_str(), Some("b.txt"));
+    assert_eq!(
+        std::fs::read_link(w.ws.join("link"))
+            .expect("link")
+            .to_str(),
+        Some("b.txt")
+    );
 }
 
 #[test]
@@ -56,22 +95,51 @@ fn protected_git_config_and_hooks_of_an_existing_repo_cannot_be_changed() {
     std::fs::create_dir_all(&hooks).expect("hooks");
     let probe = w.probe();
     let cases = [
-        vec![probe.as_str(), "write", ".git/config", "[core]\n\thooksPath = /tmp/evil\n"],
-        vec![probe.as_str(), "write", ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil\n"],
+        vec![
+            probe.as_str(),
+            "write",
+            ".git/config",
+            "[core]\n\thooksPath = /tmp/evil\n",
+        ],
+        vec![
+            probe.as_str(),
+            "write",
+            ".git/hooks/pre-commit",
+            "#!/bin/sh\ncurl evil\n",
+        ],
         vec![probe.as_str(), "unlink", ".git/config"],
         vec![probe.as_str(), "rename", ".git", "moved-git"],
         vec![probe.as_str(), "rename", ".git/hooks", "hooks2"],
-        vec![probe.as_str(), "symlink", "/tmp/evil", ".git/hooks/post-checkout"],
+        vec![
+            probe.as_str(),
+            "symlink",
+            "/tmp/evil",
+            ".git/hooks/post-checkout",
+        ],
     ];
     for argv in cases {
         let out = w.exec(&["agent"]).run(&argv);
-        assert_eq!(probe_result(&out), "errno 1 EPERM", "{argv:?} must be refused");
+        assert_eq!(
+            probe_result(&out),
+            "errno 1 EPERM",
+            "{argv:?} must be refused"
+        );
     }
-    assert_eq!(std::fs::read_to_string(&config).expect("config"), "[core]\n\tbare = false\n");
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("config"),
+        "[core]\n\tbare = false\n"
+    );
     assert_eq!(std::fs::read_dir(&hooks).expect("hooks").count(), 0);
     assert!(w.ws.join(".git").is_dir());
-    let denied: Vec<_> = w.decisions().into_iter().filter(|d| d["verdict"] == "deny").collect();
-    assert!(denied.iter().any(|d| d["rule"] == "fs.protect"), "audit names the protect rule");
+    let denied: Vec<_> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["verdict"] == "deny")
+        .collect();
+    assert!(
+        denied.iter().any(|d| d["rule"] == "fs.protect"),
+        "audit names the protect rule"
+    );
 }
 
 #[test]
@@ -89,11 +157,21 @@ fn a_repo_created_by_the_run_may_write_its_own_git_config() {
 #[test]
 fn home_secrets_are_not_readable_under_agent() {
     let w = Workspace::new();
-    w.write(&w.home.join(".ssh/id_ed25519").display().to_string(), "SECRET KEY\n");
-    w.write(&w.home.join(".cargo/config.toml").display().to_string(), "[build]\n");
+    w.write(
+        &w.home.join(".ssh/id_ed25519").display().to_string(),
+        "SECRET KEY\n",
+    );
+    w.write(
+        &w.home.join(".cargo/config.toml").display().to_string(),
+        "[build]\n",
+    );
     let key = w.home.join(".ssh/id_ed25519").display().to_string();
     let out = w.exec(&["agent"]).run(&[&w.probe(), "read", &key]);
-    assert_eq!(probe_result(&out), "errno 13 EACCES", "ssh key must be unreadable");
+    assert_eq!(
+        probe_result(&out),
+        "errno 13 EACCES",
+        "ssh key must be unreadable"
+    );
     let cargo = w.home.join(".cargo/config.toml").display().to_string();
     let out = w.exec(&["agent"]).run(&[&w.probe(), "read", &cargo]);
     assert_eq!(probe_result(&out), "ok", "tool caches stay readable");
@@ -102,27 +180,85 @@ fn home_secrets_are_not_readable_under_agent() {
 #[test]
 fn tmpdir_is_private_writable_and_removed_after_the_run() {
     let w = Workspace::new();
-    let out = w.exec(&["agent"]).run(&["sh", "-c", "echo hi > \"$TMPDIR/x\" && cat \"$TMPDIR/x\" && echo \"$TMPDIR\""]);
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        "echo hi > \"$TMPDIR/x\" && cat \"$TMPDIR/x\" && echo \"$TMPDIR\"",
+    ]);
     out.expect_code(0);
     let lines: Vec<_> = out.stdout().lines().map(str::to_string).collect();
     assert_eq!(lines[0], "hi");
-    assert!(!std::path::Path::new(&lines[1]).exists(), "the private tmp is removed after the run");
+    assert!(
+        !std::path::Path::new(&lines[1]).exists(),
+        "the private tmp is removed after the run"
+    );
 }
 
 #[test]
 fn degraded_landlock_abi_1_still_bounds_writes() {
     let w = Workspace::new();
-    let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "precious\n");
+    let victim = w.write(
+        &w.outside.join("keep.txt").display().to_string(),
+        "precious\n",
+    );
     let out = w
         .exec(&["agent"])
         .env("GUARD_LANDLOCK_ABI", "1")
         .env("GUARD_NO_SYNC_WAKE_UP", "1")
         .run(&[&w.probe(), "unlink", &victim.display().to_string()]);
-    assert!(probe_result(&out).starts_with("errno"), "unlink outside must fail at ABI 1");
+    assert!(
+        probe_result(&out).starts_with("errno"),
+        "unlink outside must fail at ABI 1"
+    );
     assert!(victim.exists());
-    let start = w.audit().into_iter().find(|e| e["type"] == "run-start").expect("run-start");
+    let start = w
+        .audit()
+        .into_iter()
+        .find(|e| e["type"] == "run-start")
+        .expect("run-start");
     assert_eq!(start["landlock_abi"], 1);
     let degraded = start["degraded"].to_string();
     assert!(degraded.contains("sync-wake-up"), "{degraded}");
-    assert!(degraded.contains("capped at abi 1"), "rights dropped by the ABI cap are reported: {degraded}");
+    assert!(
+        degraded.contains("capped at abi 1"),
+        "rights dropped by the ABI cap are reported: {degraded}"
+    );
+}
+
+#[test]
+fn a_nested_repository_is_protected_as_well_as_a_new_one_is_free() {
+    let w = Workspace::new();
+    let config = w.write("sub/app/.git/config", "[core]\n");
+    std::fs::create_dir_all(w.ws.join("sub/app/.git/hooks")).expect("hooks");
+    let probe = w.probe();
+    for argv in [
+        vec![
+            probe.as_str(),
+            "write",
+            "sub/app/.git/hooks/pre-commit",
+            "evil",
+        ],
+        vec![probe.as_str(), "write", "sub/app/.git/config", "evil"],
+        vec![
+            probe.as_str(),
+            "rename",
+            "sub/app/.git",
+            "sub/app/git-moved",
+        ],
+    ] {
+        let out = w.exec(&["agent"]).run(&argv);
+        assert_eq!(probe_result(&out), "errno 1 EPERM", "{argv:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("intact"),
+        "[core]\n"
+    );
+    // Renaming the repository's parent keeps it protected under its new name.
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        "mv sub/app sub/app2 && echo evil > sub/app2/.git/hooks/x",
+    ]);
+    assert_ne!(out.code(), 0);
+    assert!(!w.ws.join("sub/app2/.git/hooks/x").exists());
 }

@@ -15,7 +15,12 @@ fn git_available() -> bool {
 }
 
 fn rev(repo: &Path, rev: &str) -> String {
-    let out = Command::new("git").arg("-C").arg(repo).args(["rev-parse", rev]).output().expect("git rev-parse");
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", rev])
+        .output()
+        .expect("git rev-parse");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -39,7 +44,10 @@ fn git_init_add_commit_push_to_a_local_bare_remote_works_under_agent() {
     let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "1");
-    assert_eq!(rev(&w.ws.join("remote.git"), "main"), rev(&w.ws.join("repo"), "HEAD"));
+    assert_eq!(
+        rev(&w.ws.join("remote.git"), "main"),
+        rev(&w.ws.join("repo"), "HEAD")
+    );
 }
 
 #[test]
@@ -55,7 +63,11 @@ fn force_push_in_every_spelling_is_refused_and_the_remote_is_unchanged() {
     w.exec(&["agent"]).run(&["sh", "-c", setup]).expect_code(0);
     let remote = w.ws.join("remote.git");
     let before = rev(&remote, "main");
-    assert_ne!(before, rev(&w.ws.join("repo"), "HEAD"), "local history was rewritten");
+    assert_ne!(
+        before,
+        rev(&w.ws.join("repo"), "HEAD"),
+        "local history was rewritten"
+    );
     let spellings = [
         "git push --force origin main",
         "git push -f origin main",
@@ -68,13 +80,28 @@ fn force_push_in_every_spelling_is_refused_and_the_remote_is_unchanged() {
         "git -C . push --force origin main",
     ];
     for s in spellings {
-        let out = w.exec(&["agent"]).run(&["sh", "-c", &format!("cd repo && {s}")]);
+        let out = w
+            .exec(&["agent"])
+            .run(&["sh", "-c", &format!("cd repo && {s}")]);
         assert_ne!(out.code(), 0, "`{s}` must fail");
-        assert_eq!(rev(&remote, "main"), before, "`{s}` must not change the remote");
-        let denied = w.decisions().into_iter().any(|d| d["verdict"] == "deny" && d["syscall"].as_str().is_some_and(|s| s.starts_with("execve")));
+        assert_eq!(
+            rev(&remote, "main"),
+            before,
+            "`{s}` must not change the remote"
+        );
+        let denied = w.decisions().into_iter().any(|d| {
+            d["verdict"] == "deny"
+                && d["syscall"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("execve"))
+        });
         assert!(denied, "`{s}`: the audit log records the refused exec");
     }
     // An ordinary push of new work still goes through.
-    let out = w.exec(&["agent"]).run(&["sh", "-c", "cd repo && git pull -q --rebase origin main 2>/dev/null; git log -1 --format=%s"]);
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        "cd repo && git pull -q --rebase origin main 2>/dev/null; git log -1 --format=%s",
+    ]);
     let _ = out;
 }

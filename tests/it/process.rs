@@ -9,14 +9,18 @@ use crate::util::{Workspace, GUARD};
 #[test]
 fn exit_status_passes_through() {
     let w = Workspace::new();
-    w.exec(&["agent"]).run(&["sh", "-c", "exit 7"]).expect_code(7);
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "exit 7"])
+        .expect_code(7);
     w.exec(&["agent"]).run(&["true"]).expect_code(0);
 }
 
 #[test]
 fn death_by_signal_is_128_plus_n() {
     let w = Workspace::new();
-    w.exec(&["agent"]).run(&["sh", "-c", "kill -TERM $$"]).expect_code(128 + 15);
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "kill -TERM $$"])
+        .expect_code(128 + 15);
 }
 
 #[test]
@@ -24,7 +28,11 @@ fn missing_command_is_127_and_names_it() {
     let w = Workspace::new();
     let out = w.exec(&["agent"]).run(&["no-such-command-xyz"]);
     out.expect_code(127);
-    assert!(out.stderr().contains("no-such-command-xyz"), "{}", out.stderr());
+    assert!(
+        out.stderr().contains("no-such-command-xyz"),
+        "{}",
+        out.stderr()
+    );
 }
 
 #[test]
@@ -39,14 +47,22 @@ fn guard_errors_are_125() {
 fn sigterm_sent_to_guard_reaches_the_command() {
     let w = Workspace::new();
     let mut g = w.exec(&["agent"]);
-    g.cmd.arg("--").args(["sh", "-c", "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done"]);
+    g.cmd.arg("--").args([
+        "sh",
+        "-c",
+        "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+    ]);
     g.cmd.stdout(Stdio::piped());
     let mut child = g.cmd.spawn().expect("spawn guard");
     let mut stdout = child.stdout.take().expect("stdout");
     let mut first = [0u8; 6];
     std::io::Read::read_exact(&mut stdout, &mut first).expect("ready line");
     assert_eq!(&first, b"ready\n");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM).expect("kill");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .expect("kill");
     let status = child.wait().expect("wait");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).expect("rest");
@@ -57,22 +73,31 @@ fn sigterm_sent_to_guard_reaches_the_command() {
 #[test]
 fn two_hundred_processes_trapping_at_once_all_complete() {
     let w = Workspace::new();
-    let script = "for i in $(seq 1 200); do (echo $i > f$i; mv f$i g$i; rm g$i) & done; wait; ls | wc -l";
+    let script =
+        "for i in $(seq 1 200); do (echo $i > f$i; mv f$i g$i; rm g$i) & done; wait; ls | wc -l";
     let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "0", "every process finished its work");
     let judged = w.decisions().len();
-    assert!(judged >= 600, "every create, rename and delete was judged: {judged}");
+    assert!(
+        judged >= 600,
+        "every create, rename and delete was judged: {judged}"
+    );
 }
 
 #[test]
 fn background_processes_are_killed_when_the_command_ends() {
     let w = Workspace::new();
     let marker = w.ws.join("late");
-    let out = w.exec(&["agent"]).run(&["sh", "-c", "(sleep 1; touch late) & exit 0"]);
+    let out = w
+        .exec(&["agent"])
+        .run(&["sh", "-c", "(sleep 1; touch late) & exit 0"]);
     out.expect_code(0);
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!marker.exists(), "a leftover background process must not outlive the run");
+    assert!(
+        !marker.exists(),
+        "a leftover background process must not outlive the run"
+    );
 }
 
 #[test]
@@ -86,7 +111,10 @@ fn killing_guard_leaves_no_sandboxed_process_able_to_change_files() {
         t = target.display()
     );
     let mut g = w.exec(&["agent"]);
-    g.cmd.arg("--").args(["sh", "-c", &script]).stdout(Stdio::piped());
+    g.cmd
+        .arg("--")
+        .args(["sh", "-c", &script])
+        .stdout(Stdio::piped());
     let mut child = g.cmd.spawn().expect("spawn guard");
     let mut stdout = child.stdout.take().expect("stdout");
     let mut first = [0u8; 8];
@@ -99,8 +127,14 @@ fn killing_guard_leaves_no_sandboxed_process_able_to_change_files() {
     std::thread::sleep(Duration::from_millis(200));
     let size = std::fs::metadata(&target).expect("meta").len();
     std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(std::fs::metadata(&target).expect("meta").len(), size, "no change after guard died");
+    assert_eq!(
+        std::fs::metadata(&target).expect("meta").len(),
+        size,
+        "no change after guard died"
+    );
     // Clean up whatever is left (the orphan ends on its own after its tries).
-    let _ = Command::new("pkill").args(["-f", &target.display().to_string()]).status();
+    let _ = Command::new("pkill")
+        .args(["-f", &target.display().to_string()])
+        .status();
     let _ = GUARD;
 }

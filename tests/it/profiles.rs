@@ -23,7 +23,10 @@ fn builtin_profiles_are_listed_shown_and_resolve() {
     out.expect_code(0);
     for name in ["agent", "ci", "strict", "observe"] {
         assert!(out.stdout().contains(name), "{}", out.stdout());
-        w.guard().args(["profile", "show", name, "--resolved"]).output().expect_code(0);
+        w.guard()
+            .args(["profile", "show", name, "--resolved"])
+            .output()
+            .expect_code(0);
     }
     let shown = w.guard().args(["profile", "show", "agent"]).output();
     assert!(shown.stdout().contains("[[rule]]"));
@@ -32,10 +35,16 @@ fn builtin_profiles_are_listed_shown_and_resolve() {
 #[test]
 fn explain_judges_an_exec_without_running_it() {
     let w = Workspace::new();
-    let out = w.guard().args(["explain", "--", "git", "push", "--force", "origin", "main"]).output();
+    let out = w
+        .guard()
+        .args(["explain", "--", "git", "push", "--force", "origin", "main"])
+        .output();
     out.expect_code(1);
     assert!(out.stdout().starts_with("deny"), "{}", out.stdout());
-    let out = w.guard().args(["explain", "--", "git", "push", "origin", "main"]).output();
+    let out = w
+        .guard()
+        .args(["explain", "--", "git", "push", "origin", "main"])
+        .output();
     out.expect_code(0);
 }
 
@@ -45,19 +54,32 @@ fn strict_profile_has_no_network() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let out = w.exec(&["agent"]).run(&[&w.probe(), "connect", &addr]);
-    assert_eq!(crate::util::probe_result(&out), "ok", "agent reaches loopback");
+    assert_eq!(
+        crate::util::probe_result(&out),
+        "ok",
+        "agent reaches loopback"
+    );
     let out = w.exec(&["strict"]).run(&[&w.probe(), "connect", &addr]);
-    assert!(crate::util::probe_result(&out).starts_with("errno"), "strict has no network");
+    assert!(
+        crate::util::probe_result(&out).starts_with("errno"),
+        "strict has no network"
+    );
 }
 
 #[test]
 fn observe_allows_and_records_everything() {
     let w = Workspace::new();
     let victim = w.write(&w.outside.join("gone.txt").display().to_string(), "x");
-    let out = w.exec(&["observe"]).run(&[&w.probe(), "unlink", &victim.display().to_string()]);
+    let out = w
+        .exec(&["observe"])
+        .run(&[&w.probe(), "unlink", &victim.display().to_string()]);
     assert_eq!(crate::util::probe_result(&out), "ok");
     assert!(!victim.exists());
-    let d = w.decisions().into_iter().find(|d| d["syscall"] == "unlink").expect("recorded");
+    let d = w
+        .decisions()
+        .into_iter()
+        .find(|d| d["syscall"] == "unlink")
+        .expect("recorded");
     assert_eq!(d["verdict"], "allow");
     assert_eq!(d["rule"], "observe");
 }
@@ -66,7 +88,12 @@ fn observe_allows_and_records_everything() {
 fn doctor_passes_on_this_machine() {
     let w = Workspace::new();
     let out = w.guard().arg("doctor").output();
-    assert_eq!(out.code(), 0, "doctor must find every feature here:\n{}", out.stdout());
+    assert_eq!(
+        out.code(),
+        0,
+        "doctor must find every feature here:\n{}",
+        out.stdout()
+    );
     assert!(out.stdout().contains("landlock"));
     let json = w.guard().args(["doctor", "--json"]).output();
     let v: serde_json::Value = serde_json::from_str(&json.stdout()).expect("doctor --json");

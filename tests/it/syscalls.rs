@@ -9,9 +9,19 @@ const SIGSYS: i32 = 31;
 fn i386_int80_unlink_is_killed_and_the_file_survives() {
     let w = Workspace::new();
     let victim = w.write("victim.txt", "still here\n");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "int80-unlink", &victim.display().to_string()]);
-    assert_eq!(out.code(), 128 + SIGSYS, "int 0x80 must kill the process: {}", out.stdout());
-    assert_eq!(std::fs::read_to_string(&victim).expect("intact"), "still here\n");
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "int80-unlink", &victim.display().to_string()]);
+    assert_eq!(
+        out.code(),
+        128 + SIGSYS,
+        "int 0x80 must kill the process: {}",
+        out.stdout()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("intact"),
+        "still here\n"
+    );
 }
 
 #[test]
@@ -19,7 +29,12 @@ fn i386_int80_unlink_is_killed_and_the_file_survives() {
 fn x32_syscall_numbers_are_killed() {
     let w = Workspace::new();
     let out = w.exec(&["agent"]).run(&[&w.probe(), "x32-getpid"]);
-    assert_eq!(out.code(), 128 + SIGSYS, "x32 call must kill: {}", out.stdout());
+    assert_eq!(
+        out.code(),
+        128 + SIGSYS,
+        "x32 call must kill: {}",
+        out.stdout()
+    );
 }
 
 #[test]
@@ -46,7 +61,10 @@ fn the_same_calls_work_without_guard_where_the_kernel_allows_them() {
     // Guards against a probe that fails for reasons of its own: unshare(CLONE_NEWUSER) and
     // io_uring_setup succeed here outside the sandbox (when the kernel allows them).
     let probe = crate::util::PROBE;
-    let out = std::process::Command::new(probe).arg("io_uring_setup").output().expect("probe");
+    let out = std::process::Command::new(probe)
+        .arg("io_uring_setup")
+        .output()
+        .expect("probe");
     let r = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if r != "ok" {
         eprintln!("skip: io_uring_setup is not available outside guard here ({r})");

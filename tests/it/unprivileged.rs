@@ -20,12 +20,26 @@ fn unprivileged_outside_writes_fail_and_workspace_work_goes_through() {
         return;
     }
     let w = Workspace::unprivileged();
-    let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "precious\n");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "unlink", &victim.display().to_string()]);
+    let victim = w.write(
+        &w.outside.join("keep.txt").display().to_string(),
+        "precious\n",
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "unlink", &victim.display().to_string()]);
     let r = probe_result(&out);
-    assert!(r.contains("EACCES") || r.contains("EPERM"), "got {r}; stderr {}", out.stderr());
-    assert_eq!(std::fs::read_to_string(&victim).expect("intact"), "precious\n");
-    let out = w.exec(&["agent"]).run(&["sh", "-c", "echo a > f && mv f g && rm g && id -u"]);
+    assert!(
+        r.contains("EACCES") || r.contains("EPERM"),
+        "got {r}; stderr {}",
+        out.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("intact"),
+        "precious\n"
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&["sh", "-c", "echo a > f && mv f g && rm g && id -u"]);
     out.expect_code(0);
     if is_root() {
         assert_ne!(out.stdout().trim(), "0", "really ran unprivileged");
@@ -39,9 +53,14 @@ fn unprivileged_protected_paths_and_deny_list_hold() {
     }
     let w = Workspace::unprivileged();
     let config = w.write(".git/config", "[core]\n");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "write", &config.display().to_string(), "evil"]);
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "write", &config.display().to_string(), "evil"]);
     assert_eq!(probe_result(&out), "errno 1 EPERM");
-    assert_eq!(std::fs::read_to_string(&config).expect("intact"), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("intact"),
+        "[core]\n"
+    );
     let out = w.exec(&["agent"]).run(&[&w.probe(), "io_uring_setup"]);
     assert_eq!(probe_result(&out), "errno 1 EPERM");
     let out = w.exec(&["agent"]).run(&["sh", "-c", "exit 3"]);
@@ -55,10 +74,27 @@ fn root_under_guard_cannot_write_outside_the_write_roots() {
         return;
     }
     let w = Workspace::new();
-    let victim = w.write(&w.outside.join("root-owned.txt").display().to_string(), "precious\n");
-    let out = w.exec(&["agent"]).run(&[&w.probe(), "write", &victim.display().to_string(), "evil"]);
-    assert!(probe_result(&out).starts_with("errno"), "root must be bounded too");
-    assert_eq!(std::fs::read_to_string(&victim).expect("intact"), "precious\n");
-    let out = w.exec(&["agent"]).run(&["sh", "-c", "grep CapEff /proc/self/status"]);
-    assert!(out.stdout().contains("0000000000000000"), "capabilities dropped: {}", out.stdout());
+    let victim = w.write(
+        &w.outside.join("root-owned.txt").display().to_string(),
+        "precious\n",
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&[&w.probe(), "write", &victim.display().to_string(), "evil"]);
+    assert!(
+        probe_result(&out).starts_with("errno"),
+        "root must be bounded too"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("intact"),
+        "precious\n"
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&["sh", "-c", "grep CapEff /proc/self/status"]);
+    assert!(
+        out.stdout().contains("0000000000000000"),
+        "capabilities dropped: {}",
+        out.stdout()
+    );
 }

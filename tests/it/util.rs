@@ -21,7 +21,8 @@ pub fn is_root() -> bool {
 /// A temporary test area: `root/ws` (the workspace), `root/state`, `root/home`, `root/bin`
 /// (readable and executable under the test profile, holding the probe), `root/outside`.
 pub struct Workspace {
-    pub dir: tempfile::TempDir,
+    /// Removes the whole area when the test ends.
+    _dir: tempfile::TempDir,
     pub root: PathBuf,
     pub ws: PathBuf,
     pub state: PathBuf,
@@ -43,14 +44,23 @@ impl Workspace {
     }
 
     fn build(unprivileged: bool) -> Workspace {
-        let dir = tempfile::Builder::new().prefix("guard-it-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("guard-it-")
+            .tempdir()
+            .expect("tempdir");
         let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
         let sub = |n: &str| {
             let p = root.join(n);
             std::fs::create_dir_all(&p).expect("mkdir");
             p
         };
-        let (ws, state, home, bin, outside) = (sub("ws"), sub("state"), sub("home"), sub("bin"), sub("outside"));
+        let (ws, state, home, bin, outside) = (
+            sub("ws"),
+            sub("state"),
+            sub("home"),
+            sub("bin"),
+            sub("outside"),
+        );
         std::fs::copy(PROBE, bin.join("guard-probe")).expect("copy probe");
         // The unprivileged user may not be able to reach the build directory: give it a copy.
         std::fs::copy(GUARD, bin.join("guard")).expect("copy guard");
@@ -63,9 +73,20 @@ impl Workspace {
             ),
         )
         .expect("write test profile");
-        let w = Workspace { dir, root, ws, state, home, bin, outside, profile, unprivileged };
+        let w = Workspace {
+            _dir: dir,
+            root,
+            ws,
+            state,
+            home,
+            bin,
+            outside,
+            profile,
+            unprivileged,
+        };
         if unprivileged {
-            std::fs::set_permissions(&w.root, std::fs::Permissions::from_mode(0o755)).expect("chmod root");
+            std::fs::set_permissions(&w.root, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod root");
             let status = Command::new("chown")
                 .args(["-R", &format!("{UNPRIV_USER}:")])
                 .arg(&w.root)
@@ -81,13 +102,20 @@ impl Workspace {
     }
 
     pub fn write(&self, rel: &str, content: &str) -> PathBuf {
-        let p = if Path::new(rel).is_absolute() { PathBuf::from(rel) } else { self.ws.join(rel) };
+        let p = if Path::new(rel).is_absolute() {
+            PathBuf::from(rel)
+        } else {
+            self.ws.join(rel)
+        };
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).expect("mkdir parent");
         }
         std::fs::write(&p, content).expect("write file");
         if self.unprivileged {
-            let _ = Command::new("chown").args(["-R", &format!("{UNPRIV_USER}:")]).arg(&self.root).status();
+            let _ = Command::new("chown")
+                .args(["-R", &format!("{UNPRIV_USER}:")])
+                .arg(&self.root)
+                .status();
         }
         p
     }
@@ -108,7 +136,14 @@ impl Workspace {
     pub fn guard(&self) -> Guard {
         let mut cmd = if self.unprivileged {
             let mut c = Command::new("setpriv");
-            c.args(["--reuid", UNPRIV_USER, "--regid", "nogroup", "--clear-groups", "--"]);
+            c.args([
+                "--reuid",
+                UNPRIV_USER,
+                "--regid",
+                "nogroup",
+                "--clear-groups",
+                "--",
+            ]);
             c.arg(self.bin.join("guard"));
             c
         } else {
@@ -135,13 +170,18 @@ impl Workspace {
         let last = ids.last().expect("at least one run");
         let text = std::fs::read_to_string(last.join("audit.jsonl")).expect("audit log");
         text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad audit line {l:?}: {e}")))
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("bad audit line {l:?}: {e}"))
+            })
             .collect()
     }
 
     /// Decision events of the newest run.
     pub fn decisions(&self) -> Vec<serde_json::Value> {
-        self.audit().into_iter().filter(|e| e["type"] == "decision").collect()
+        self.audit()
+            .into_iter()
+            .filter(|e| e["type"] == "decision")
+            .collect()
     }
 }
 

@@ -6,8 +6,8 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
@@ -86,7 +86,11 @@ fn int80_unlink(path: &CString) -> i64 {
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let a = |i: usize| args.get(i).map(OsString::as_os_str).unwrap_or(OsStr::new(""));
+    let a = |i: usize| {
+        args.get(i)
+            .map(OsString::as_os_str)
+            .unwrap_or(OsStr::new(""))
+    };
     let s = |i: usize| a(i).to_string_lossy().into_owned();
     let rc: i64 = unsafe {
         match s(0).as_str() {
@@ -99,7 +103,11 @@ fn main() {
             "chmod" => libc::chmod(c(a(1)).as_ptr(), 0o600) as i64,
             "truncate" => libc::truncate(c(a(1)).as_ptr(), 0) as i64,
             "write" => {
-                let fd = libc::open(c(a(1)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
+                let fd = libc::open(
+                    c(a(1)).as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                    0o644,
+                );
                 if fd >= 0 {
                     let data = a(2).as_bytes();
                     libc::write(fd, data.as_ptr().cast(), data.len());
@@ -120,10 +128,16 @@ fn main() {
                 let sa = libc::sockaddr_in {
                     sin_family: libc::AF_INET as u16,
                     sin_port: addr.port().to_be(),
-                    sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() },
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(*addr.ip()).to_be(),
+                    },
                     sin_zero: [0; 8],
                 };
-                libc::connect(s, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&sa) as u32) as i64
+                libc::connect(
+                    s,
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of_val(&sa) as u32,
+                ) as i64
             }
             "io_uring_setup" => {
                 let mut params = [0u8; 120];
@@ -132,18 +146,42 @@ fn main() {
             "ptrace" => libc::ptrace(libc::PTRACE_ATTACH, libc::getppid(), 0, 0) as i64,
             "open_by_handle_at" => {
                 let mut handle = [0u8; 128];
-                libc::syscall(libc::SYS_open_by_handle_at, libc::AT_FDCWD, handle.as_mut_ptr(), libc::O_RDONLY) as i64
+                libc::syscall(
+                    libc::SYS_open_by_handle_at,
+                    libc::AT_FDCWD,
+                    handle.as_mut_ptr(),
+                    libc::O_RDONLY,
+                ) as i64
             }
             "userfaultfd" => libc::syscall(libc::SYS_userfaultfd, 0) as i64,
             "bpf" => libc::syscall(libc::SYS_bpf, 0, 0, 0) as i64,
             "perf_event_open" => libc::syscall(libc::SYS_perf_event_open, 0, 0, -1, -1, 0) as i64,
             "unshare" => libc::unshare(libc::CLONE_NEWUSER) as i64,
-            "mount" => libc::mount(c(OsStr::new("none")).as_ptr(), c(OsStr::new("/mnt")).as_ptr(), c(OsStr::new("tmpfs")).as_ptr(), 0, std::ptr::null()) as i64,
+            "mount" => libc::mount(
+                c(OsStr::new("none")).as_ptr(),
+                c(OsStr::new("/mnt")).as_ptr(),
+                c(OsStr::new("tmpfs")).as_ptr(),
+                0,
+                std::ptr::null(),
+            ) as i64,
             "seccomp-listener" => {
-                let f = libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW };
-                let prog = libc::sock_fprog { len: 1, filter: &f as *const _ as *mut _ };
+                let f = libc::sock_filter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ALLOW,
+                };
+                let prog = libc::sock_fprog {
+                    len: 1,
+                    filter: &f as *const _ as *mut _,
+                };
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                libc::syscall(libc::SYS_seccomp, 1, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog) as i64
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    1,
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    &prog,
+                ) as i64
             }
             "x32-getpid" => libc::syscall(0x4000_0000 | libc::SYS_getpid) as i64,
             #[cfg(target_arch = "x86_64")]
@@ -154,7 +192,11 @@ fn main() {
                 let mut last = 0i64;
                 for _ in 0..tries {
                     std::thread::sleep(std::time::Duration::from_millis(50));
-                    let fd = libc::open(c(a(1)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND, 0o644);
+                    let fd = libc::open(
+                        c(a(1)).as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+                        0o644,
+                    );
                     if fd >= 0 {
                         libc::write(fd, b"x".as_ptr().cast(), 1);
                         libc::close(fd);
