@@ -85,6 +85,8 @@ pub enum ExecError {
     },
     #[error("seccomp user notification is not available: {0}\nhint: guard needs Linux 5.0 or newer with CONFIG_SECCOMP_FILTER")]
     NoNotify(#[source] io::Error),
+    #[error("--atomic needs the transactional journal, which this version of guard does not have yet\nhint: run without --atomic; `guard log` still records every change the command made")]
+    AtomicUnavailable,
     #[error(transparent)]
     Policy(Box<policy::PolicyError>),
     #[error(transparent)]
@@ -106,6 +108,9 @@ pub fn run(args: ExecArgs) -> Result<i32, super::CliError> {
 
 fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     let started = Instant::now();
+    if args.atomic {
+        return Err(ExecError::AtomicUnavailable);
+    }
     // 1. Workspace, state and run directories, private tmp.
     let ws_arg = match &args.workspace {
         Some(w) => w.clone(),
@@ -293,6 +298,23 @@ fn exec_in(
                 format!("the kernel refused it ({e}); needs Linux 6.6"),
             )),
         }
+    }
+    if policy.transaction.on_deny == policy::OnDeny::Rollback
+        || policy.transaction.on_failure == policy::OnFailure::Rollback
+    {
+        tracing::warn!("the profile asks for rollback, but the journal is not active yet: nothing will be rolled back");
+    }
+    if policy.transaction.on_deny == policy::OnDeny::Rollback {
+        degraded.push((
+            "on-deny-rollback".to_string(),
+            "the journal is not active yet: a denied call just fails with its errno".to_string(),
+        ));
+    }
+    if policy.transaction.on_failure == policy::OnFailure::Rollback {
+        degraded.push((
+            "on-failure-rollback".to_string(),
+            "the journal is not active yet: a failing command's changes are kept".to_string(),
+        ));
     }
     degraded.push((
         "emulation".to_string(),
