@@ -75,11 +75,23 @@ fn the_same_calls_work_without_guard_where_the_kernel_allows_them() {
 fn signals_to_processes_outside_the_sandbox_are_refused() {
     // Landlock ABI 6 signal scoping: same uid, yet the sandbox cannot signal out.
     let w = Workspace::new();
-    let mut outside = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+    let mut outside = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("sleep");
     let pid = outside.id().to_string();
-    let out = w.exec(&["agent"]).run(&["sh", "-c", &format!("kill -TERM {pid} 2>&1; echo rc=$?")]);
-    assert!(out.stdout().contains("rc=1"), "kill must fail: {}", out.stdout());
-    assert!(outside.try_wait().expect("try_wait").is_none(), "the outside process is alive");
+    let out = w
+        .exec(&["agent"])
+        .run(&["sh", "-c", &format!("kill -TERM {pid} 2>&1; echo rc=$?")]);
+    assert!(
+        out.stdout().contains("rc=1"),
+        "kill must fail: {}",
+        out.stdout()
+    );
+    assert!(
+        outside.try_wait().expect("try_wait").is_none(),
+        "the outside process is alive"
+    );
     outside.kill().expect("kill sleep");
     let _ = outside.wait();
 }
