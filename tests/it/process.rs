@@ -138,3 +138,25 @@ fn killing_guard_leaves_no_sandboxed_process_able_to_change_files() {
         .status();
     let _ = GUARD;
 }
+
+#[test]
+fn many_threads_trapping_at_once_are_all_answered() {
+    let w = Workspace::new();
+    let out = w.exec(&["agent"]).run(&[&w.probe(), "threads", "32", "50"]);
+    out.expect_code(0);
+    assert_eq!(
+        crate::util::probe_result(&out),
+        "ok",
+        "every call succeeded"
+    );
+    let judged = w
+        .decisions()
+        .iter()
+        .filter(|d| d["syscall"] == "unlink" || d["syscall"] == "openat")
+        .count();
+    assert_eq!(
+        judged,
+        32 * 50 * 2,
+        "every open and unlink was judged and recorded"
+    );
+}

@@ -186,6 +186,44 @@ fn main() {
             "x32-getpid" => libc::syscall(0x4000_0000 | libc::SYS_getpid) as i64,
             #[cfg(target_arch = "x86_64")]
             "int80-unlink" => int80_unlink(&c(a(1))),
+            "threads" => {
+                // N threads, each creating and deleting its own file M times: many judged calls
+                // in flight at once from one process.
+                let n: usize = s(1).parse().unwrap_or(16);
+                let m: usize = s(2).parse().unwrap_or(100);
+                let handles: Vec<_> = (0..n)
+                    .map(|t| {
+                        std::thread::spawn(move || {
+                            let mut failures = 0usize;
+                            let name = CString::new(format!("thread-{t}")).expect("no NUL");
+                            for _ in 0..m {
+                                let fd = libc::open(
+                                    name.as_ptr(),
+                                    libc::O_WRONLY | libc::O_CREAT,
+                                    0o644,
+                                );
+                                if fd < 0 {
+                                    failures += 1;
+                                    continue;
+                                }
+                                libc::close(fd);
+                                if libc::unlink(name.as_ptr()) != 0 {
+                                    failures += 1;
+                                }
+                            }
+                            failures
+                        })
+                    })
+                    .collect();
+                let failures: usize = handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or(usize::MAX))
+                    .sum();
+                if failures > 0 {
+                    println!("failures {failures}");
+                }
+                0
+            }
             "sleep-then-write" => {
                 // For kill tests: wait, then try to change a file every 50 ms for N tries.
                 let tries: u32 = s(2).parse().unwrap_or(100);
