@@ -9,6 +9,7 @@
 mod decode;
 mod hosts;
 mod memory;
+mod procinfo;
 pub mod resolve;
 
 use std::collections::HashSet;
@@ -54,6 +55,7 @@ pub struct Supervisor {
     seq: u64,
     report: Report,
     hosts: hosts::PendingHosts,
+    procs: procinfo::ProcCache,
 }
 
 impl Supervisor {
@@ -73,6 +75,7 @@ impl Supervisor {
             seq: 0,
             report: Report::default(),
             hosts: hosts::PendingHosts::start(&policy),
+            procs: procinfo::ProcCache::default(),
             policy,
         }
     }
@@ -150,7 +153,8 @@ impl Supervisor {
                     rule: "decode".into(),
                     reason: Some(e.what),
                 };
-                let record = Record::from_failure(&n, e.syscall, &verdict);
+                let who = self.procs.get(n.pid);
+                let record = Record::from_failure(&n, who, e.syscall, &verdict);
                 self.respond(n.id, Some(verdict.errno));
                 self.record(record, start);
                 return;
@@ -183,7 +187,11 @@ impl Supervisor {
         if verdict.action == Action::Deny && self.policy.transaction.on_deny == OnDeny::Kill {
             verdict.action = Action::Kill;
         }
-        let record = Record::from_decoded(&n, &d, &verdict);
+        let who = self.procs.get(n.pid);
+        if d.op == policy::Op::Exec {
+            self.procs.forget(n.pid);
+        }
+        let record = Record::from_decoded(&n, who, &d, &verdict);
         match verdict.action {
             Action::Allow | Action::Risky => {
                 if let Some(c) = &d.creates {
@@ -257,32 +265,42 @@ struct Record {
 }
 
 impl Record {
-    fn from_failure(n: &crate::sys::Notif, syscall: &'static str, v: &Verdict) -> Self {
+    fn from_failure(
+        n: &crate::sys::Notif,
+        who: procinfo::ProcInfo,
+        syscall: &'static str,
+        v: &Verdict,
+    ) -> Self {
         Record {
             pid: n.pid,
-            comm: comm_of(n.pid),
+            comm: who.comm,
             syscall,
             op: None,
             path: None,
             path2: None,
             argv: None,
-            exe: exe_of(n.pid),
+            exe: who.exe,
             cwd: None,
             addr: None,
             verdict: v.clone(),
         }
     }
 
-    fn from_decoded(n: &crate::sys::Notif, d: &decode::Decoded, v: &Verdict) -> Self {
+    fn from_decoded(
+        n: &crate::sys::Notif,
+        who: procinfo::ProcInfo,
+        d: &decode::Decoded,
+        v: &Verdict,
+    ) -> Self {
         Record {
             pid: n.pid,
-            comm: comm_of(n.pid),
+            comm: who.comm,
             syscall: d.syscall,
             op: Some(d.op.as_str()),
             path: d.path.clone(),
             path2: d.path2.clone(),
             argv: (!d.argv.is_empty()).then(|| d.argv.clone()),
-            exe: d.exe.clone().or_else(|| exe_of(n.pid)),
+            exe: d.exe.clone().or(who.exe),
             cwd: d.cwd.clone(),
             addr: d.addr.as_ref().map(format_addr),
             verdict: v.clone(),
@@ -314,17 +332,6 @@ impl Record {
             latency_us,
         }
     }
-}
-
-/// The caller's command name (read before answering: afterwards it may be gone).
-fn comm_of(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_default()
-}
-
-fn exe_of(pid: u32) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
 }
 
 fn format_addr(a: &policy::NetAddr) -> String {
