@@ -112,6 +112,10 @@ fn shape_of(nr: i64) -> Option<(&'static str, Shape)> {
         libc::SYS_lsetxattr => ("lsetxattr", p(Chmod, None, 0, Never)),
         libc::SYS_removexattr => ("removexattr", p(Chmod, None, 0, Always)),
         libc::SYS_lremovexattr => ("lremovexattr", p(Chmod, None, 0, Never)),
+        // setxattrat(dfd, path, at_flags, name, args, size) and removexattrat(dfd, path,
+        // at_flags, name), Linux 6.13; the libc crate has no constants for them yet.
+        463 => ("setxattrat", p(Chmod, Some(0), 1, UnlessFlagged(2))),
+        466 => ("removexattrat", p(Chmod, Some(0), 1, UnlessFlagged(2))),
         libc::SYS_openat => (
             "openat",
             Shape::Open {

@@ -252,7 +252,7 @@ impl Supervisor {
 /// The facts of one decision, before they become an audit event.
 struct Record {
     pid: u32,
-    comm: String,
+    comm: std::ffi::OsString,
     syscall: &'static str,
     op: Option<&'static str>,
     path: Option<PathBuf>,

@@ -14,7 +14,8 @@ const MAX_ENTRIES: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct ProcInfo {
-    pub comm: String,
+    /// Raw bytes: a process may name itself anything (prctl PR_SET_NAME).
+    pub comm: std::ffi::OsString,
     pub exe: Option<PathBuf>,
 }
 
@@ -34,8 +35,13 @@ impl ProcCache {
             }
         }
         let info = ProcInfo {
-            comm: std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|s| s.trim_end().to_string())
+            comm: std::fs::read(format!("/proc/{pid}/comm"))
+                .map(|mut b| {
+                    if b.last() == Some(&b'\n') {
+                        b.pop();
+                    }
+                    std::os::unix::ffi::OsStringExt::from_vec(b)
+                })
                 .unwrap_or_default(),
             exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
         };

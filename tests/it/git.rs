@@ -78,6 +78,7 @@ fn force_push_in_every_spelling_is_refused_and_the_remote_is_unchanged() {
         "git push origin +main",
         "git push origin +HEAD:main",
         "git -C . push --force origin main",
+        "env git push -f origin main",
     ];
     for s in spellings {
         let out = w
