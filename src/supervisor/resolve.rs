@@ -6,7 +6,13 @@
 //! be raced, which is why Landlock bounds every write and why allows inside the workspace are to
 //! be emulated on a resolved fd (DESIGN.md, "Enforcement").
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+
+use nix::fcntl::AtFlags;
+
+use crate::sys;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -89,6 +95,136 @@ pub fn resolve(pid: u32, dirfd: u64, raw: &[u8], follow_last: bool) -> io::Resul
 pub fn resolve_existing(pid: u32, dirfd: u64, raw: &[u8]) -> io::Result<PathBuf> {
     let r = resolve(pid, dirfd, raw, true)?;
     Ok(r.path)
+}
+
+/// A path argument resolved to a directory descriptor and a final name, the way the kernel
+/// would walk it for the caller: this is what the supervisor judges *and* acts on, so the
+/// object judged is the object changed. The parent descriptor pins the directory; only the
+/// final name is looked up again when the supervisor acts, inside that directory.
+#[derive(Debug)]
+pub struct Target {
+    /// The directory the entry lives in (O_PATH).
+    pub parent: OwnedFd,
+    /// The final component (never contains `/`; `.` when the path names a directory itself).
+    pub name: OsString,
+    /// The absolute path of the entry: the parent's real path plus `name`.
+    pub path: PathBuf,
+    /// What is there now (not following a final symlink), if anything.
+    pub kind: Option<Kind>,
+}
+
+/// The type of an existing entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
+    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    Some(match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    })
+}
+
+/// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
+pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
+    let p = if absolute {
+        // The caller's root: chroot is on the deny list, so it is the system root.
+        "/".to_string()
+    } else if is_at_fdcwd(dirfd) {
+        format!("/proc/{pid}/cwd")
+    } else {
+        let fd = dirfd as i32;
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        format!("/proc/{pid}/fd/{fd}")
+    };
+    // Opening the magic link follows it to the caller's directory.
+    let c = CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let root = sys::process::openat2(
+        cwd_fd(),
+        &c,
+        (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        0,
+        0,
+    )?;
+    Ok(root)
+}
+
+fn cwd_fd() -> BorrowedFd<'static> {
+    sys::process::at_fdcwd()
+}
+
+/// The real path of a descriptor we hold.
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Split `raw` into its directory part and final name, dropping trailing slashes.
+fn split(raw: &[u8]) -> (&[u8], &[u8]) {
+    let mut end = raw.len();
+    while end > 1 && raw[end - 1] == b'/' {
+        end -= 1;
+    }
+    let trimmed = &raw[..end];
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    }
+}
+
+fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
+    let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // Symlinks in the directory part are followed as the kernel would; /proc magic links are
+    // refused: they would name *guard's* descriptors, not the caller's.
+    sys::process::openat2(
+        base,
+        &c,
+        (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        0,
+        RESOLVE_NO_MAGICLINKS,
+    )
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+
+/// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
+/// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
+/// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
+pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Target> {
+    if raw.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+    let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
+    let mut owned_raw = raw.to_vec();
+    for _ in 0..40 {
+        let (dir, name) = split(&owned_raw);
+        let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
+            open_dir(cwd_fd(), b"/")?
+        } else {
+            open_dir(base.as_fd(), dir)?
+        };
+        let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
+        let kind = kind_of(parent.as_fd(), &name);
+        if follow && kind == Some(Kind::Symlink) {
+            let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
+            owned_raw = link.into_vec();
+            base = parent;
+            continue;
+        }
+        let real = fd_path(parent.as_fd())?;
+        let path = if name == "." { real } else { real.join(&name) };
+        return Ok(Target { parent, name, path, kind });
+    }
+    Err(io::Error::from_raw_os_error(libc::ELOOP))
 }
 
 fn canonical_or_lexical(p: &Path) -> PathBuf {

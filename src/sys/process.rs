@@ -133,3 +133,11 @@ pub fn owned_received_fd(fd: RawFd) -> OwnedFd {
     // else refers to it, so wrapping it transfers sole ownership.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
+
+/// `AT_FDCWD` as a borrowed descriptor, for *at calls that should start at our own cwd (or
+/// that take an absolute path, where the descriptor is ignored).
+pub fn at_fdcwd() -> BorrowedFd<'static> {
+    // SAFETY: AT_FDCWD is not a real descriptor but a value every *at system call accepts; it is
+    // never closed and BorrowedFd only excludes -1.
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
