@@ -1,0 +1,110 @@
+//! guard-callloop: makes the same system call N times in a loop and prints the mean cost per
+//! call, so `benches/compare.sh` can measure what guard's supervisor adds to one judged call.
+//!
+//! Usage: `guard-callloop OP N`, run in a directory the caller may write (the workspace).
+//! Prints one line `OP N NS_PER_CALL` on stdout and exits 0; exits 1 when a call does not
+//! behave as expected (so a denial is never timed as if it were the allowed path), 2 on bad
+//! usage.
+//!
+//! Operations:
+//! - `unlink-missing`: unlinkat(AT_FDCWD, a missing name, 0): trapped and judged by guard,
+//!   allowed; the kernel answers ENOENT.
+//! - `open-write`: openat(O_WRONLY|O_CREAT) of one file in the cwd, then close: the open is
+//!   trapped and judged (close is not).
+//! - `open-read`: openat(O_RDONLY) of the same file, then close: never trapped, for contrast.
+//! - `getpid`: the raw getpid system call, never trapped: the baseline.
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::hint::black_box;
+use std::process::exit;
+use std::time::Instant;
+
+const MISSING: &CStr = c"guard-callloop-missing";
+const FILE: &CStr = c"guard-callloop-file";
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn fail(op: &str, what: &str) -> ! {
+    eprintln!(
+        "guard-callloop: {op}: {what}: {}",
+        std::io::Error::last_os_error()
+    );
+    exit(1)
+}
+
+fn unlink_missing() -> Result<(), &'static str> {
+    let rc = unsafe { libc::unlinkat(libc::AT_FDCWD, MISSING.as_ptr(), 0) };
+    if rc == 0 {
+        return Err("the missing file existed");
+    }
+    if errno() != libc::ENOENT {
+        return Err("unlinkat did not fail with ENOENT");
+    }
+    Ok(())
+}
+
+fn open_close(flags: i32) -> Result<(), &'static str> {
+    let fd = unsafe { libc::openat(libc::AT_FDCWD, FILE.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
+    if fd < 0 {
+        return Err("openat failed");
+    }
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+fn getpid() -> Result<(), &'static str> {
+    // The raw system call: no libc caching can hide it.
+    black_box(unsafe { libc::syscall(libc::SYS_getpid) });
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 3 {
+        eprintln!("usage: guard-callloop unlink-missing|open-write|open-read|getpid N");
+        exit(2);
+    }
+    let op = args[1].as_str();
+    let Ok(n) = args[2].parse::<u32>() else {
+        eprintln!("guard-callloop: N must be a positive integer");
+        exit(2);
+    };
+    if n == 0 {
+        eprintln!("guard-callloop: N must be a positive integer");
+        exit(2);
+    }
+    let call: fn() -> Result<(), &'static str> = match op {
+        "unlink-missing" => unlink_missing,
+        "open-write" => || open_close(libc::O_WRONLY | libc::O_CREAT),
+        "open-read" => || open_close(libc::O_RDONLY),
+        "getpid" => getpid,
+        _ => {
+            eprintln!("guard-callloop: unknown operation {op}");
+            exit(2);
+        }
+    };
+    if op == "open-read" {
+        // The file must exist; creating it is one judged call, outside the timed loop.
+        if let Err(what) = open_close(libc::O_WRONLY | libc::O_CREAT) {
+            fail(op, what);
+        }
+    }
+    // Warm up: fault in the code and the dentries, let the supervisor's thread get scheduled.
+    for _ in 0..(n / 20).max(10) {
+        if let Err(what) = call() {
+            fail(op, what);
+        }
+    }
+    let start = Instant::now();
+    for _ in 0..n {
+        if let Err(what) = call() {
+            fail(op, what);
+        }
+    }
+    let elapsed = start.elapsed();
+    let ns = elapsed.as_nanos() as f64 / f64::from(n);
+    println!("{op} {n} {ns:.1}");
+}
