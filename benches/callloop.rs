@@ -47,7 +47,14 @@ fn unlink_missing() -> Result<(), &'static str> {
 }
 
 fn open_close(flags: i32) -> Result<(), &'static str> {
-    let fd = unsafe { libc::openat(libc::AT_FDCWD, FILE.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
+    let fd = unsafe {
+        libc::openat(
+            libc::AT_FDCWD,
+            FILE.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
     if fd < 0 {
         return Err("openat failed");
     }

@@ -20,7 +20,7 @@ use crate::confine;
 use crate::journal::{self, RunDir, RunMeta};
 use crate::launch::{self, LaunchSpec, Signals, EXIT_POLICY_STOP};
 use crate::policy::{self, Vars};
-use crate::supervisor::{Shared, Supervisor};
+use crate::supervisor::{Inject, Shared, Supervisor};
 use crate::sys;
 
 #[derive(Debug, Args)]
@@ -47,6 +47,11 @@ pub struct ExecArgs {
     #[arg(long, env = "GUARD_NO_SYNC_WAKE_UP", action = clap::ArgAction::SetTrue,
           value_parser = clap::builder::FalseyValueParser::new())]
     pub no_sync_wake_up: bool,
+    /// Do not inject descriptors with SECCOMP_IOCTL_NOTIF_ADDFD even when the kernel can: judged
+    /// write-opens are then continued (raceable; to test older kernels).
+    #[arg(long, env = "GUARD_NO_ADDFD", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_addfd: bool,
     /// Keep the capabilities of a root caller (dropped by default).
     #[arg(long)]
     pub keep_caps: bool,
@@ -316,10 +321,38 @@ fn exec_in(
             "the journal is not active yet: a failing command's changes are kept".to_string(),
         ));
     }
-    degraded.push((
-        "emulation".to_string(),
-        "allowed calls are continued, not yet emulated: the journal is not active".to_string(),
-    ));
+    let inject = if args.no_addfd {
+        degraded.push((
+            "addfd".to_string(),
+            "switched off by --no-addfd: judged write-opens are continued, not performed by guard"
+                .to_string(),
+        ));
+        Inject::Continue
+    } else {
+        match listener.probe_addfd() {
+            (true, true) => {
+                enforced.push("emulation-addfd-send".to_string());
+                Inject::AddFdSend
+            }
+            (true, false) => {
+                enforced.push("emulation-addfd".to_string());
+                degraded.push((
+                    "addfd-send".to_string(),
+                    "the kernel lacks SECCOMP_ADDFD_FLAG_SEND (Linux 5.14): injection and answer take two ioctls".to_string(),
+                ));
+                Inject::AddFd
+            }
+            _ => {
+                degraded.push((
+                    "addfd".to_string(),
+                    "the kernel lacks SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9): judged write-opens are continued".to_string(),
+                ));
+                Inject::Continue
+            }
+        }
+    };
+    enforced.push("emulation".to_string());
+
     let handle = writer.handle();
     handle.emit(Event::RunStart(audit::RunStart {
         profile: policy.name.clone(),
@@ -352,6 +385,7 @@ fn exec_in(
         handle.clone(),
         Arc::clone(&shared),
         stop_r,
+        inject,
     )
     .spawn()
     .map_err(|source| ExecError::Setup {

@@ -14,9 +14,85 @@ use crate::policy::{NetAddr, Op};
 use crate::sys::Notif;
 
 use super::memory::{self, PATH_MAX};
-use super::resolve::{self, Resolved};
+use super::resolve::{self, Target};
 
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
+
+/// Where a trapped call keeps its arguments. `Option<usize>` dirfds are `None` for the legacy
+/// calls that take none (relative to the cwd).
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    /// unlink/rmdir/unlinkat; `flags`: the unlinkat flags argument (AT_REMOVEDIR), `rmdir`: the
+    /// legacy rmdir.
+    Unlink {
+        dirfd: Option<usize>,
+        path: usize,
+        flags: Option<usize>,
+        rmdir: bool,
+    },
+    Rename {
+        from: (Option<usize>, usize),
+        to: (Option<usize>, usize),
+        flags: Option<usize>,
+    },
+    Link {
+        from: (Option<usize>, usize),
+        to: (Option<usize>, usize),
+        flags: Option<usize>,
+    },
+    Symlink {
+        target: usize,
+        dirfd: Option<usize>,
+        path: usize,
+    },
+    Mkdir {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+    },
+    Mknod {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+        dev: usize,
+    },
+    Chmod {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+        follow: Follow,
+    },
+    Chown {
+        dirfd: Option<usize>,
+        path: usize,
+        uid: usize,
+        follow: Follow,
+    },
+    Truncate {
+        path: usize,
+        len: usize,
+    },
+    /// utime/utimes/futimesat/utimensat/xattrs: metadata the supervisor records, then continues.
+    Meta {
+        dirfd: Option<usize>,
+        path: usize,
+        follow: Follow,
+        empty_ok: bool,
+    },
+    Open {
+        dirfd: Option<usize>,
+        path: usize,
+        flags: OpenFlags,
+        mode: Option<usize>,
+    },
+    Exec {
+        dirfd: Option<usize>,
+        path: usize,
+        argv: usize,
+        flags: Option<usize>,
+    },
+    Connect,
+}
 
 #[derive(Debug, Clone, Copy)]
 enum Follow {
@@ -30,111 +106,178 @@ enum Follow {
 enum OpenFlags {
     Arg(usize),
     Creat,
-    /// openat2: flags are the first field of the `struct open_how` at this argument.
+    /// openat2: `struct open_how` at this argument.
     How(usize),
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Shape {
-    Path {
-        op: Op,
-        dirfd: Option<usize>,
-        path: usize,
-        follow: Follow,
-    },
-    /// rename/link: (dirfd, path) of the source, then of the destination.
-    Two {
-        op: Op,
-        from: (Option<usize>, usize),
-        to: (Option<usize>, usize),
-    },
-    Symlink {
-        dirfd: Option<usize>,
-        new: usize,
-    },
-    Open {
-        dirfd: Option<usize>,
-        path: usize,
-        flags: OpenFlags,
-    },
-    Exec {
-        dirfd: Option<usize>,
-        path: usize,
-        argv: usize,
-        flags: Option<usize>,
-    },
-    Connect,
-}
-
 /// The argument layout of a trapped system call, and its name.
-fn shape_of(nr: i64) -> Option<(&'static str, Shape)> {
+fn call_of(nr: i64) -> Option<(&'static str, Call)> {
     use Follow::*;
-    use Op::*;
-    let p = |op, dirfd, path, follow| Shape::Path {
-        op,
-        dirfd,
-        path,
-        follow,
-    };
-    let s = match nr {
-        libc::SYS_unlinkat => ("unlinkat", p(Delete, Some(0), 1, Never)),
+    let c = match nr {
+        libc::SYS_unlinkat => (
+            "unlinkat",
+            Call::Unlink {
+                dirfd: Some(0),
+                path: 1,
+                flags: Some(2),
+                rmdir: false,
+            },
+        ),
         libc::SYS_renameat2 => (
             "renameat2",
-            Shape::Two {
-                op: Rename,
+            Call::Rename {
                 from: (Some(0), 1),
                 to: (Some(2), 3),
+                flags: Some(4),
             },
         ),
         libc::SYS_linkat => (
             "linkat",
-            Shape::Two {
-                op: Link,
+            Call::Link {
                 from: (Some(0), 1),
                 to: (Some(2), 3),
+                flags: Some(4),
             },
         ),
         libc::SYS_symlinkat => (
             "symlinkat",
-            Shape::Symlink {
+            Call::Symlink {
+                target: 0,
                 dirfd: Some(1),
-                new: 2,
+                path: 2,
             },
         ),
-        libc::SYS_mkdirat => ("mkdirat", p(Create, Some(0), 1, Never)),
-        libc::SYS_mknodat => ("mknodat", p(Create, Some(0), 1, Never)),
-        libc::SYS_fchmodat => ("fchmodat", p(Chmod, Some(0), 1, Always)),
-        452 => ("fchmodat2", p(Chmod, Some(0), 1, UnlessFlagged(3))),
-        libc::SYS_fchownat => ("fchownat", p(Chmod, Some(0), 1, UnlessFlagged(4))),
-        libc::SYS_truncate => ("truncate", p(Write, None, 0, Always)),
-        libc::SYS_utimensat => ("utimensat", p(Chmod, Some(0), 1, UnlessFlagged(3))),
-        libc::SYS_setxattr => ("setxattr", p(Chmod, None, 0, Always)),
-        libc::SYS_lsetxattr => ("lsetxattr", p(Chmod, None, 0, Never)),
-        libc::SYS_removexattr => ("removexattr", p(Chmod, None, 0, Always)),
-        libc::SYS_lremovexattr => ("lremovexattr", p(Chmod, None, 0, Never)),
+        libc::SYS_mkdirat => (
+            "mkdirat",
+            Call::Mkdir {
+                dirfd: Some(0),
+                path: 1,
+                mode: 2,
+            },
+        ),
+        libc::SYS_mknodat => (
+            "mknodat",
+            Call::Mknod {
+                dirfd: Some(0),
+                path: 1,
+                mode: 2,
+                dev: 3,
+            },
+        ),
+        libc::SYS_fchmodat => (
+            "fchmodat",
+            Call::Chmod {
+                dirfd: Some(0),
+                path: 1,
+                mode: 2,
+                follow: Always,
+            },
+        ),
+        452 => (
+            "fchmodat2",
+            Call::Chmod {
+                dirfd: Some(0),
+                path: 1,
+                mode: 2,
+                follow: UnlessFlagged(3),
+            },
+        ),
+        libc::SYS_fchownat => (
+            "fchownat",
+            Call::Chown {
+                dirfd: Some(0),
+                path: 1,
+                uid: 2,
+                follow: UnlessFlagged(4),
+            },
+        ),
+        libc::SYS_truncate => ("truncate", Call::Truncate { path: 0, len: 1 }),
+        libc::SYS_utimensat => (
+            "utimensat",
+            Call::Meta {
+                dirfd: Some(0),
+                path: 1,
+                follow: UnlessFlagged(3),
+                empty_ok: true,
+            },
+        ),
+        libc::SYS_setxattr => (
+            "setxattr",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Always,
+                empty_ok: false,
+            },
+        ),
+        libc::SYS_lsetxattr => (
+            "lsetxattr",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Never,
+                empty_ok: false,
+            },
+        ),
+        libc::SYS_removexattr => (
+            "removexattr",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Always,
+                empty_ok: false,
+            },
+        ),
+        libc::SYS_lremovexattr => (
+            "lremovexattr",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Never,
+                empty_ok: false,
+            },
+        ),
         // setxattrat(dfd, path, at_flags, name, args, size) and removexattrat(dfd, path,
         // at_flags, name), Linux 6.13; the libc crate has no constants for them yet.
-        463 => ("setxattrat", p(Chmod, Some(0), 1, UnlessFlagged(2))),
-        466 => ("removexattrat", p(Chmod, Some(0), 1, UnlessFlagged(2))),
+        463 => (
+            "setxattrat",
+            Call::Meta {
+                dirfd: Some(0),
+                path: 1,
+                follow: UnlessFlagged(2),
+                empty_ok: true,
+            },
+        ),
+        466 => (
+            "removexattrat",
+            Call::Meta {
+                dirfd: Some(0),
+                path: 1,
+                follow: UnlessFlagged(2),
+                empty_ok: true,
+            },
+        ),
         libc::SYS_openat => (
             "openat",
-            Shape::Open {
+            Call::Open {
                 dirfd: Some(0),
                 path: 1,
                 flags: OpenFlags::Arg(2),
+                mode: Some(3),
             },
         ),
         libc::SYS_openat2 => (
             "openat2",
-            Shape::Open {
+            Call::Open {
                 dirfd: Some(0),
                 path: 1,
                 flags: OpenFlags::How(2),
+                mode: None,
             },
         ),
         libc::SYS_execve => (
             "execve",
-            Shape::Exec {
+            Call::Exec {
                 dirfd: None,
                 path: 0,
                 argv: 1,
@@ -143,113 +286,232 @@ fn shape_of(nr: i64) -> Option<(&'static str, Shape)> {
         ),
         libc::SYS_execveat => (
             "execveat",
-            Shape::Exec {
+            Call::Exec {
                 dirfd: Some(0),
                 path: 1,
                 argv: 2,
                 flags: Some(4),
             },
         ),
-        libc::SYS_connect => ("connect", Shape::Connect),
-        _ => return legacy_shape_of(nr),
+        libc::SYS_connect => ("connect", Call::Connect),
+        _ => return legacy_call_of(nr),
     };
-    Some(s)
+    Some(c)
 }
 
 /// The pre-*at entry points, which only x86_64 has.
 #[cfg(target_arch = "x86_64")]
-fn legacy_shape_of(nr: i64) -> Option<(&'static str, Shape)> {
+fn legacy_call_of(nr: i64) -> Option<(&'static str, Call)> {
     use Follow::*;
-    use Op::*;
-    let p = |op, path, follow| Shape::Path {
-        op,
-        dirfd: None,
-        path,
-        follow,
-    };
-    let s = match nr {
-        libc::SYS_unlink => ("unlink", p(Delete, 0, Never)),
-        libc::SYS_rmdir => ("rmdir", p(Delete, 0, Never)),
+    let c = match nr {
+        libc::SYS_unlink => (
+            "unlink",
+            Call::Unlink {
+                dirfd: None,
+                path: 0,
+                flags: None,
+                rmdir: false,
+            },
+        ),
+        libc::SYS_rmdir => (
+            "rmdir",
+            Call::Unlink {
+                dirfd: None,
+                path: 0,
+                flags: None,
+                rmdir: true,
+            },
+        ),
         libc::SYS_rename => (
             "rename",
-            Shape::Two {
-                op: Rename,
+            Call::Rename {
                 from: (None, 0),
                 to: (None, 1),
+                flags: None,
             },
         ),
         libc::SYS_renameat => (
             "renameat",
-            Shape::Two {
-                op: Rename,
+            Call::Rename {
                 from: (Some(0), 1),
                 to: (Some(2), 3),
+                flags: None,
             },
         ),
         libc::SYS_link => (
             "link",
-            Shape::Two {
-                op: Link,
+            Call::Link {
                 from: (None, 0),
                 to: (None, 1),
+                flags: None,
             },
         ),
         libc::SYS_symlink => (
             "symlink",
-            Shape::Symlink {
+            Call::Symlink {
+                target: 0,
                 dirfd: None,
-                new: 1,
+                path: 1,
             },
         ),
-        libc::SYS_mkdir => ("mkdir", p(Create, 0, Never)),
-        libc::SYS_mknod => ("mknod", p(Create, 0, Never)),
-        libc::SYS_chmod => ("chmod", p(Chmod, 0, Always)),
-        libc::SYS_chown => ("chown", p(Chmod, 0, Always)),
-        libc::SYS_lchown => ("lchown", p(Chmod, 0, Never)),
-        libc::SYS_utime => ("utime", p(Chmod, 0, Always)),
-        libc::SYS_utimes => ("utimes", p(Chmod, 0, Always)),
+        libc::SYS_mkdir => (
+            "mkdir",
+            Call::Mkdir {
+                dirfd: None,
+                path: 0,
+                mode: 1,
+            },
+        ),
+        libc::SYS_mknod => (
+            "mknod",
+            Call::Mknod {
+                dirfd: None,
+                path: 0,
+                mode: 1,
+                dev: 2,
+            },
+        ),
+        libc::SYS_chmod => (
+            "chmod",
+            Call::Chmod {
+                dirfd: None,
+                path: 0,
+                mode: 1,
+                follow: Always,
+            },
+        ),
+        libc::SYS_chown => (
+            "chown",
+            Call::Chown {
+                dirfd: None,
+                path: 0,
+                uid: 1,
+                follow: Always,
+            },
+        ),
+        libc::SYS_lchown => (
+            "lchown",
+            Call::Chown {
+                dirfd: None,
+                path: 0,
+                uid: 1,
+                follow: Never,
+            },
+        ),
+        libc::SYS_utime => (
+            "utime",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Always,
+                empty_ok: false,
+            },
+        ),
+        libc::SYS_utimes => (
+            "utimes",
+            Call::Meta {
+                dirfd: None,
+                path: 0,
+                follow: Always,
+                empty_ok: false,
+            },
+        ),
         libc::SYS_futimesat => (
             "futimesat",
-            Shape::Path {
-                op: Chmod,
+            Call::Meta {
                 dirfd: Some(0),
                 path: 1,
                 follow: Always,
+                empty_ok: true,
             },
         ),
         libc::SYS_open => (
             "open",
-            Shape::Open {
+            Call::Open {
                 dirfd: None,
                 path: 0,
                 flags: OpenFlags::Arg(1),
+                mode: Some(2),
             },
         ),
         libc::SYS_creat => (
             "creat",
-            Shape::Open {
+            Call::Open {
                 dirfd: None,
                 path: 0,
                 flags: OpenFlags::Creat,
+                mode: Some(1),
             },
         ),
         _ => return None,
     };
-    Some(s)
+    Some(c)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn legacy_shape_of(_nr: i64) -> Option<(&'static str, Shape)> {
+fn legacy_call_of(_nr: i64) -> Option<(&'static str, Call)> {
     None
 }
 
 /// The name of a trapped system call, for messages.
 pub fn syscall_name(nr: i64) -> &'static str {
-    shape_of(nr).map(|(n, _)| n).unwrap_or("unknown")
+    call_of(nr).map(|(n, _)| n).unwrap_or("unknown")
+}
+
+/// What the supervisor does with an allowed call: perform it itself on the resolved targets
+/// (so the object judged is the object changed, and the journal sees it first), or let the
+/// kernel continue it (exec and connect, which cannot be emulated, and metadata-only calls).
+#[derive(Debug)]
+pub enum Act {
+    Continue,
+    Unlink(Target),
+    Rmdir(Target),
+    Rename {
+        from: Target,
+        to: Target,
+        flags: u32,
+    },
+    Link {
+        from: Target,
+        to: Target,
+    },
+    Symlink {
+        target: Vec<u8>,
+        at: Target,
+    },
+    Mkdir {
+        at: Target,
+        mode: u32,
+    },
+    Mknod {
+        at: Target,
+        mode: u32,
+        dev: u64,
+    },
+    Chmod {
+        at: Target,
+        mode: u32,
+    },
+    Chown {
+        at: Target,
+        uid: u32,
+        gid: u32,
+    },
+    Truncate {
+        at: Target,
+        len: i64,
+    },
+    Open {
+        at: Target,
+        flags: i32,
+        mode: u32,
+    },
+    /// Record the old metadata, then continue. The target is what the journal records.
+    Meta(#[allow(dead_code, reason = "read by the journal's metadata hook")] Target),
 }
 
 /// A decoded call, owning everything the policy [`Request`](crate::policy::Request) borrows.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Decoded {
     pub syscall: &'static str,
     pub op: Op,
@@ -261,10 +523,11 @@ pub struct Decoded {
     pub exe: Option<PathBuf>,
     pub cwd: Option<PathBuf>,
     pub addr: Option<NetAddr>,
+    pub act: Act,
 }
 
 impl Decoded {
-    fn new(syscall: &'static str, op: Op) -> Self {
+    fn new(syscall: &'static str, op: Op, act: Act) -> Self {
         Decoded {
             syscall,
             op,
@@ -275,6 +538,7 @@ impl Decoded {
             exe: None,
             cwd: None,
             addr: None,
+            act,
         }
     }
 }
@@ -283,7 +547,7 @@ impl Decoded {
 #[derive(Debug)]
 pub enum Decision {
     /// Judge it against the policy.
-    Judge(Decoded),
+    Judge(Box<Decoded>),
     /// Nothing to judge (an openat2 that only reads): let it run.
     Pass,
 }
@@ -307,15 +571,46 @@ fn dirfd_arg(n: &Notif, dirfd: Option<usize>) -> u64 {
     }
 }
 
-fn path_at(n: &Notif, dirfd: Option<usize>, path: usize, follow: bool) -> io::Result<Resolved> {
+fn target_at(n: &Notif, dirfd: Option<usize>, path: usize, follow: bool) -> io::Result<Target> {
     let raw = read_path(n, path)?;
-    resolve::resolve(n.pid, dirfd_arg(n, dirfd), &raw, follow)
+    resolve::target(n.pid, dirfd_arg(n, dirfd), &raw, follow)
+}
+
+fn follows(n: &Notif, f: Follow) -> bool {
+    match f {
+        Follow::Always => true,
+        Follow::Never => false,
+        Follow::UnlessFlagged(i) => n.args[i] & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
+    }
+}
+
+/// The target of a metadata call, where an empty path (AT_EMPTY_PATH, or utimensat's NULL)
+/// means the descriptor itself.
+fn meta_target(
+    n: &Notif,
+    dirfd: Option<usize>,
+    path: usize,
+    follow: bool,
+    empty_ok: bool,
+) -> io::Result<Target> {
+    let raw = if empty_ok && n.args[path] == 0 {
+        Vec::new()
+    } else {
+        read_path(n, path)?
+    };
+    if raw.is_empty() && empty_ok {
+        let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
+        let p = resolve::caller_fd_path(n.pid, fd)?;
+        let raw = p.into_os_string().into_vec();
+        return resolve::target(n.pid, libc::AT_FDCWD as u64, &raw, false);
+    }
+    resolve::target(n.pid, dirfd_arg(n, dirfd), &raw, follow)
 }
 
 /// Decode notification `n`.
 pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
     let nr = i64::from(n.nr);
-    let Some((name, shape)) = shape_of(nr) else {
+    let Some((name, call)) = call_of(nr) else {
         return Err(DecodeError {
             syscall: "unknown",
             errno: libc::ENOSYS,
@@ -327,98 +622,257 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
         errno: e.raw_os_error().unwrap_or(libc::EPERM),
         what: format!("{what}: {e}"),
     };
-    let mut d;
-    match shape {
-        Shape::Path {
-            op,
+    let arg32 = |i: usize| n.args[i] as u32;
+    let d = match call {
+        Call::Unlink {
+            dirfd,
+            path,
+            flags,
+            rmdir,
+        } => {
+            let t =
+                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let rmdir = rmdir || flags.is_some_and(|i| n.args[i] & libc::AT_REMOVEDIR as u64 != 0);
+            let p = t.path.clone();
+            let mut d = Decoded::new(
+                name,
+                Op::Delete,
+                if rmdir { Act::Rmdir(t) } else { Act::Unlink(t) },
+            );
+            d.path = Some(p);
+            d
+        }
+        Call::Rename { from, to, flags } => {
+            let a = target_at(n, from.0, from.1, false)
+                .map_err(|e| fail(e, "cannot resolve the source"))?;
+            let b = target_at(n, to.0, to.1, false)
+                .map_err(|e| fail(e, "cannot resolve the destination"))?;
+            let flags = flags.map(arg32).unwrap_or(0);
+            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
+            let mut d = Decoded::new(
+                name,
+                Op::Rename,
+                Act::Rename {
+                    from: a,
+                    to: b,
+                    flags,
+                },
+            );
+            d.creates = new.then(|| pb.clone());
+            d.path = Some(pa);
+            d.path2 = Some(pb);
+            d
+        }
+        Call::Link { from, to, flags } => {
+            let follow = flags.is_some_and(|i| n.args[i] & libc::AT_SYMLINK_FOLLOW as u64 != 0);
+            let a = target_at(n, from.0, from.1, follow)
+                .map_err(|e| fail(e, "cannot resolve the source"))?;
+            let b = target_at(n, to.0, to.1, false)
+                .map_err(|e| fail(e, "cannot resolve the link name"))?;
+            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
+            let mut d = Decoded::new(name, Op::Link, Act::Link { from: a, to: b });
+            d.creates = new.then(|| pb.clone());
+            d.path = Some(pa);
+            d.path2 = Some(pb);
+            d
+        }
+        Call::Symlink {
+            target,
+            dirfd,
+            path,
+        } => {
+            let content =
+                read_path(n, target).map_err(|e| fail(e, "cannot read the link target"))?;
+            let t = target_at(n, dirfd, path, false)
+                .map_err(|e| fail(e, "cannot resolve the link name"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut d = Decoded::new(
+                name,
+                Op::Create,
+                Act::Symlink {
+                    target: content,
+                    at: t,
+                },
+            );
+            d.creates = new.then(|| p.clone());
+            d.path = Some(p);
+            d
+        }
+        Call::Mkdir { dirfd, path, mode } => {
+            let t =
+                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut d = Decoded::new(
+                name,
+                Op::Create,
+                Act::Mkdir {
+                    at: t,
+                    mode: arg32(mode),
+                },
+            );
+            d.creates = new.then(|| p.clone());
+            d.path = Some(p);
+            d
+        }
+        Call::Mknod {
+            dirfd,
+            path,
+            mode,
+            dev,
+        } => {
+            let t =
+                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut d = Decoded::new(
+                name,
+                Op::Create,
+                Act::Mknod {
+                    at: t,
+                    mode: arg32(mode),
+                    dev: n.args[dev],
+                },
+            );
+            d.creates = new.then(|| p.clone());
+            d.path = Some(p);
+            d
+        }
+        Call::Chmod {
+            dirfd,
+            path,
+            mode,
+            follow,
+        } => {
+            let t = meta_target(n, dirfd, path, follows(n, follow), false)
+                .map_err(|e| fail(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut d = Decoded::new(
+                name,
+                Op::Chmod,
+                Act::Chmod {
+                    at: t,
+                    mode: arg32(mode),
+                },
+            );
+            d.path = Some(p);
+            d
+        }
+        Call::Chown {
+            dirfd,
+            path,
+            uid,
+            follow,
+        } => {
+            let t = meta_target(n, dirfd, path, follows(n, follow), dirfd.is_some())
+                .map_err(|e| fail(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let (u, g) = (arg32(uid), arg32(uid + 1));
+            let mut d = Decoded::new(
+                name,
+                Op::Chmod,
+                Act::Chown {
+                    at: t,
+                    uid: u,
+                    gid: g,
+                },
+            );
+            d.path = Some(p);
+            d
+        }
+        Call::Truncate { path, len } => {
+            let t =
+                target_at(n, None, path, true).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut d = Decoded::new(
+                name,
+                Op::Write,
+                Act::Truncate {
+                    at: t,
+                    len: n.args[len] as i64,
+                },
+            );
+            d.path = Some(p);
+            d
+        }
+        Call::Meta {
             dirfd,
             path,
             follow,
+            empty_ok,
         } => {
-            d = Decoded::new(name, op);
-            let raw = read_path(n, path).map_err(|e| fail(e, "cannot read the path"))?;
-            let follow = match follow {
-                Follow::Always => true,
-                Follow::Never => false,
-                Follow::UnlessFlagged(i) => n.args[i] & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
-            };
-            let r = if raw.is_empty() {
-                // AT_EMPTY_PATH (or utimensat's NULL path): the call acts on the dirfd itself.
-                let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-                let p = resolve::caller_fd_path(n.pid, fd)
-                    .map_err(|e| fail(e, "cannot resolve the descriptor"))?;
-                Resolved {
-                    exists: true,
-                    path: p,
-                }
-            } else {
-                resolve::resolve(n.pid, dirfd_arg(n, dirfd), &raw, follow)
-                    .map_err(|e| fail(e, "cannot resolve the path"))?
-            };
-            if op == Op::Create && !r.exists {
-                d.creates = Some(r.path.clone());
-            }
-            d.path = Some(r.path);
+            let t = meta_target(n, dirfd, path, follows(n, follow), empty_ok)
+                .map_err(|e| fail(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut d = Decoded::new(name, Op::Chmod, Act::Meta(t));
+            d.path = Some(p);
+            d
         }
-        Shape::Two { op, from, to } => {
-            d = Decoded::new(name, op);
-            let a = path_at(n, from.0, from.1, false)
-                .map_err(|e| fail(e, "cannot resolve the source"))?;
-            let b = path_at(n, to.0, to.1, false)
-                .map_err(|e| fail(e, "cannot resolve the destination"))?;
-            if !b.exists {
-                d.creates = Some(b.path.clone());
-            }
-            d.path = Some(a.path);
-            d.path2 = Some(b.path);
-        }
-        Shape::Symlink { dirfd, new } => {
-            d = Decoded::new(name, Op::Create);
-            let r = path_at(n, dirfd, new, false)
-                .map_err(|e| fail(e, "cannot resolve the link name"))?;
-            if !r.exists {
-                d.creates = Some(r.path.clone());
-            }
-            d.path = Some(r.path);
-        }
-        Shape::Open { dirfd, path, flags } => {
-            let flags = match flags {
-                OpenFlags::Arg(i) => n.args[i],
-                OpenFlags::Creat => (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
+        Call::Open {
+            dirfd,
+            path,
+            flags,
+            mode,
+        } => {
+            let (flags, mode, resolve_flags) = match flags {
+                OpenFlags::Arg(i) => (n.args[i], mode.map(|m| n.args[m]).unwrap_or(0), 0),
+                OpenFlags::Creat => (
+                    (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
+                    mode.map(|m| n.args[m]).unwrap_or(0),
+                    0,
+                ),
                 OpenFlags::How(i) => {
-                    let how = memory::read_bytes(n.pid, n.args[i], 8)
+                    let how = memory::read_bytes(n.pid, n.args[i], 24)
                         .map_err(|e| fail(e, "cannot read open_how"))?;
-                    let mut w = [0u8; 8];
-                    w.copy_from_slice(&how);
-                    u64::from_ne_bytes(w)
+                    let word = |k: usize| {
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(&how[k * 8..k * 8 + 8]);
+                        u64::from_ne_bytes(w)
+                    };
+                    (word(0), word(1), word(2))
                 }
             };
             if flags & O_WRITE_FLAGS == 0 {
                 return Ok(Decision::Pass);
             }
+            if resolve_flags != 0 {
+                // The caller asked openat2 to restrict its own resolution; guard resolves
+                // differently, so it cannot honour that: ENOSYS makes callers fall back to openat.
+                return Err(fail(
+                    io::Error::from_raw_os_error(libc::ENOSYS),
+                    "openat2 with resolve flags",
+                ));
+            }
             let creat = flags & libc::O_CREAT as u64 != 0;
             let excl = flags & libc::O_EXCL as u64 != 0;
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
-            let r = path_at(n, dirfd, path, !(nofollow || (creat && excl)))
+            let t = target_at(n, dirfd, path, !(nofollow || (creat && excl)))
                 .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let op = if !r.exists && creat {
+            let op = if t.kind.is_none() && creat {
                 Op::Create
             } else {
                 Op::Write
             };
-            d = Decoded::new(name, op);
+            let p = t.path.clone();
+            let mut d = Decoded::new(
+                name,
+                op,
+                Act::Open {
+                    at: t,
+                    flags: flags as i32,
+                    mode: mode as u32,
+                },
+            );
             if op == Op::Create {
-                d.creates = Some(r.path.clone());
+                d.creates = Some(p.clone());
             }
-            d.path = Some(r.path);
+            d.path = Some(p);
+            d
         }
-        Shape::Exec {
+        Call::Exec {
             dirfd,
             path,
             argv,
             flags,
         } => {
-            d = Decoded::new(name, Op::Exec);
             let raw = read_path(n, path).map_err(|e| fail(e, "cannot read the program path"))?;
             let empty_path = flags.is_some_and(|i| n.args[i] & libc::AT_EMPTY_PATH as u64 != 0);
             let exe = if raw.is_empty() && empty_path {
@@ -431,12 +885,13 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             };
             let args = memory::read_argv(n.pid, n.args[argv], 16 * 1024, 2 * 1024 * 1024)
                 .map_err(|e| fail(e, "cannot read argv"))?;
+            let mut d = Decoded::new(name, Op::Exec, Act::Continue);
             d.argv = args.into_iter().map(OsString::from_vec).collect();
             d.exe = Some(exe);
             d.cwd = resolve::caller_cwd(n.pid).ok();
+            d
         }
-        Shape::Connect => {
-            d = Decoded::new(name, Op::Connect);
+        Call::Connect => {
             let len = (n.args[2] as usize).min(128);
             if len < 2 {
                 return Err(fail(
@@ -447,10 +902,12 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let raw = memory::read_bytes(n.pid, n.args[1], len)
                 .map_err(|e| fail(e, "cannot read the address"))?;
             let addr = decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
+            let mut d = Decoded::new(name, Op::Connect, Act::Continue);
             d.addr = Some(addr);
+            d
         }
-    }
-    Ok(Decision::Judge(d))
+    };
+    Ok(Decision::Judge(Box::new(d)))
 }
 
 /// Decode a `struct sockaddr` of `raw.len()` bytes (as given to connect). Unix paths that are

@@ -7,6 +7,7 @@
 //! listener reports POLLHUP) or when the main thread asks it to stop.
 
 mod decode;
+mod emulate;
 mod hosts;
 mod memory;
 mod procinfo;
@@ -28,6 +29,7 @@ use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
 use crate::sys::Listener;
 
 pub use decode::{decode_sockaddr, syscall_name};
+pub use emulate::Inject;
 pub use hosts::nameservers;
 
 /// State the supervisor shares with the main thread.
@@ -56,6 +58,7 @@ pub struct Supervisor {
     report: Report,
     hosts: hosts::PendingHosts,
     procs: procinfo::ProcCache,
+    inject: emulate::Inject,
 }
 
 impl Supervisor {
@@ -65,6 +68,7 @@ impl Supervisor {
         audit: AuditHandle,
         shared: Arc<Shared>,
         stop: OwnedFd,
+        inject: emulate::Inject,
     ) -> Self {
         Supervisor {
             listener,
@@ -76,6 +80,7 @@ impl Supervisor {
             report: Report::default(),
             hosts: hosts::PendingHosts::start(&policy),
             procs: procinfo::ProcCache::default(),
+            inject,
             policy,
         }
     }
@@ -88,6 +93,14 @@ impl Supervisor {
     }
 
     fn run(mut self) -> Report {
+        if let Err(e) = emulate::init_thread() {
+            // Without a private umask the modes of emulated creations would be wrong: refuse
+            // to emulate rather than create files with the wrong permissions.
+            tracing::error!(
+                "cannot give the supervisor its own umask: {e}; creations are continued"
+            );
+            self.inject = emulate::Inject::Continue;
+        }
         loop {
             let (ready, hup, stop) = {
                 let mut fds = [
@@ -142,7 +155,7 @@ impl Supervisor {
         }
         let d = match decoded {
             Ok(decode::Decision::Pass) => {
-                self.respond(n.id, None);
+                self.answer(n.id, Answer::Continue);
                 return;
             }
             Ok(decode::Decision::Judge(d)) => d,
@@ -155,7 +168,7 @@ impl Supervisor {
                 };
                 let who = self.procs.get(n.pid);
                 let record = Record::from_failure(&n, who, e.syscall, &verdict);
-                self.respond(n.id, Some(verdict.errno));
+                self.answer(n.id, Answer::Errno(verdict.errno));
                 self.record(record, start);
                 return;
             }
@@ -183,7 +196,16 @@ impl Supervisor {
             cwd: d.cwd.as_deref(),
             addr: d.addr.as_ref(),
         };
-        let mut verdict = policy::decide(&self.policy, &req);
+        let mut verdict = if reopens_own_descriptor(&d) {
+            Verdict {
+                action: Action::Allow,
+                errno: 0,
+                rule: "fd-reopen".into(),
+                reason: Some("re-opening the caller's own pipe or socket".into()),
+            }
+        } else {
+            policy::decide(&self.policy, &req)
+        };
         if verdict.action == Action::Deny && self.policy.transaction.on_deny == OnDeny::Kill {
             verdict.action = Action::Kill;
         }
@@ -194,16 +216,30 @@ impl Supervisor {
         let record = Record::from_decoded(&n, who, &d, &verdict);
         match verdict.action {
             Action::Allow | Action::Risky => {
-                if let Some(c) = &d.creates {
+                let succeeded = match emulate::perform(&d.act, &n, &self.listener, self.inject) {
+                    emulate::Outcome::Done(v) => {
+                        self.answer(n.id, Answer::Value(v));
+                        true
+                    }
+                    emulate::Outcome::Failed(e) => {
+                        self.answer(n.id, Answer::Errno(e));
+                        false
+                    }
+                    emulate::Outcome::Injected => true,
+                    emulate::Outcome::Continue => {
+                        self.answer(n.id, Answer::Continue);
+                        true
+                    }
+                };
+                if let (true, Some(c)) = (succeeded, &d.creates) {
                     if self.policy.is_protect_relevant(c) {
                         self.created.insert(c.clone());
                     }
                 }
-                self.respond(n.id, None);
             }
-            Action::Deny => self.respond(n.id, Some(verdict.errno)),
+            Action::Deny => self.answer(n.id, Answer::Errno(verdict.errno)),
             Action::Kill => {
-                self.respond(n.id, Some(verdict.errno));
+                self.answer(n.id, Answer::Errno(verdict.errno));
                 self.shared.policy_stop.store(true, Ordering::SeqCst);
                 crate::launch::kill_descendants();
             }
@@ -228,11 +264,12 @@ impl Supervisor {
         any
     }
 
-    /// Answer the kernel: `None` lets the call run, `Some(errno)` fails it.
-    fn respond(&self, id: u64, errno: Option<i32>) {
-        let r = match errno {
-            None => self.listener.respond(id, 0, 0, true),
-            Some(e) => self.listener.respond(id, 0, -e, false),
+    /// Answer the kernel.
+    fn answer(&self, id: u64, answer: Answer) {
+        let r = match answer {
+            Answer::Continue => self.listener.respond(id, 0, 0, true),
+            Answer::Value(v) => self.listener.respond(id, v, 0, false),
+            Answer::Errno(e) => self.listener.respond(id, 0, -e, false),
         };
         if let Err(e) = r {
             // ENOENT: the caller went away meanwhile; nothing to answer.
@@ -247,6 +284,23 @@ impl Supervisor {
         let latency_us = start.elapsed().as_micros() as u64;
         self.audit.decision(r.into_event(self.seq, latency_us));
     }
+}
+
+/// An open of /proc/self/fd/N where N is a pipe, socket or anonymous inode (rustc's jobserver
+/// client does this): no file is reached, so no filesystem rule applies.
+fn reopens_own_descriptor(d: &decode::Decoded) -> bool {
+    matches!(&d.act, decode::Act::Open { at, .. } if at.kind == Some(resolve::Kind::Magic))
+}
+
+/// How a notification is answered.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// Let the kernel carry the call out (exec, connect; never a path-based allow).
+    Continue,
+    /// The supervisor performed the call: this is its return value.
+    Value(i64),
+    /// Fail the call with this errno.
+    Errno(i32),
 }
 
 /// The facts of one decision, before they become an audit event.

@@ -8,7 +8,6 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
 
 use nix::fcntl::AtFlags;
 
@@ -119,11 +118,15 @@ pub enum Kind {
     File,
     Dir,
     Symlink,
+    /// A descriptor of the caller reached through /proc/PID/fd whose object has no path (a
+    /// pipe, socket or anonymous inode): re-opening it is not a filesystem change.
+    Magic,
     Other,
 }
 
 fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
-    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()?;
     Some(match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
@@ -148,13 +151,7 @@ pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
     };
     // Opening the magic link follows it to the caller's directory.
     let c = CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let root = sys::process::openat2(
-        cwd_fd(),
-        &c,
-        (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        0,
-        0,
-    )?;
+    let root = sys::process::openat2(cwd_fd(), &c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
     Ok(root)
 }
 
@@ -196,6 +193,47 @@ fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 
+/// `/proc/N/fd` or `/proc/N/task/M/fd`.
+fn is_fd_dir(p: &Path) -> bool {
+    let s = p.as_os_str().as_bytes();
+    s.starts_with(b"/proc/") && s.ends_with(b"/fd")
+}
+
+/// `/proc/self` and `/proc/thread-self` mean the caller, not guard: rewrite them to the
+/// caller's own /proc entry (`pid` is the id of the trapping thread, which /proc accepts too).
+/// Programs use them more than one would think: glibc's fchmodat and rustc's jobserver client
+/// go through `/proc/self/fd/N`.
+fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
+    // /dev/fd and the standard streams are symlinks into /proc/self: guard would follow them
+    // into its own descriptors.
+    for (alias, fd) in [
+        (&b"/dev/stdin"[..], "0"),
+        (&b"/dev/stdout"[..], "1"),
+        (&b"/dev/stderr"[..], "2"),
+    ] {
+        if raw == alias {
+            return format!("/proc/{pid}/fd/{fd}").into_bytes();
+        }
+    }
+    if let Some(rest) = raw.strip_prefix(&b"/dev/fd"[..]) {
+        if rest.is_empty() || rest.first() == Some(&b'/') {
+            let mut out = format!("/proc/{pid}/fd").into_bytes();
+            out.extend_from_slice(rest);
+            return out;
+        }
+    }
+    for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
+        if let Some(rest) = raw.strip_prefix(prefix) {
+            if rest.is_empty() || rest.first() == Some(&b'/') {
+                let mut out = format!("/proc/{pid}").into_bytes();
+                out.extend_from_slice(rest);
+                return out;
+            }
+        }
+    }
+    raw.to_vec()
+}
+
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
 /// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
 /// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
@@ -204,7 +242,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
     let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
-    let mut owned_raw = raw.to_vec();
+    let mut owned_raw = callers_proc(raw, pid);
     for _ in 0..40 {
         let (dir, name) = split(&owned_raw);
         let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
@@ -216,13 +254,29 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
         let kind = kind_of(parent.as_fd(), &name);
         if follow && kind == Some(Kind::Symlink) {
             let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
-            owned_raw = link.into_vec();
+            if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
+                // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link.
+                let real = fd_path(parent.as_fd())?;
+                let path = real.join(&name);
+                return Ok(Target {
+                    parent,
+                    name,
+                    path,
+                    kind: Some(Kind::Magic),
+                });
+            }
+            owned_raw = callers_proc(link.as_bytes(), pid);
             base = parent;
             continue;
         }
         let real = fd_path(parent.as_fd())?;
         let path = if name == "." { real } else { real.join(&name) };
-        return Ok(Target { parent, name, path, kind });
+        return Ok(Target {
+            parent,
+            name,
+            path,
+            kind,
+        });
     }
     Err(io::Error::from_raw_os_error(libc::ELOOP))
 }

@@ -211,6 +211,22 @@ impl Listener {
         rc == 0
     }
 
+    /// Whether this kernel has ADDFD and ADDFD_FLAG_SEND, asked with an id that cannot be
+    /// pending: ENOENT means the ioctl and its flags were understood.
+    pub fn probe_addfd(&self) -> (bool, bool) {
+        let Ok(null) = std::fs::File::open("/dev/null") else {
+            return (false, false);
+        };
+        use std::os::fd::AsFd;
+        let understood = |send| {
+            self.addfd(u64::MAX, null.as_fd(), false, send)
+                .err()
+                .and_then(|e| e.raw_os_error())
+                == Some(libc::ENOENT)
+        };
+        (understood(false), understood(true))
+    }
+
     /// Install `src` into the trapped task (`SECCOMP_IOCTL_NOTIF_ADDFD`). With `send`, the
     /// kernel also answers the notification with the new fd number (Linux 5.14). Returns the fd
     /// number in the target.

@@ -127,10 +127,11 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Take ownership of a descriptor received with SCM_RIGHTS.
+/// Take ownership of a descriptor that a system call just created for us (received with
+/// SCM_RIGHTS, or returned by `nix`'s openat, which hands out raw descriptors).
 pub fn owned_received_fd(fd: RawFd) -> OwnedFd {
-    // SAFETY: the kernel installed this descriptor in our table for this message only; nothing
-    // else refers to it, so wrapping it transfers sole ownership.
+    // SAFETY: callers pass a descriptor the kernel just created for this process and that
+    // nothing else refers to, so wrapping it transfers sole ownership.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 

@@ -3,6 +3,7 @@
 mod util;
 
 mod audit_log;
+mod emulation;
 mod fs_boundary;
 mod git;
 mod process;

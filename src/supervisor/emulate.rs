@@ -1,0 +1,247 @@
+//! Performing an allowed call for the caller. The supervisor acts on the [`Target`]s it judged
+//! (a pinned parent directory and a final name), so a thread that rewrites the path argument
+//! after the decision changes nothing: the kernel never looks at the caller's memory again.
+//! New files are injected into the caller with SECCOMP_IOCTL_NOTIF_ADDFD.
+//!
+//! Results and errnos are the kernel's own, since the same system call runs, only from guard:
+//! the caller's umask is applied to new entries, its O_CLOEXEC to injected descriptors, and a
+//! final symlink was already followed (or not) during resolution exactly as the call would.
+//! Only exec, connect and the metadata-only calls (utimes, xattrs) are continued.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+use nix::fcntl::{AtFlags, OFlag, RenameFlags};
+use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::{Gid, Uid, UnlinkatFlags};
+
+use super::decode::Act;
+use super::resolve::{Kind, Target};
+use crate::sys::{Listener, Notif};
+
+/// How opens are handed to the caller, decided once per run from the kernel's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inject {
+    /// ADDFD with ADDFD_FLAG_SEND: inject and answer in one ioctl (Linux 5.14).
+    AddFdSend,
+    /// ADDFD, then SEND with the new descriptor number (Linux 5.9).
+    AddFd,
+    /// No ADDFD: write-opens are continued after they were judged (raceable; reported).
+    Continue,
+}
+
+/// What happened to the call.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Performed; the caller gets this return value.
+    Done(i64),
+    /// Performed and failed with this errno (the caller gets it).
+    Failed(i32),
+    /// A descriptor was injected and the caller already answered.
+    Injected,
+    /// Let the kernel carry it out.
+    Continue,
+}
+
+fn errno(e: nix::errno::Errno) -> Outcome {
+    Outcome::Failed(e as i32)
+}
+
+fn done(r: nix::Result<()>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done(0),
+        Err(e) => errno(e),
+    }
+}
+
+/// The caller's umask, from /proc/PID/status (read at every create: a cached value could
+/// create a private file with looser permissions than asked).
+pub fn caller_umask(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// Prepare the supervisor thread: its own fs context (so the umask it sets does not touch the
+/// rest of guard), with umask 0 so the modes it passes are the ones the caller's umask leaves.
+pub fn init_thread() -> io::Result<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+    nix::sys::stat::umask(Mode::empty());
+    Ok(())
+}
+
+fn raw(t: &Target) -> Option<i32> {
+    Some(t.parent.as_raw_fd())
+}
+
+/// Open the entry itself (no following) as O_PATH, for the calls that act through
+/// /proc/self/fd (chmod needs a path to follow the magic link; O_PATH descriptors refuse fchmod).
+fn open_path(t: &Target) -> nix::Result<OwnedFd> {
+    let fd = nix::fcntl::openat(
+        raw(t),
+        t.name.as_os_str(),
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(crate::sys::process::owned_received_fd(fd))
+}
+
+/// Perform `act` for the caller of notification `n`.
+pub fn perform(act: &Act, n: &Notif, listener: &Listener, inject: Inject) -> Outcome {
+    match act {
+        Act::Continue | Act::Meta(_) => Outcome::Continue,
+        Act::Unlink(t) => done(nix::unistd::unlinkat(
+            raw(t),
+            t.name.as_os_str(),
+            UnlinkatFlags::NoRemoveDir,
+        )),
+        Act::Rmdir(t) => done(nix::unistd::unlinkat(
+            raw(t),
+            t.name.as_os_str(),
+            UnlinkatFlags::RemoveDir,
+        )),
+        Act::Rename { from, to, flags } => done(nix::fcntl::renameat2(
+            raw(from),
+            from.name.as_os_str(),
+            raw(to),
+            to.name.as_os_str(),
+            RenameFlags::from_bits_retain(*flags),
+        )),
+        Act::Link { from, to } => done(nix::unistd::linkat(
+            raw(from),
+            from.name.as_os_str(),
+            raw(to),
+            to.name.as_os_str(),
+            AtFlags::empty(),
+        )),
+        Act::Symlink { target, at } => done(nix::unistd::symlinkat(
+            std::ffi::OsStr::from_bytes(target),
+            raw(at),
+            at.name.as_os_str(),
+        )),
+        Act::Mkdir { at, mode } => {
+            let mode = mode & 0o7777 & !caller_umask(n.pid);
+            done(nix::sys::stat::mkdirat(
+                raw(at),
+                at.name.as_os_str(),
+                Mode::from_bits_truncate(mode),
+            ))
+        }
+        Act::Mknod { at, mode, dev } => {
+            let perm = mode & 0o7777 & !caller_umask(n.pid);
+            let kind = SFlag::from_bits_truncate(mode & libc::S_IFMT);
+            done(nix::sys::stat::mknodat(
+                raw(at),
+                at.name.as_os_str(),
+                kind,
+                Mode::from_bits_truncate(perm),
+                *dev,
+            ))
+        }
+        Act::Chmod { at, mode } => {
+            if at.kind == Some(Kind::Symlink) {
+                // Linux cannot change a symlink's mode.
+                return Outcome::Failed(libc::EOPNOTSUPP);
+            }
+            let fd = match open_path(at) {
+                Ok(fd) => fd,
+                Err(e) => return errno(e),
+            };
+            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            done(nix::sys::stat::fchmodat(
+                None,
+                proc_path.as_str(),
+                Mode::from_bits_truncate(mode & 0o7777),
+                nix::sys::stat::FchmodatFlags::FollowSymlink,
+            ))
+        }
+        Act::Chown { at, uid, gid } => {
+            let id = |v: u32| (v != u32::MAX).then_some(v);
+            done(nix::unistd::fchownat(
+                raw(at),
+                at.name.as_os_str(),
+                id(*uid).map(Uid::from_raw),
+                id(*gid).map(Gid::from_raw),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            ))
+        }
+        Act::Truncate { at, len } => {
+            let fd = match nix::fcntl::openat(
+                raw(at),
+                at.name.as_os_str(),
+                OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => crate::sys::process::owned_received_fd(fd),
+                Err(e) => return errno(e),
+            };
+            done(nix::unistd::ftruncate(fd.as_fd(), *len))
+        }
+        Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
+    }
+}
+
+fn open(
+    at: &Target,
+    flags: i32,
+    mode: u32,
+    n: &Notif,
+    listener: &Listener,
+    inject: Inject,
+) -> Outcome {
+    if inject == Inject::Continue {
+        return Outcome::Continue;
+    }
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    // The final component was already resolved: never follow a symlink swapped in since.
+    let mut ours = (flags & !libc::O_CLOEXEC) | libc::O_CLOEXEC;
+    if !matches!(at.kind, Some(Kind::Symlink | Kind::Magic)) {
+        ours |= libc::O_NOFOLLOW;
+    }
+    let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    let mode = if creates {
+        mode & 0o7777 & !caller_umask(n.pid)
+    } else {
+        0
+    };
+    let fd = match nix::fcntl::openat(
+        raw(at),
+        at.name.as_os_str(),
+        OFlag::from_bits_retain(ours),
+        Mode::from_bits_truncate(mode),
+    ) {
+        Ok(fd) => crate::sys::process::owned_received_fd(fd),
+        Err(e) => return errno(e),
+    };
+    if at.kind == Some(Kind::Magic) {
+        // Allowed only because it reaches no file: make sure of it on what was opened.
+        let is_file = nix::sys::stat::fstat(fd.as_raw_fd())
+            .map(|st| {
+                matches!(
+                    st.st_mode & libc::S_IFMT,
+                    libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK | libc::S_IFBLK
+                )
+            })
+            .unwrap_or(true);
+        if is_file {
+            return Outcome::Failed(libc::EACCES);
+        }
+    }
+    match inject {
+        Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
+            Ok(_) => Outcome::Injected,
+            Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+        },
+        Inject::AddFd => match listener.addfd(n.id, fd.as_fd(), cloexec, false) {
+            Ok(newfd) => Outcome::Done(i64::from(newfd)),
+            Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+        },
+        Inject::Continue => Outcome::Continue,
+    }
+}
