@@ -99,10 +99,9 @@ impl Summary {
         let mut json = serde_json::to_vec_pretty(self).map_err(|e| err(e.into()))?;
         json.push(b'\n');
         let tmp = temp_path(path);
-        let written = File::create(&tmp).and_then(|mut f| {
-            f.write_all(&json)?;
-            f.sync_all()
-        });
+        // Atomic against a crash of guard (rename); no fsync: power-loss safety is the
+        // journal's business, and an fsync costs milliseconds per run.
+        let written = File::create(&tmp).and_then(|mut f| f.write_all(&json));
         if let Err(e) = written.and_then(|()| fs::rename(&tmp, path)) {
             let _ = fs::remove_file(&tmp);
             return Err(err(e));

@@ -433,7 +433,10 @@ fn exec_in(
     let status = status.expect("loop ends only with a status");
     // 9. End what is left of the tree, stop the supervisor.
     launch::kill_tree();
-    let _ = nix::unistd::write(&stop_w, b"x");
+    // The supervisor may already have ended (no process holds the filter any more).
+    if !supervisor.is_finished() {
+        let _ = nix::unistd::write(&stop_w, b"x");
+    }
     let report = supervisor.join().unwrap_or_default();
     let policy_stop = shared.policy_stop.load(Ordering::SeqCst);
     let code = if policy_stop {

@@ -66,8 +66,42 @@ fn parent_map() -> HashMap<i32, i32> {
     map
 }
 
-/// Every descendant of `root`.
+/// The children of `pid` from /proc/PID/task/*/children (CONFIG_PROC_CHILDREN), or `None`
+/// when the kernel does not offer that file.
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|s| s.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
+/// Every descendant of `root`: walked down through the children files when the kernel has
+/// them (a few reads), else found by scanning every process's parent.
 pub fn descendants(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(p) = stack.pop() {
+        match children_of(p) {
+            Some(kids) => {
+                out.extend(&kids);
+                stack.extend(kids);
+            }
+            // A process that exited meanwhile has no task directory: skip it, unless it is the
+            // root, where the children files are missing altogether.
+            None if p == root => return descendants_by_scan(root),
+            None => {}
+        }
+    }
+    out
+}
+
+fn descendants_by_scan(root: i32) -> Vec<i32> {
     let map = parent_map();
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for (&pid, &ppid) in &map {
