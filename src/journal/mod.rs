@@ -1,10 +1,55 @@
-//! The transactional workspace. For now: the state directory and the per-run directories that
-//! hold each run's audit log, summary and metadata (the undo log and pre-image store join them
-//! with the transactions work).
+//! The transactional workspace: the state directory with one directory per run, and each run's
+//! journal, an append-only undo log plus a store of pre-images that lets guard roll the
+//! workspace back to any checkpoint, during the run or after it.
 //!
-//! Layout: `$STATE/runs/<run id>/{run.json, audit.jsonl, summary.json}`. Run ids sort by start
-//! time. The state directory must lie outside every write root of the sandbox.
+//! Layout: `$STATE/runs/<run id>/{run.json, audit.jsonl, summary.json, journal/}`. Run ids sort
+//! by start time. The state directory must lie outside every write root of the sandbox.
+//! `journal/` holds `journal.json` (workspace, exclude globs, size cap, fsync, store mode),
+//! `log.jsonl`, `store/` (pre-images, one object per entry, named by the entry's `seq`) and,
+//! once the run has ended, `seal.json` (fingerprints for [`Journal::conflicts`]).
+//!
+//! # The log (`log.jsonl`)
+//!
+//! One JSON object per line, appended with one write(2) (fsync'd when the journal was created
+//! with `fsync`), always *before* the change it describes. Paths are relative to the workspace,
+//! in the lossless [`PathText`](crate::audit::PathText) form (a string, or `{"base64": ...}`).
+//! `st` is `{"kind","mode","uid","gid","size","atime":[s,ns],"mtime":[s,ns],"dev","ino"[,"rdev"]}`
+//! (`mode` holds the permission bits only); an id is `{"dev","ino"}`.
+//!
+//! | `op` | fields | undo (only when the state shows it is still in effect) |
+//! |---|---|---|
+//! | `checkpoint` | `id`, `reason`, `pid` | - |
+//! | `created` | `path` | remove it (rmdir for a directory; a non-empty one is a conflict) |
+//! | `deleted` | `path`, `st`, [`sha256`] | object `store/<seq>` back to `path` if it exists and `path` does not |
+//! | `rmdir` | `path`, `st` | mkdir with the recorded metadata if `path` does not exist |
+//! | `renamed` | `from`, `to`, `src` id, [`replaced` st] | move `to` back if it is `src`; then restore what `to` held (`store/<seq>`, or an empty directory) |
+//! | `exchanged` | `from`, `to`, `from_id`, `to_id` | swap back if they are swapped |
+//! | `modified` | `path`, `st` | write `store/<seq>` back into the file (same inode), restore metadata |
+//! | `meta` | `path`, `st` | restore mode, owner, times |
+//! | `unprotected` | `path`, `size` | none: reported (written above the pre-image size cap) |
+//! | `rolled-back` | `to`, `after`, `upto` | marks entries `after < seq < upto` as undone |
+//! | `sealed` | `paths` | - (the run ended; fingerprints are in `seal.json`) |
+//!
+//! Every line also has `seq`, 1 for the first, +1 per line. A torn last line (a crash in the
+//! middle of an append) is ignored and cut off by [`Journal::open`].
 
+mod digest;
+mod fsops;
+mod hooks;
+#[allow(clippy::module_inception)]
+mod journal;
+mod log;
+mod report;
 mod rundir;
+mod runs;
+mod undo;
 
+#[cfg(test)]
+mod scenarios;
+
+pub use digest::tree_digest;
+pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
+pub use report::{Conflict, Diff};
 pub use rundir::{list_runs, state_dir, RunDir, RunMeta, StateError};
+pub use runs::{prune, recover, PruneReport, Recovered};
+pub use undo::RollbackReport;

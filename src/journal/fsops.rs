@@ -1,0 +1,233 @@
+//! Small, fd-relative file-system steps the journal is built from: stat, rename, unlink, open,
+//! copy (reflink first), metadata restore and content hashing. Every path argument is one
+//! directory entry name under a directory fd, so no symlink in a parent can redirect a step.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+use nix::fcntl::{AtFlags, OFlag, RenameFlags};
+use nix::sys::stat::{FchmodatFlags, Mode, SFlag, UtimensatFlags};
+use nix::sys::time::TimeSpec;
+use nix::unistd::{Gid, Uid, UnlinkatFlags};
+use sha2::{Digest as _, Sha256};
+
+use super::log::{Kind, Stat};
+use crate::sys;
+
+fn cstr(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// fstatat(AT_SYMLINK_NOFOLLOW); `None` when the entry does not exist.
+pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stat>> {
+    match nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(Stat::from_nix(&st))),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn rename_at(
+    from_dir: BorrowedFd<'_>,
+    from: &OsStr,
+    to_dir: BorrowedFd<'_>,
+    to: &OsStr,
+    flags: RenameFlags,
+) -> io::Result<()> {
+    nix::fcntl::renameat2(
+        Some(from_dir.as_raw_fd()),
+        from,
+        Some(to_dir.as_raw_fd()),
+        to,
+        flags,
+    )
+    .map_err(io::Error::from)
+}
+
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr, is_dir: bool) -> io::Result<()> {
+    let flag = if is_dir {
+        UnlinkatFlags::RemoveDir
+    } else {
+        UnlinkatFlags::NoRemoveDir
+    };
+    nix::unistd::unlinkat(Some(dir.as_raw_fd()), name, flag).map_err(io::Error::from)
+}
+
+/// openat(2) relative to `dir`, always with O_CLOEXEC | O_NOFOLLOW.
+pub fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag, mode: u32) -> io::Result<OwnedFd> {
+    let flags = flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let bits = u64::try_from(flags.bits()).unwrap_or_default();
+    sys::process::openat2(dir, &cstr(name)?, bits, u64::from(mode), 0)
+}
+
+/// The directory `rel` names beneath `root` (O_PATH), refusing symlinks and `..` escapes on the
+/// way: journal paths were recorded as real directories.
+pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    let rel: &OsStr = if rel.as_os_str().is_empty() {
+        OsStr::new(".")
+    } else {
+        rel.as_os_str()
+    };
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    sys::process::openat2(
+        root,
+        &cstr(rel)?,
+        u64::try_from(flags.bits()).unwrap_or_default(),
+        0,
+        resolve,
+    )
+}
+
+/// A workspace-relative path split into (parent directory fd, final name).
+pub fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
+    let name = rel
+        .file_name()
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?
+        .to_owned();
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    Ok((open_dir_beneath(root, parent)?, name))
+}
+
+/// Copies `src`'s content into `dst` (both regular files; `dst` empty): a FICLONE reflink when
+/// the filesystem can, else copy_file_range / read-write. Returns whether it reflinked.
+pub fn copy_content(src: &File, dst: &File) -> io::Result<bool> {
+    if sys::fs::ficlone(dst.as_fd(), src.as_fd()).is_ok() {
+        return Ok(true);
+    }
+    let mut src = src;
+    let mut dst = dst;
+    io::copy(&mut src, &mut dst)?;
+    Ok(false)
+}
+
+/// Sets owner (when different), permission bits (not on symlinks) and times of `dir/name`.
+pub fn set_meta_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> {
+    let raw = Some(dir.as_raw_fd());
+    if let Some(now) = stat_at(dir, name)? {
+        if now.uid != st.uid || now.gid != st.gid {
+            nix::unistd::fchownat(
+                raw,
+                name,
+                Some(Uid::from_raw(st.uid)),
+                Some(Gid::from_raw(st.gid)),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            )?;
+        }
+    }
+    if st.kind != Kind::Symlink {
+        nix::sys::stat::fchmodat(
+            raw,
+            name,
+            Mode::from_bits_truncate(st.mode),
+            FchmodatFlags::FollowSymlink,
+        )?;
+    }
+    nix::sys::stat::utimensat(
+        raw,
+        name,
+        &TimeSpec::new(st.atime[0], st.atime[1]),
+        &TimeSpec::new(st.mtime[0], st.mtime[1]),
+        UtimensatFlags::NoFollowSymlink,
+    )?;
+    Ok(())
+}
+
+pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    nix::sys::stat::mkdirat(Some(dir.as_raw_fd()), name, Mode::from_bits_truncate(mode))
+        .map_err(io::Error::from)
+}
+
+pub fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
+    nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name).map_err(io::Error::from)
+}
+
+pub fn symlink_at(target: &OsStr, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    nix::unistd::symlinkat(target, Some(dir.as_raw_fd()), name).map_err(io::Error::from)
+}
+
+pub fn mknod_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> {
+    let kind = match st.kind {
+        Kind::Fifo => SFlag::S_IFIFO,
+        Kind::Socket => SFlag::S_IFSOCK,
+        Kind::Char => SFlag::S_IFCHR,
+        Kind::Block => SFlag::S_IFBLK,
+        _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    };
+    nix::sys::stat::mknodat(
+        Some(dir.as_raw_fd()),
+        name,
+        kind,
+        Mode::from_bits_truncate(st.mode),
+        st.rdev,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Copies the entry `sdir/sname` (any kind but a directory) to the new name `ddir/dname` with
+/// its metadata. Returns the content's sha256 for a regular file.
+pub fn copy_entry(
+    sdir: BorrowedFd<'_>,
+    sname: &OsStr,
+    ddir: BorrowedFd<'_>,
+    dname: &OsStr,
+    st: &Stat,
+    fsync: bool,
+) -> io::Result<Option<String>> {
+    let mut hash = None;
+    match st.kind {
+        Kind::File => {
+            let src = File::from(open_at(sdir, sname, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)?);
+            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC;
+            let dst = File::from(open_at(ddir, dname, flags, 0o600)?);
+            copy_content(&src, &dst)?;
+            if fsync {
+                dst.sync_all()?;
+            }
+            hash = Some(hash_file(&src)?);
+        }
+        Kind::Symlink => symlink_at(&readlink_at(sdir, sname)?, ddir, dname)?,
+        Kind::Dir => return Err(io::Error::from_raw_os_error(libc::EISDIR)),
+        _ => mknod_at(ddir, dname, st)?,
+    }
+    set_meta_at(ddir, dname, st)?;
+    Ok(hash)
+}
+
+/// The sha256 of a file's content from its start, lowercase hex.
+pub fn hash_file(file: &File) -> io::Result<String> {
+    use std::os::unix::fs::FileExt as _;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut off = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, off)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+    Ok(hex(&h.finalize()))
+}
+
+pub fn hash_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<String> {
+    hash_file(&File::from(open_at(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+        0,
+    )?))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}

@@ -1,0 +1,462 @@
+//! [`Journal`]: creating and opening a run's journal, the log it appends to, the checkpoints
+//! and which workspace paths it covers. The write-ahead hooks live in `hooks.rs`, rollback in
+//! `undo.rs`.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use nix::fcntl::OFlag;
+use serde::{Deserialize, Serialize};
+
+use super::fsops;
+use super::log::{read_log, Entry, FileId, LogWriter, Op};
+use crate::audit::PathText;
+use crate::policy::TransactionPolicy;
+
+/// A checkpoint's number, 1 for the first one of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CheckpointId(pub u32);
+
+impl std::fmt::Display for CheckpointId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How pre-images reach the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "how")]
+pub enum StoreMode {
+    /// The store is on the workspace's filesystem: deleted and replaced entries are renamed into
+    /// it (O(1), inode exact); pre-images of written files are reflinked when `reflink`, else
+    /// copied.
+    Move { reflink: bool },
+    /// The store is on another filesystem: everything is copied.
+    Copy,
+}
+
+/// What `will_write` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    Saved,
+    /// Nothing to do: this inode's pre-image was already taken since the last checkpoint, or it
+    /// is not a regular file (writing a fifo or device changes nothing in the tree).
+    AlreadySaved,
+    /// Larger than `max_preimage_bytes`: recorded as unprotected, no pre-image.
+    Unprotected { size: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot create the journal {path}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the journal {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot append to the journal log {path}\nhint: is the state directory full or read-only?")]
+    Append {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot save a pre-image of {path}")]
+    Save {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot inspect {path}")]
+    Inspect {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} already exists\nhint: an existing file opened for writing goes through will_write")]
+    Exists { path: PathBuf },
+    #[error("{path} is not journaled (outside the workspace {workspace} or excluded)")]
+    NotCovered { path: PathBuf, workspace: PathBuf },
+    #[error("the journal {path} has no checkpoint {id}\nhint: `guard runs` lists runs; the log shows their checkpoints")]
+    NoCheckpoint { id: CheckpointId, path: PathBuf },
+    #[error("invalid exclude pattern `{pattern}`")]
+    Exclude {
+        pattern: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error("cannot update the run metadata")]
+    Run(#[from] super::StateError),
+}
+
+/// `journal.json`: what `open` needs to know about the journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Header {
+    pub v: u32,
+    pub workspace: PathText,
+    pub exclude: Vec<String>,
+    pub max_preimage_bytes: u64,
+    pub fsync: bool,
+    pub mode: StoreMode,
+}
+
+/// One run's transactional journal (see the module doc).
+pub struct Journal {
+    pub(crate) dir: PathBuf,
+    pub(crate) header: Header,
+    pub(crate) workspace: PathBuf,
+    pub(crate) ws_fd: OwnedFd,
+    pub(crate) store_fd: OwnedFd,
+    pub(crate) log: LogWriter,
+    exclude: GlobSet,
+    pub(crate) entries: Vec<Entry>,
+    /// Inodes whose content pre-image (or unprotected record) was taken since the checkpoint.
+    pub(crate) content_saved: HashMap<FileId, Saved>,
+    /// Inodes whose metadata was recorded since the checkpoint.
+    pub(crate) meta_saved: HashSet<FileId>,
+}
+
+fn mkdir_private(p: &Path) -> Result<(), JournalError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .map_err(|source| JournalError::Create {
+            path: p.to_path_buf(),
+            source,
+        })
+}
+
+fn open_dir(p: &Path) -> io::Result<OwnedFd> {
+    let root = std::fs::File::open("/")?;
+    fsops::open_at(
+        root.as_fd(),
+        p.as_os_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        0,
+    )
+}
+
+/// Compiles `exclude`; a `dir/**` pattern also excludes `dir` itself.
+fn exclude_set(patterns: &[String]) -> Result<GlobSet, JournalError> {
+    let mut b = GlobSetBuilder::new();
+    let mut add = |p: &str| -> Result<(), JournalError> {
+        let glob = GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|source| JournalError::Exclude {
+                pattern: p.to_string(),
+                source,
+            })?;
+        b.add(glob);
+        Ok(())
+    };
+    for p in patterns {
+        add(p)?;
+        if let Some(base) = p.strip_suffix("/**").filter(|b| !b.is_empty()) {
+            add(base)?;
+        }
+    }
+    b.build().map_err(|source| JournalError::Exclude {
+        pattern: patterns.join(", "),
+        source,
+    })
+}
+
+/// Whether `rel` (relative to the workspace) or one of its ancestors matches `set`.
+pub(crate) fn excluded(set: &GlobSet, rel: &Path) -> bool {
+    let mut p = Some(rel);
+    while let Some(cur) = p.filter(|c| !c.as_os_str().is_empty()) {
+        if set.is_match(cur) {
+            return true;
+        }
+        p = cur.parent();
+    }
+    false
+}
+
+pub(crate) fn compile_exclude(patterns: &[String]) -> Result<GlobSet, JournalError> {
+    exclude_set(patterns)
+}
+
+impl Journal {
+    /// Creates the journal of a run in `<run_dir>/journal`. `workspace` must be canonical.
+    pub fn create(
+        run_dir: &Path,
+        workspace: &Path,
+        policy: &TransactionPolicy,
+        fsync: bool,
+    ) -> Result<Journal, JournalError> {
+        Self::create_inner(run_dir, workspace, policy, fsync, false)
+    }
+
+    pub(crate) fn create_inner(
+        run_dir: &Path,
+        workspace: &Path,
+        policy: &TransactionPolicy,
+        fsync: bool,
+        force_copy: bool,
+    ) -> Result<Journal, JournalError> {
+        let dir = run_dir.join("journal");
+        let store = dir.join("store");
+        mkdir_private(&store)?;
+        let create_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| JournalError::Create { path, source }
+        };
+        let ws_meta = std::fs::metadata(workspace).map_err(create_err(workspace))?;
+        let store_meta = std::fs::metadata(&store).map_err(create_err(&store))?;
+        let store_fd = open_dir(&store).map_err(create_err(&store))?;
+        let mode = if force_copy || std::os::unix::fs::MetadataExt::dev(&ws_meta)
+            != std::os::unix::fs::MetadataExt::dev(&store_meta)
+        {
+            StoreMode::Copy
+        } else {
+            StoreMode::Move {
+                reflink: probe_reflink(store_fd.as_fd()),
+            }
+        };
+        let header = Header {
+            v: 1,
+            workspace: PathText::from(workspace),
+            exclude: policy.exclude.clone(),
+            max_preimage_bytes: policy.max_preimage_bytes,
+            fsync,
+            mode,
+        };
+        let path = dir.join("journal.json");
+        let text = serde_json::to_vec_pretty(&header).map_err(io::Error::other);
+        text.and_then(|t| std::fs::write(&path, t))
+            .map_err(create_err(&path))?;
+        let log_path = dir.join("log.jsonl");
+        let log = LogWriter::open(&log_path, fsync).map_err(create_err(&log_path))?;
+        Self::assemble(dir, header, store_fd, log, Vec::new())
+    }
+
+    /// Opens the journal of an existing run (for rollback, diff or recovery). A torn last log
+    /// line is cut off.
+    pub fn open(run_dir: &Path) -> Result<Journal, JournalError> {
+        let dir = run_dir.join("journal");
+        let read_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| JournalError::Read { path, source }
+        };
+        let path = dir.join("journal.json");
+        let header: Header = std::fs::read(&path)
+            .and_then(|b| serde_json::from_slice(&b).map_err(io::Error::other))
+            .map_err(read_err(&path))?;
+        let log_path = dir.join("log.jsonl");
+        let (entries, valid) = read_log(&log_path).map_err(read_err(&log_path))?;
+        let mut log = LogWriter::open(&log_path, header.fsync).map_err(read_err(&log_path))?;
+        log.truncate_to(valid).map_err(read_err(&log_path))?;
+        let store = dir.join("store");
+        let store_fd = open_dir(&store).map_err(read_err(&store))?;
+        let mut j = Self::assemble(dir, header, store_fd, log, entries)?;
+        // Rebuild the per-checkpoint sets, should the run go on.
+        let since = j.entries.iter().rposition(|e| {
+            matches!(e.op, Op::Checkpoint { .. } | Op::RolledBack { .. })
+        });
+        for e in &j.entries[since.map_or(0, |i| i + 1)..] {
+            match &e.op {
+                Op::Modified { st, .. } => {
+                    j.content_saved.insert(st.id(), Saved::AlreadySaved);
+                }
+                Op::Meta { st, .. } => {
+                    j.meta_saved.insert(st.id());
+                }
+                _ => {}
+            }
+        }
+        Ok(j)
+    }
+
+    fn assemble(
+        dir: PathBuf,
+        header: Header,
+        store_fd: OwnedFd,
+        log: LogWriter,
+        entries: Vec<Entry>,
+    ) -> Result<Journal, JournalError> {
+        let workspace = PathBuf::from(header.workspace.clone());
+        let ws_fd = open_dir(&workspace).map_err(|source| JournalError::Read {
+            path: workspace.clone(),
+            source,
+        })?;
+        Ok(Journal {
+            exclude: exclude_set(&header.exclude)?,
+            dir,
+            header,
+            workspace,
+            ws_fd,
+            store_fd,
+            log,
+            entries,
+            content_saved: HashMap::new(),
+            meta_saved: HashSet::new(),
+        })
+    }
+
+    /// How pre-images reach the store.
+    pub fn mode(&self) -> StoreMode {
+        self.header.mode
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The path of `log.jsonl`.
+    pub fn log_path(&self) -> &Path {
+        self.log.path()
+    }
+
+    /// `abs` relative to the workspace, when it lies strictly inside it.
+    pub(crate) fn rel<'a>(&self, abs: &'a Path) -> Option<&'a Path> {
+        let rel = abs.strip_prefix(&self.workspace).ok()?;
+        let plain = rel.components().all(|c| matches!(c, Component::Normal(_)));
+        (plain && !rel.as_os_str().is_empty()).then_some(rel)
+    }
+
+    /// Whether `abs_path` is journaled: strictly inside the workspace and not excluded (a path
+    /// is excluded when it or one of its ancestors matches an `exclude` glob).
+    pub fn covers(&self, abs_path: &Path) -> bool {
+        self.rel(abs_path)
+            .is_some_and(|rel| !excluded(&self.exclude, rel))
+    }
+
+    pub(crate) fn is_excluded(&self, rel: &Path) -> bool {
+        excluded(&self.exclude, rel)
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.entries.last().map_or(1, |e| e.seq + 1)
+    }
+
+    /// Appends `op` as the next entry; returns its seq.
+    pub(crate) fn append(&mut self, op: Op) -> Result<u64, JournalError> {
+        let entry = Entry {
+            seq: self.next_seq(),
+            op,
+        };
+        self.log
+            .append(&entry)
+            .map_err(|source| JournalError::Append {
+                path: self.log.path().to_path_buf(),
+                source,
+            })?;
+        let seq = entry.seq;
+        self.entries.push(entry);
+        Ok(seq)
+    }
+
+    pub(crate) fn store(&self) -> BorrowedFd<'_> {
+        self.store_fd.as_fd()
+    }
+
+    pub(crate) fn ws(&self) -> BorrowedFd<'_> {
+        self.ws_fd.as_fd()
+    }
+
+    /// Marks a checkpoint: later entries are undone by `rollback(id)`.
+    pub fn checkpoint(&mut self, reason: &str, pid: Option<u32>) -> Result<CheckpointId, JournalError> {
+        let id = self
+            .entries
+            .iter()
+            .filter_map(|e| match e.op {
+                Op::Checkpoint { id, .. } => Some(id),
+                _ => None,
+            })
+            .max()
+            .map_or(1, |m| m + 1);
+        self.append(Op::Checkpoint {
+            id,
+            reason: reason.to_string(),
+            pid,
+        })?;
+        self.content_saved.clear();
+        self.meta_saved.clear();
+        Ok(CheckpointId(id))
+    }
+
+    /// Every checkpoint: its id, reason and the number of change entries before it.
+    pub fn checkpoints(&self) -> Vec<(CheckpointId, String, u64)> {
+        let mut changes = 0u64;
+        let mut out = Vec::new();
+        for e in &self.entries {
+            match &e.op {
+                Op::Checkpoint { id, reason, .. } => {
+                    out.push((CheckpointId(*id), reason.clone(), changes));
+                }
+                op if op.is_change() => changes += 1,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The seq of checkpoint `id`.
+    pub(crate) fn checkpoint_seq(&self, id: CheckpointId) -> Result<u64, JournalError> {
+        self.entries
+            .iter()
+            .find_map(|e| match e.op {
+                Op::Checkpoint { id: i, .. } if i == id.0 => Some(e.seq),
+                _ => None,
+            })
+            .ok_or_else(|| JournalError::NoCheckpoint {
+                id,
+                path: self.log.path().to_path_buf(),
+            })
+    }
+
+    /// Whether the entry `seq` was undone by an earlier rollback.
+    pub(crate) fn undone_set(&self) -> Vec<(u64, u64)> {
+        self.entries
+            .iter()
+            .filter_map(|e| match e.op {
+                Op::RolledBack { after, upto, .. } => Some((after, upto)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Change entries after `after` that no rollback has undone, oldest first.
+    pub(crate) fn live_changes_after(&self, after: u64) -> Vec<Entry> {
+        let undone = self.undone_set();
+        self.entries
+            .iter()
+            .filter(|e| e.seq > after && e.op.is_change())
+            .filter(|e| !undone.iter().any(|(a, u)| e.seq > *a && e.seq < *u))
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn object_name(seq: u64) -> String {
+        seq.to_string()
+    }
+}
+
+/// Whether FICLONE works in the store directory (so, on the workspace's filesystem).
+fn probe_reflink(store: BorrowedFd<'_>) -> bool {
+    let flags = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_TRUNC;
+    let a = std::ffi::OsStr::new(".probe-a");
+    let b = std::ffi::OsStr::new(".probe-b");
+    let result = (|| -> io::Result<bool> {
+        let src = std::fs::File::from(fsops::open_at(store, a, flags, 0o600)?);
+        std::io::Write::write_all(&mut &src, b"probe")?;
+        let dst = std::fs::File::from(fsops::open_at(store, b, flags, 0o600)?);
+        Ok(crate::sys::fs::ficlone(dst.as_fd(), src.as_fd()).is_ok())
+    })();
+    let _ = fsops::unlink_at(store, a, false);
+    let _ = fsops::unlink_at(store, b, false);
+    result.unwrap_or(false)
+}

@@ -1,0 +1,304 @@
+//! The undo log: one JSON object per line, appended with a single write(2) each, and read back
+//! tolerating a torn last line (a crash in the middle of an append). See the module doc of
+//! `journal` for the wire format.
+
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use nix::sys::stat::FileStat;
+use serde::{Deserialize, Serialize};
+
+use crate::audit::PathText;
+
+/// One log line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// What an entry records. Paths are relative to the workspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub(crate) enum Op {
+    Checkpoint {
+        id: u32,
+        reason: String,
+        pid: Option<u32>,
+    },
+    Created {
+        path: PathText,
+    },
+    /// The entry was moved (or copied) to `store/<seq>`.
+    Deleted {
+        path: PathText,
+        st: Stat,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+    },
+    Rmdir {
+        path: PathText,
+        st: Stat,
+    },
+    /// `replaced`: what `to` held before; a non-directory was moved to `store/<seq>`, an empty
+    /// directory is recreated from its metadata.
+    Renamed {
+        from: PathText,
+        to: PathText,
+        src: FileId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaced: Option<Stat>,
+    },
+    Exchanged {
+        from: PathText,
+        to: PathText,
+        from_id: FileId,
+        to_id: FileId,
+    },
+    /// The pre-image content is `store/<seq>`.
+    Modified {
+        path: PathText,
+        st: Stat,
+    },
+    Meta {
+        path: PathText,
+        st: Stat,
+    },
+    Unprotected {
+        path: PathText,
+        size: u64,
+    },
+    /// Entries with `after < seq < upto` were undone by a rollback to checkpoint `to`.
+    RolledBack {
+        to: u32,
+        after: u64,
+        upto: u64,
+    },
+    Sealed {
+        paths: u64,
+    },
+}
+
+impl Op {
+    /// The workspace paths this entry changes.
+    pub fn paths(&self) -> Vec<&PathText> {
+        match self {
+            Op::Created { path }
+            | Op::Deleted { path, .. }
+            | Op::Rmdir { path, .. }
+            | Op::Modified { path, .. }
+            | Op::Meta { path, .. }
+            | Op::Unprotected { path, .. } => vec![path],
+            Op::Renamed { from, to, .. } | Op::Exchanged { from, to, .. } => vec![from, to],
+            Op::Checkpoint { .. } | Op::RolledBack { .. } | Op::Sealed { .. } => vec![],
+        }
+    }
+
+    pub fn is_change(&self) -> bool {
+        !self.paths().is_empty()
+    }
+}
+
+/// An inode's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub(crate) struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// The kind of a directory entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    Char,
+    Block,
+}
+
+impl Kind {
+    pub fn of_mode(mode: u32) -> Kind {
+        match mode & libc::S_IFMT {
+            libc::S_IFDIR => Kind::Dir,
+            libc::S_IFLNK => Kind::Symlink,
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            libc::S_IFCHR => Kind::Char,
+            libc::S_IFBLK => Kind::Block,
+            _ => Kind::File,
+        }
+    }
+}
+
+/// An entry's metadata at the time it was recorded. Times are `[seconds, nanoseconds]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stat {
+    pub kind: Kind,
+    /// Permission bits (0o7777).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime: [i64; 2],
+    pub mtime: [i64; 2],
+    pub dev: u64,
+    pub ino: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rdev: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Stat {
+    pub fn from_nix(st: &FileStat) -> Stat {
+        Stat {
+            kind: Kind::of_mode(st.st_mode),
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            atime: [st.st_atime, st.st_atime_nsec],
+            mtime: [st.st_mtime, st.st_mtime_nsec],
+            dev: st.st_dev,
+            ino: st.st_ino,
+            rdev: st.st_rdev,
+        }
+    }
+
+    pub fn from_meta(m: &std::fs::Metadata) -> Stat {
+        Stat {
+            kind: Kind::of_mode(m.mode()),
+            mode: m.mode() & 0o7777,
+            uid: m.uid(),
+            gid: m.gid(),
+            size: m.size(),
+            atime: [m.atime(), m.atime_nsec()],
+            mtime: [m.mtime(), m.mtime_nsec()],
+            dev: m.dev(),
+            ino: m.ino(),
+            rdev: m.rdev(),
+        }
+    }
+
+    pub fn id(&self) -> FileId {
+        FileId {
+            dev: self.dev,
+            ino: self.ino,
+        }
+    }
+}
+
+/// The append side of the log.
+pub(crate) struct LogWriter {
+    path: PathBuf,
+    file: File,
+    fsync: bool,
+}
+
+impl LogWriter {
+    pub fn open(path: &Path, fsync: bool) -> io::Result<LogWriter> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(LogWriter {
+            path: path.to_path_buf(),
+            file,
+            fsync,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one line with one write(2) (O_APPEND), then fsyncs when asked.
+    pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let n = self.file.write(&line)?;
+        if n != line.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short write to the journal log",
+            ));
+        }
+        if self.fsync {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Cuts a torn last line so the next append starts on a fresh line.
+    pub fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+/// Every complete entry of the log, and the length of its valid prefix. A last line without
+/// its newline (or that does not parse) is a torn append and is ignored; a bad line anywhere
+/// else is an error.
+pub(crate) fn read_log(path: &Path) -> io::Result<(Vec<Entry>, u64)> {
+    let bytes = std::fs::read(path)?;
+    let mut entries = Vec::new();
+    let mut valid = 0u64;
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
+            Some(i) => (&rest[..i], true),
+            None => (rest, false),
+        };
+        let advance = line.len() + usize::from(complete);
+        let last = advance == rest.len();
+        match serde_json::from_slice::<Entry>(line) {
+            Ok(e) if complete => entries.push(e),
+            Ok(_) => break,
+            Err(_) if last => break,
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad journal line after seq {}: {e}", entries.len()),
+                ))
+            }
+        }
+        valid += advance as u64;
+        rest = &rest[advance..];
+    }
+    Ok((entries, valid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_a_torn_last_line_is_ignored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log.jsonl");
+        let mut w = LogWriter::open(&path, false).expect("open");
+        let e = Entry {
+            seq: 1,
+            op: Op::Created {
+                path: PathText::from(b"a/\xff".as_slice()),
+            },
+        };
+        w.append(&e).expect("append");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with(r#"{"seq":1,"op":"created","path":{"base64":"#), "{text}");
+        std::fs::write(&path, format!("{text}{{\"seq\":2,\"op\":\"crea")).expect("write");
+        let (entries, valid) = read_log(&path).expect("read log");
+        assert_eq!(entries.len(), 1);
+        assert_eq!(valid, text.len() as u64);
+        std::fs::write(&path, format!("{{bad}}\n{text}")).expect("write");
+        assert!(read_log(&path).is_err());
+    }
+}
