@@ -17,7 +17,7 @@ use clap::Args;
 
 use crate::audit::{self, AuditWriter, Event};
 use crate::confine;
-use crate::journal::{self, RunDir, RunMeta};
+use crate::journal::{self, Journal, RunDir, RunMeta};
 use crate::launch::{self, LaunchSpec, Signals, EXIT_POLICY_STOP};
 use crate::policy::{self, Vars};
 use crate::supervisor::{Inject, Shared, Supervisor};
@@ -90,8 +90,8 @@ pub enum ExecError {
     },
     #[error("seccomp user notification is not available: {0}\nhint: guard needs Linux 5.0 or newer with CONFIG_SECCOMP_FILTER")]
     NoNotify(#[source] io::Error),
-    #[error("--atomic needs the transactional journal, which this version of guard does not have yet\nhint: run without --atomic; `guard log` still records every change the command made")]
-    AtomicUnavailable,
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
     #[error(transparent)]
     Policy(Box<policy::PolicyError>),
     #[error(transparent)]
@@ -113,9 +113,6 @@ pub fn run(args: ExecArgs) -> Result<i32, super::CliError> {
 
 fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     let started = Instant::now();
-    if args.atomic {
-        return Err(ExecError::AtomicUnavailable);
-    }
     // 1. Workspace, state and run directories, private tmp.
     let ws_arg = match &args.workspace {
         Some(w) => w.clone(),
@@ -208,7 +205,16 @@ fn exec_in(
             });
         }
     }
+    if args.atomic {
+        // Any denial ends the run, any failure too, and both restore the run's start.
+        policy.transaction.on_deny = policy::OnDeny::Kill;
+        policy.transaction.on_failure = policy::OnFailure::Rollback;
+    }
     let policy = Arc::new(policy);
+
+    // The journal: every change inside the workspace is recorded before it happens.
+    let mut journal = Journal::create(&run_dir.path, workspace, &policy.transaction, false)?;
+    let run_start = journal.checkpoint("run start", None)?;
 
     // 3. The command and its environment.
     let program = launch::resolve_program(&args.command[0], std::env::var_os("PATH").as_deref())?;
@@ -304,23 +310,6 @@ fn exec_in(
             )),
         }
     }
-    if policy.transaction.on_deny == policy::OnDeny::Rollback
-        || policy.transaction.on_failure == policy::OnFailure::Rollback
-    {
-        tracing::warn!("the profile asks for rollback, but the journal is not active yet: nothing will be rolled back");
-    }
-    if policy.transaction.on_deny == policy::OnDeny::Rollback {
-        degraded.push((
-            "on-deny-rollback".to_string(),
-            "the journal is not active yet: a denied call just fails with its errno".to_string(),
-        ));
-    }
-    if policy.transaction.on_failure == policy::OnFailure::Rollback {
-        degraded.push((
-            "on-failure-rollback".to_string(),
-            "the journal is not active yet: a failing command's changes are kept".to_string(),
-        ));
-    }
     let inject = if args.no_addfd {
         degraded.push((
             "addfd".to_string(),
@@ -386,6 +375,8 @@ fn exec_in(
         Arc::clone(&shared),
         stop_r,
         inject,
+        Some(journal),
+        spawned.pid as u32,
     )
     .spawn()
     .map_err(|source| ExecError::Setup {
@@ -437,8 +428,50 @@ fn exec_in(
     if !supervisor.is_finished() {
         let _ = nix::unistd::write(&stop_w, b"x");
     }
-    let report = supervisor.join().unwrap_or_default();
+    let mut report = supervisor.join().unwrap_or_default();
     let policy_stop = shared.policy_stop.load(Ordering::SeqCst);
+    let failed = policy_stop || exec_error.is_some() || status.status != 0;
+    let roll_back = (policy_stop && policy.transaction.on_deny == policy::OnDeny::Kill)
+        || (failed && policy.transaction.on_failure == policy::OnFailure::Rollback);
+    let mut rollbacks = 0;
+    if let Some(j) = report.journal.as_mut() {
+        if roll_back {
+            rollbacks += 1;
+            let r = j.rollback(run_start, &mut super::progress::reporter("rolling back"));
+            match r {
+                Ok(r) => {
+                    for p in &r.problems {
+                        eprintln!("guard: rollback: {p}");
+                    }
+                    eprintln!(
+                        "guard: rolled the workspace back to the run's start ({} change(s) undone)",
+                        r.entries_undone
+                    );
+                    handle.emit(Event::Rollback(audit::Rollback {
+                        checkpoint: run_start.0.to_string(),
+                        entries_undone: r.entries_undone,
+                        digest_after: String::new(),
+                    }));
+                }
+                Err(e) => {
+                    eprintln!(
+                        "guard: rollback failed: {e}\nhint: run `guard rollback {}` to retry",
+                        run_dir.id
+                    );
+                    handle.emit(Event::Error(audit::ErrorEvent {
+                        message: format!("rollback failed: {e}"),
+                    }));
+                }
+            }
+        } else if let Err(e) = j.seal() {
+            tracing::warn!("cannot seal the journal: {e}");
+        }
+    }
+    let files_changed = report
+        .journal
+        .as_ref()
+        .and_then(|j| j.diff(run_start).ok())
+        .map(|d| (d.added.len() + d.modified.len() + d.deleted.len() + d.metadata.len()) as u64);
     let code = if policy_stop {
         EXIT_POLICY_STOP
     } else {
@@ -482,8 +515,8 @@ fn exec_in(
         suppressed: stats.suppressed,
         denied: stats.denied.clone(),
         checkpoints: stats.checkpoints,
-        rollbacks: stats.rollbacks,
-        files_changed: None,
+        rollbacks: stats.rollbacks.max(rollbacks),
+        files_changed,
         digest_before: None,
         digest_after: None,
     };

@@ -7,6 +7,7 @@ mod doctor;
 mod exec;
 mod log;
 mod profile;
+mod progress;
 mod runs;
 
 use std::ffi::OsString;

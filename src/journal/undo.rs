@@ -59,7 +59,11 @@ impl Journal {
         let entries = self.live_changes_after(after);
         let total = entries.len() as u64;
         let mut report = RollbackReport::default();
-        for e in entries.iter().rev().take(usize::try_from(limit).unwrap_or(usize::MAX)) {
+        for e in entries
+            .iter()
+            .rev()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        {
             match self.undo(e) {
                 Ok(()) => {}
                 Err(problem) => report.problems.push(problem),
@@ -103,8 +107,9 @@ impl Journal {
                         )),
                         other => other.map_err(|err| fail("remove", path, err)),
                     },
-                    Some(_) => fsops::unlink_at(dir, &name, false)
-                        .map_err(|err| fail("remove", path, err)),
+                    Some(_) => {
+                        fsops::unlink_at(dir, &name, false).map_err(|err| fail("remove", path, err))
+                    }
                 }
             }
             Op::Deleted { path, st, sha256 } => self
@@ -278,13 +283,9 @@ impl Journal {
     fn verify(&self, entries: &[Entry], report: &mut RollbackReport) {
         for (i, e) in entries.iter().enumerate() {
             for path in e.op.paths() {
-                let decided_later = entries[..i].iter().any(|older| {
-                    older
-                        .op
-                        .paths()
-                        .iter()
-                        .any(|o| p(path).starts_with(p(o)))
-                });
+                let decided_later = entries[..i]
+                    .iter()
+                    .any(|older| older.op.paths().iter().any(|o| p(path).starts_with(p(o))));
                 if decided_later {
                     continue;
                 }
@@ -413,4 +414,3 @@ fn same_entry(
         _ => true,
     })
 }
-

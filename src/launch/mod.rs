@@ -20,7 +20,7 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 pub use command::{resolve_program, CommandError};
 pub use env::sanitize_env;
 pub use signals::{SignalEvent, Signals};
-pub use tree::{kill_descendants, kill_tree, reap, Reaped};
+pub use tree::{descendants as descendants_of, kill_descendants, kill_tree, reap, Reaped};
 
 use crate::sys;
 

@@ -506,8 +506,8 @@ pub enum Act {
         flags: i32,
         mode: u32,
     },
-    /// Record the old metadata, then continue. The target is what the journal records.
-    Meta(#[allow(dead_code, reason = "read by the journal's metadata hook")] Target),
+    /// Record the old metadata, then continue.
+    Meta(Target),
 }
 
 /// A decoded call, owning everything the policy [`Request`](crate::policy::Request) borrows.

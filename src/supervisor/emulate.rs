@@ -18,6 +18,7 @@ use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
 use super::decode::Act;
 use super::resolve::{Kind, Target};
+use crate::journal::{Journal, JournalError};
 use crate::sys::{Listener, Notif};
 
 /// How opens are handed to the caller, decided once per run from the kernel's features.
@@ -92,8 +93,79 @@ fn open_path(t: &Target) -> nix::Result<OwnedFd> {
     Ok(crate::sys::process::owned_received_fd(fd))
 }
 
-/// Perform `act` for the caller of notification `n`.
-pub fn perform(act: &Act, n: &Notif, listener: &Listener, inject: Inject) -> Outcome {
+fn io_done(r: io::Result<()>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done(0),
+        Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// A journal that could not record a change: the change must not happen (it could not be
+/// undone). An entry that appeared meanwhile is what the kernel would report as EEXIST.
+fn journal_refused(e: &JournalError) -> Outcome {
+    if matches!(e, JournalError::Exists { .. }) {
+        return Outcome::Failed(libc::EEXIST);
+    }
+    tracing::warn!("the journal cannot record a change, refusing it: {e}");
+    Outcome::Failed(libc::EIO)
+}
+
+/// Perform `act` for the caller of notification `n`, recording it in `journal` first when the
+/// target lies in the journaled workspace (the journal's hooks decide that).
+pub fn perform(
+    act: &Act,
+    n: &Notif,
+    listener: &Listener,
+    inject: Inject,
+    journal: Option<&mut Journal>,
+) -> Outcome {
+    let Some(j) = journal else {
+        return perform_plain(act, n, listener, inject);
+    };
+    let before = match act {
+        Act::Unlink(t) => return io_done(j.delete_file(t.parent.as_fd(), &t.name, &t.path)),
+        Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
+        Act::Rename { from, to, flags } => {
+            return io_done(j.rename(
+                from.parent.as_fd(),
+                &from.name,
+                &from.path,
+                to.parent.as_fd(),
+                &to.name,
+                &to.path,
+                *flags,
+            ))
+        }
+        Act::Link { to: at, .. }
+        | Act::Symlink { at, .. }
+        | Act::Mkdir { at, .. }
+        | Act::Mknod { at, .. } => j.will_create(&at.path),
+        Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::Meta(at) => {
+            j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+        }
+        Act::Truncate { at, .. } => j
+            .will_write(at.parent.as_fd(), &at.name, &at.path)
+            .map(|_| ()),
+        Act::Open { at, flags, .. } => {
+            if flags & libc::O_CREAT != 0 && at.kind.is_none() {
+                j.will_create(&at.path)
+            } else if at.kind == Some(Kind::File) {
+                j.will_write(at.parent.as_fd(), &at.name, &at.path)
+                    .map(|_| ())
+            } else {
+                Ok(())
+            }
+        }
+        Act::Continue => Ok(()),
+    };
+    match before {
+        Ok(()) => perform_plain(act, n, listener, inject),
+        Err(e) => journal_refused(&e),
+    }
+}
+
+/// Perform `act` without a journal.
+fn perform_plain(act: &Act, n: &Notif, listener: &Listener, inject: Inject) -> Outcome {
     match act {
         Act::Continue | Act::Meta(_) => Outcome::Continue,
         Act::Unlink(t) => done(nix::unistd::unlinkat(

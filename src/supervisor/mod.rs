@@ -12,6 +12,7 @@ mod hosts;
 mod memory;
 mod procinfo;
 pub mod resolve;
+mod txn;
 
 use std::collections::HashSet;
 use std::io;
@@ -25,6 +26,7 @@ use std::time::Instant;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::audit::{self, AuditHandle};
+use crate::journal::Journal;
 use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
 use crate::sys::Listener;
 
@@ -40,10 +42,12 @@ pub struct Shared {
 }
 
 /// What the supervisor saw, handed back when its thread ends.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Report {
     pub judged: u64,
     pub recv_errors: u64,
+    /// The journal, handed back for the end of the run.
+    pub journal: Option<Journal>,
 }
 
 pub struct Supervisor {
@@ -59,6 +63,9 @@ pub struct Supervisor {
     hosts: hosts::PendingHosts,
     procs: procinfo::ProcCache,
     inject: emulate::Inject,
+    /// The run's journal; `None` when the run is not transactional.
+    journal: Option<Journal>,
+    txn: txn::Txn,
 }
 
 impl Supervisor {
@@ -69,6 +76,8 @@ impl Supervisor {
         shared: Arc<Shared>,
         stop: OwnedFd,
         inject: emulate::Inject,
+        journal: Option<Journal>,
+        root: u32,
     ) -> Self {
         Supervisor {
             listener,
@@ -81,6 +90,8 @@ impl Supervisor {
             hosts: hosts::PendingHosts::start(&policy),
             procs: procinfo::ProcCache::default(),
             inject,
+            journal,
+            txn: txn::Txn::new(root),
             policy,
         }
     }
@@ -131,6 +142,7 @@ impl Supervisor {
                 break;
             }
         }
+        self.report.journal = self.journal.take();
         self.report
     }
 
@@ -216,7 +228,21 @@ impl Supervisor {
         let record = Record::from_decoded(&n, who, &d, &verdict);
         match verdict.action {
             Action::Allow | Action::Risky => {
-                let succeeded = match emulate::perform(&d.act, &n, &self.listener, self.inject) {
+                if let Some(j) = self.journal.as_mut() {
+                    if verdict.action == Action::Risky {
+                        self.txn.on_risky(j, &self.audit, n.pid, &verdict.rule);
+                    }
+                    if d.op == policy::Op::Exec {
+                        self.txn.on_exec(j, &self.audit, n.pid, &d.argv);
+                    }
+                }
+                let succeeded = match emulate::perform(
+                    &d.act,
+                    &n,
+                    &self.listener,
+                    self.inject,
+                    self.journal.as_mut(),
+                ) {
                     emulate::Outcome::Done(v) => {
                         self.answer(n.id, Answer::Value(v));
                         true
@@ -237,7 +263,14 @@ impl Supervisor {
                     }
                 }
             }
-            Action::Deny => self.answer(n.id, Answer::Errno(verdict.errno)),
+            Action::Deny => {
+                self.answer(n.id, Answer::Errno(verdict.errno));
+                if self.policy.transaction.on_deny == OnDeny::Rollback {
+                    if let Some(j) = self.journal.as_mut() {
+                        self.txn.rollback_command(j, &self.audit, n.pid);
+                    }
+                }
+            }
             Action::Kill => {
                 self.answer(n.id, Answer::Errno(verdict.errno));
                 self.shared.policy_stop.store(true, Ordering::SeqCst);
