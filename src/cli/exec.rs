@@ -20,7 +20,7 @@ use crate::confine;
 use crate::journal::{self, Journal, RunDir, RunMeta};
 use crate::launch::{self, LaunchSpec, Signals, EXIT_POLICY_STOP};
 use crate::policy::{self, Vars};
-use crate::supervisor::{Inject, Shared, Supervisor};
+use crate::supervisor::{Inject, Setup, Shared, Supervisor};
 use crate::sys;
 
 #[derive(Debug, Args)]
@@ -368,16 +368,16 @@ fn exec_in(
             what: "create the stop pipe",
             source: e.into(),
         })?;
-    let supervisor = Supervisor::new(
+    let supervisor = Supervisor::new(Setup {
         listener,
-        Arc::clone(&policy),
-        handle.clone(),
-        Arc::clone(&shared),
-        stop_r,
+        policy: Arc::clone(&policy),
+        audit: handle.clone(),
+        shared: Arc::clone(&shared),
+        stop: stop_r,
         inject,
-        Some(journal),
-        spawned.pid as u32,
-    )
+        journal: Some(journal),
+        root: spawned.pid as u32,
+    })
     .spawn()
     .map_err(|source| ExecError::Setup {
         what: "start the supervisor thread",

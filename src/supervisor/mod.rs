@@ -68,17 +68,33 @@ pub struct Supervisor {
     txn: txn::Txn,
 }
 
+/// Everything a supervisor works with, handed over by `guard exec`.
+pub struct Setup {
+    pub listener: Listener,
+    pub policy: Arc<Policy>,
+    pub audit: AuditHandle,
+    pub shared: Arc<Shared>,
+    /// Readable when the main thread wants the loop to end.
+    pub stop: OwnedFd,
+    pub inject: emulate::Inject,
+    /// The run's journal; `None` for a run that is not transactional.
+    pub journal: Option<Journal>,
+    /// The pid of the run's root process (the command guard started).
+    pub root: u32,
+}
+
 impl Supervisor {
-    pub fn new(
-        listener: Listener,
-        policy: Arc<Policy>,
-        audit: AuditHandle,
-        shared: Arc<Shared>,
-        stop: OwnedFd,
-        inject: emulate::Inject,
-        journal: Option<Journal>,
-        root: u32,
-    ) -> Self {
+    pub fn new(setup: Setup) -> Self {
+        let Setup {
+            listener,
+            policy,
+            audit,
+            shared,
+            stop,
+            inject,
+            journal,
+            root,
+        } = setup;
         Supervisor {
             listener,
             audit,
