@@ -181,7 +181,12 @@ pub fn copy_entry(
     let mut hash = None;
     match st.kind {
         Kind::File => {
-            let src = File::from(open_at(sdir, sname, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)?);
+            let src = File::from(open_at(
+                sdir,
+                sname,
+                OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+                0,
+            )?);
             let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC;
             let dst = File::from(open_at(ddir, dname, flags, 0o600)?);
             copy_content(&src, &dst)?;

@@ -47,7 +47,14 @@ impl Journal {
     ) -> io::Result<Option<String>> {
         self.clear_object(seq);
         let obj = Self::object_name(seq);
-        fsops::copy_entry(dir, name, self.store(), OsStr::new(&obj), st, self.header.fsync)
+        fsops::copy_entry(
+            dir,
+            name,
+            self.store(),
+            OsStr::new(&obj),
+            st,
+            self.header.fsync,
+        )
     }
 
     /// Records and performs the removal of the non-directory `dir/name` into `store/<seq>`.
@@ -79,7 +86,13 @@ impl Journal {
         };
         self.append(op).map_err(|e| journal_failed(&e))?;
         let store = self.store();
-        match fsops::rename_at(dir, name, store, OsStr::new(&obj), RenameFlags::RENAME_NOREPLACE) {
+        match fsops::rename_at(
+            dir,
+            name,
+            store,
+            OsStr::new(&obj),
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
                 // Same device number, other mount: copy instead.
                 self.copy_to_store(dir, name, &st, seq)?;
@@ -353,7 +366,12 @@ impl Journal {
         let obj = Self::object_name(seq);
         let oflags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC;
         let copy = || -> io::Result<()> {
-            let dst = File::from(fsops::open_at(self.store(), OsStr::new(&obj), oflags, 0o600)?);
+            let dst = File::from(fsops::open_at(
+                self.store(),
+                OsStr::new(&obj),
+                oflags,
+                0o600,
+            )?);
             fsops::copy_content(&file, &dst)?;
             if self.header.fsync {
                 dst.sync_all()?;

@@ -48,7 +48,9 @@ pub enum Saved {
     /// is not a regular file (writing a fifo or device changes nothing in the tree).
     AlreadySaved,
     /// Larger than `max_preimage_bytes`: recorded as unprotected, no pre-image.
-    Unprotected { size: u64 },
+    Unprotected {
+        size: u64,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +67,9 @@ pub enum JournalError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot append to the journal log {path}\nhint: is the state directory full or read-only?")]
+    #[error(
+        "cannot append to the journal log {path}\nhint: is the state directory full or read-only?"
+    )]
     Append {
         path: PathBuf,
         #[source]
@@ -83,7 +87,9 @@ pub enum JournalError {
         #[source]
         source: io::Error,
     },
-    #[error("{path} already exists\nhint: an existing file opened for writing goes through will_write")]
+    #[error(
+        "{path} already exists\nhint: an existing file opened for writing goes through will_write"
+    )]
     Exists { path: PathBuf },
     #[error("{path} is not journaled (outside the workspace {workspace} or excluded)")]
     NotCovered { path: PathBuf, workspace: PathBuf },
@@ -217,8 +223,9 @@ impl Journal {
         let ws_meta = std::fs::metadata(workspace).map_err(create_err(workspace))?;
         let store_meta = std::fs::metadata(&store).map_err(create_err(&store))?;
         let store_fd = open_dir(&store).map_err(create_err(&store))?;
-        let mode = if force_copy || std::os::unix::fs::MetadataExt::dev(&ws_meta)
-            != std::os::unix::fs::MetadataExt::dev(&store_meta)
+        let mode = if force_copy
+            || std::os::unix::fs::MetadataExt::dev(&ws_meta)
+                != std::os::unix::fs::MetadataExt::dev(&store_meta)
         {
             StoreMode::Copy
         } else {
@@ -263,9 +270,10 @@ impl Journal {
         let store_fd = open_dir(&store).map_err(read_err(&store))?;
         let mut j = Self::assemble(dir, header, store_fd, log, entries)?;
         // Rebuild the per-checkpoint sets, should the run go on.
-        let since = j.entries.iter().rposition(|e| {
-            matches!(e.op, Op::Checkpoint { .. } | Op::RolledBack { .. })
-        });
+        let since = j
+            .entries
+            .iter()
+            .rposition(|e| matches!(e.op, Op::Checkpoint { .. } | Op::RolledBack { .. }));
         for e in &j.entries[since.map_or(0, |i| i + 1)..] {
             match &e.op {
                 Op::Modified { st, .. } => {
@@ -368,7 +376,11 @@ impl Journal {
     }
 
     /// Marks a checkpoint: later entries are undone by `rollback(id)`.
-    pub fn checkpoint(&mut self, reason: &str, pid: Option<u32>) -> Result<CheckpointId, JournalError> {
+    pub fn checkpoint(
+        &mut self,
+        reason: &str,
+        pid: Option<u32>,
+    ) -> Result<CheckpointId, JournalError> {
         let id = self
             .entries
             .iter()

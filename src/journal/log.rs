@@ -293,7 +293,10 @@ mod tests {
         };
         w.append(&e).expect("append");
         let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.starts_with(r#"{"seq":1,"op":"created","path":{"base64":"#), "{text}");
+        assert!(
+            text.starts_with(r#"{"seq":1,"op":"created","path":{"base64":"#),
+            "{text}"
+        );
         std::fs::write(&path, format!("{text}{{\"seq\":2,\"op\":\"crea")).expect("write");
         let (entries, valid) = read_log(&path).expect("read log");
         assert_eq!(entries.len(), 1);
