@@ -77,6 +77,14 @@ impl Journal {
         }))
     }
 
+    fn exists(&self, rel: &PathText) -> io::Result<bool> {
+        match fsops::parent_of(self.ws(), Path::new(rel.as_os_str())) {
+            Ok((dir, name)) => Ok(stat_at(dir.as_fd(), &name)?.is_some()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every path a live entry touched, once, sorted.
     fn touched(&self, after: u64) -> Vec<PathText> {
         let mut paths: Vec<PathText> = self
@@ -186,13 +194,10 @@ impl Journal {
             ..Diff::default()
         };
         for (path, (existed, content)) in seen {
-            let exists = self
-                .print(&path)
-                .map_err(|source| JournalError::Inspect {
-                    path: self.workspace.join(path.as_os_str()),
-                    source,
-                })?
-                .is_some();
+            let exists = self.exists(&path).map_err(|source| JournalError::Inspect {
+                path: self.workspace.join(path.as_os_str()),
+                source,
+            })?;
             let list = match (existed, exists) {
                 (true, false) => &mut diff.deleted,
                 (false, true) => &mut diff.added,

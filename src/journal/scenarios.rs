@@ -1,1 +1,546 @@
+//! End-to-end journal scenarios: mutate a varied tree through the hooks exactly as the
+//! supervisor does, roll back, and prove the tree digest is what it was.
 
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::policy::{OnDeny, OnFailure, TransactionPolicy};
+
+fn policy(exclude: &[&str], max: u64) -> TransactionPolicy {
+    TransactionPolicy {
+        on_deny: OnDeny::Errno,
+        on_failure: OnFailure::Keep,
+        exclude: exclude.iter().map(|s| s.to_string()).collect(),
+        max_preimage_bytes: max,
+    }
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    run: PathBuf,
+    exclude: Vec<String>,
+}
+
+fn env() -> Env {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let run = tmp.path().join("run");
+    fs::create_dir_all(&ws).expect("mkdir ws");
+    fs::create_dir_all(&run).expect("mkdir run");
+    let ws = ws.canonicalize().expect("canonical");
+    Env {
+        _tmp: tmp,
+        ws,
+        run,
+        exclude: vec!["target/**".into()],
+    }
+}
+
+fn chmod(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Files, nested and empty directories, symlinks, a hard link, modes 0600/0755, a non-UTF-8
+/// name and an excluded directory.
+fn varied_tree(ws: &Path) {
+    for d in ["src/nested/deep", "empty", "docs", "target/debug"] {
+        fs::create_dir_all(ws.join(d)).expect("mkdir");
+    }
+    fs::write(ws.join("README"), b"hello\n").expect("write");
+    fs::write(ws.join("src/main.rs"), b"fn main() {}\n").expect("write");
+    fs::write(ws.join("src/nested/deep/data.bin"), vec![7u8; 70_000]).expect("write");
+    fs::write(ws.join("secret"), b"s3cret").expect("write");
+    chmod(&ws.join("secret"), 0o600);
+    fs::write(ws.join("run.sh"), b"#!/bin/sh\n").expect("write");
+    chmod(&ws.join("run.sh"), 0o755);
+    std::os::unix::fs::symlink("README", ws.join("link")).expect("symlink");
+    std::os::unix::fs::symlink("src/nested", ws.join("dirlink")).expect("symlink");
+    fs::hard_link(ws.join("README"), ws.join("docs/readme-hard")).expect("link");
+    let odd: OsString = std::os::unix::ffi::OsStringExt::from_vec(b"odd-\xff".to_vec());
+    fs::write(ws.join(odd), b"bytes").expect("write");
+    fs::write(ws.join("target/debug/out"), b"artifact").expect("write");
+}
+
+fn parent(abs: &Path) -> (File, OsString) {
+    let dir = File::open(abs.parent().expect("parent")).expect("open parent");
+    (dir, abs.file_name().expect("name").to_owned())
+}
+
+fn del(j: &mut Journal, abs: &Path) -> std::io::Result<()> {
+    let (d, n) = parent(abs);
+    j.delete_file(d.as_fd(), &n, abs)
+}
+
+fn rmd(j: &mut Journal, abs: &Path) -> std::io::Result<()> {
+    let (d, n) = parent(abs);
+    j.remove_dir(d.as_fd(), &n, abs)
+}
+
+fn ren(j: &mut Journal, a: &Path, b: &Path, flags: u32) -> std::io::Result<()> {
+    let (da, na) = parent(a);
+    let (db, nb) = parent(b);
+    j.rename(da.as_fd(), &na, a, db.as_fd(), &nb, b, flags)
+}
+
+fn create(j: &mut Journal, abs: &Path, content: &[u8]) {
+    j.will_create(abs).expect("will_create");
+    fs::write(abs, content).expect("create");
+}
+
+fn write(j: &mut Journal, abs: &Path, content: &[u8]) -> Saved {
+    let (d, n) = parent(abs);
+    let saved = j.will_write(d.as_fd(), &n, abs).expect("will_write");
+    fs::write(abs, content).expect("write");
+    saved
+}
+
+fn meta(j: &mut Journal, abs: &Path, mode: u32) {
+    let (d, n) = parent(abs);
+    j.will_change_meta(d.as_fd(), &n, abs)
+        .expect("will_change_meta");
+    chmod(abs, mode);
+}
+
+fn digest(e: &Env) -> String {
+    tree_digest(&e.ws, &e.exclude).expect("digest")
+}
+
+/// Every kind of mutation, in one checkpoint.
+fn mutate_everything(j: &mut Journal, ws: &Path) {
+    create(j, &ws.join("new.txt"), b"new");
+    j.will_create(&ws.join("newdir")).expect("will_create");
+    fs::create_dir(ws.join("newdir")).expect("mkdir");
+    create(j, &ws.join("newdir/inner"), b"inner");
+    j.will_create(&ws.join("newlink")).expect("will_create");
+    std::os::unix::fs::symlink("nowhere", ws.join("newlink")).expect("symlink");
+    assert_eq!(write(j, &ws.join("README"), b"changed"), Saved::Saved);
+    // The hard link is the same inode: already saved.
+    assert_eq!(
+        write(j, &ws.join("docs/readme-hard"), b"again"),
+        Saved::AlreadySaved
+    );
+    // Truncate.
+    let (d, n) = parent(&ws.join("src/main.rs"));
+    j.will_write(d.as_fd(), &n, &ws.join("src/main.rs"))
+        .expect("will_write");
+    fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(ws.join("src/main.rs"))
+        .expect("truncate");
+    del(j, &ws.join("secret")).expect("delete");
+    del(j, &ws.join("src/nested/deep/data.bin")).expect("delete");
+    rmd(j, &ws.join("src/nested/deep")).expect("rmdir");
+    rmd(j, &ws.join("empty")).expect("rmdir");
+    // Rename over an existing file.
+    ren(j, &ws.join("run.sh"), &ws.join("new.txt"), 0).expect("rename over");
+    ren(j, &ws.join("new.txt"), &ws.join("docs/readme-hard"), 0).expect("rename over link");
+    meta(j, &ws.join("docs"), 0o700);
+    meta(j, &ws.join("docs"), 0o750);
+    // Symlink replacement via rename.
+    j.will_create(&ws.join(".link.tmp")).expect("will_create");
+    std::os::unix::fs::symlink("src/main.rs", ws.join(".link.tmp")).expect("symlink");
+    ren(j, &ws.join(".link.tmp"), &ws.join("link"), 0).expect("replace symlink");
+    ren(
+        j,
+        &ws.join("dirlink"),
+        &ws.join("newlink"),
+        libc::RENAME_EXCHANGE,
+    )
+    .expect("exchange");
+    // A directory renamed, then changed inside.
+    ren(j, &ws.join("src"), &ws.join("src2"), 0).expect("rename dir");
+    create(j, &ws.join("src2/added.rs"), b"//");
+    // Excluded paths are not journaled.
+    fs::write(ws.join("target/debug/out"), b"rebuilt").expect("write");
+}
+
+#[test]
+fn every_mutation_rolls_back_to_the_same_digest() {
+    for force_copy in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        let before = digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+        if force_copy {
+            assert_eq!(j.mode(), StoreMode::Copy);
+        } else {
+            assert!(matches!(j.mode(), StoreMode::Move { .. }));
+        }
+        let cp = j.checkpoint("run start", Some(1)).expect("checkpoint");
+        mutate_everything(&mut j, &e.ws);
+        assert_ne!(digest(&e), before);
+        let mut calls = 0;
+        let report = j.rollback(cp, &mut |_, _| calls += 1).expect("rollback");
+        assert!(
+            report.problems.is_empty(),
+            "{force_copy}: {:?}",
+            report.problems
+        );
+        assert!(report.verified > 0);
+        assert_eq!(calls, report.entries_undone);
+        assert_eq!(digest(&e), before, "copy mode: {force_copy}");
+        // Inode exactness of the hard link after a move-mode restore.
+        let a = fs::metadata(e.ws.join("README")).expect("stat");
+        let b = fs::metadata(e.ws.join("docs/readme-hard")).expect("stat");
+        if !force_copy {
+            use std::os::unix::fs::MetadataExt as _;
+            assert_eq!(a.ino(), b.ino());
+        }
+        // Idempotent: a second rollback undoes nothing.
+        let again = j.rollback(cp, &mut |_, _| {}).expect("rollback again");
+        assert_eq!(again.entries_undone, 0);
+        assert_eq!(digest(&e), before);
+        // And a reopened journal agrees.
+        let mut j = Journal::open(&e.run).expect("open");
+        assert_eq!(
+            j.rollback(cp, &mut |_, _| {}).expect("rb").entries_undone,
+            0
+        );
+        assert_eq!(digest(&e), before);
+    }
+}
+
+#[test]
+fn errors_leave_no_entry_that_undoes_anything() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    let errno = |r: std::io::Result<()>| r.expect_err("fails").raw_os_error();
+    assert_eq!(
+        errno(del(&mut j, &e.ws.join("missing"))),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(errno(del(&mut j, &e.ws.join("docs"))), Some(libc::EISDIR));
+    assert_eq!(errno(rmd(&mut j, &e.ws.join("src"))), Some(libc::ENOTEMPTY));
+    assert_eq!(
+        errno(rmd(&mut j, &e.ws.join("README"))),
+        Some(libc::ENOTDIR)
+    );
+    let noreplace = libc::RENAME_NOREPLACE;
+    let r = ren(
+        &mut j,
+        &e.ws.join("README"),
+        &e.ws.join("secret"),
+        noreplace,
+    );
+    assert_eq!(errno(r), Some(libc::EEXIST));
+    let r = ren(&mut j, &e.ws.join("README"), &e.ws.join("docs"), 0);
+    assert_eq!(errno(r), Some(libc::EISDIR));
+    let r = ren(&mut j, &e.ws.join("docs"), &e.ws.join("src"), 0);
+    assert_eq!(errno(r), Some(libc::ENOTEMPTY));
+    let r = ren(&mut j, &e.ws.join("src"), &e.ws.join("src/nested/x"), 0);
+    assert_eq!(errno(r), Some(libc::EINVAL));
+    assert!(matches!(
+        j.will_create(&e.ws.join("README")),
+        Err(JournalError::Exists { .. })
+    ));
+    assert_eq!(digest(&e), before);
+    let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn two_thousand_files_removed_one_by_one_come_back() {
+    let e = env();
+    for d in 0..40 {
+        let dir = e.ws.join(format!("d{d:02}"));
+        fs::create_dir(&dir).expect("mkdir");
+        for f in 0..50 {
+            fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}")).expect("write");
+        }
+    }
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    for d in 0..40 {
+        let dir = e.ws.join(format!("d{d:02}"));
+        for f in 0..50 {
+            del(&mut j, &dir.join(format!("f{f:02}"))).expect("delete");
+        }
+        rmd(&mut j, &dir).expect("rmdir");
+    }
+    assert_eq!(fs::read_dir(&e.ws).expect("ls").count(), 0);
+    let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert_eq!(report.entries_undone, 2040);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn an_interrupted_rollback_finishes_when_run_again() {
+    for k in [1, 5, 11] {
+        let e = env();
+        varied_tree(&e.ws);
+        let before = digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create(&e.run, &e.ws, &pol, false).expect("create");
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        mutate_everything(&mut j, &e.ws);
+        let partial = j
+            .rollback_some(cp, k, &mut |_, _| {}, false)
+            .expect("partial");
+        assert_eq!(partial.entries_undone, k);
+        drop(j);
+        let mut j = Journal::open(&e.run).expect("open");
+        let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
+        assert_eq!(digest(&e), before, "k={k}");
+    }
+}
+
+#[test]
+fn rollback_to_a_later_checkpoint_keeps_earlier_work() {
+    let e = env();
+    varied_tree(&e.ws);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let first = j.checkpoint("start", None).expect("checkpoint");
+    write(&mut j, &e.ws.join("README"), b"one");
+    let second = j.checkpoint("cmd 2", Some(7)).expect("checkpoint");
+    let mid = digest(&e);
+    // A new checkpoint saves the same inode again.
+    assert_eq!(write(&mut j, &e.ws.join("README"), b"two"), Saved::Saved);
+    del(&mut j, &e.ws.join("secret")).expect("delete");
+    let r = j.rollback(second, &mut |_, _| {}).expect("rollback");
+    assert_eq!(r.entries_undone, 2);
+    assert_eq!(digest(&e), mid);
+    assert_eq!(fs::read(e.ws.join("README")).expect("read"), b"one");
+    let cps = j.checkpoints();
+    assert_eq!(cps.len(), 2);
+    assert_eq!(
+        (cps[1].0, cps[1].1.as_str(), cps[1].2),
+        (second, "cmd 2", 1)
+    );
+    // The run goes on, then everything is rolled back.
+    create(&mut j, &e.ws.join("later"), b"x");
+    let r = j.rollback(first, &mut |_, _| {}).expect("rollback");
+    assert_eq!(r.entries_undone, 2);
+    assert_eq!(fs::read(e.ws.join("README")).expect("read"), b"hello\n");
+    assert!(!e.ws.join("later").exists());
+}
+
+#[test]
+fn open_tolerates_a_torn_last_line() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), true).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    create(&mut j, &e.ws.join("n"), b"n");
+    drop(j);
+    let log = e.run.join("journal/log.jsonl");
+    let mut text = fs::read(&log).expect("read");
+    text.extend_from_slice(br#"{"seq":3,"op":"created","pa"#);
+    fs::write(&log, text).expect("write");
+    let mut j = Journal::open(&e.run).expect("open");
+    create(&mut j, &e.ws.join("m"), b"m");
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open again");
+    let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert_eq!(r.entries_undone, 2);
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn a_file_above_the_cap_is_unprotected_and_reported() {
+    let e = env();
+    varied_tree(&e.ws);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1000), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    let big = e.ws.join("src/nested/deep/data.bin");
+    assert_eq!(
+        write(&mut j, &big, b"x"),
+        Saved::Unprotected { size: 70_000 }
+    );
+    let (d, n) = parent(&big);
+    let again = j.will_write(d.as_fd(), &n, &big).expect("will_write");
+    assert_eq!(again, Saved::Unprotected { size: 70_000 });
+    let log = fs::read_to_string(j.log_path()).expect("read log");
+    assert_eq!(log.matches(r#""op":"unprotected""#).count(), 1, "{log}");
+    let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(r.problems[0].contains("without a pre-image"));
+}
+
+#[test]
+fn diff_lists_added_modified_deleted_and_metadata() {
+    let e = env();
+    varied_tree(&e.ws);
+    let mut j =
+        Journal::create(&e.run, &e.ws, &policy(&["target/**"], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    create(&mut j, &e.ws.join("added"), b"a");
+    create(&mut j, &e.ws.join("temp"), b"t");
+    del(&mut j, &e.ws.join("temp")).expect("delete");
+    write(&mut j, &e.ws.join("README"), b"m");
+    del(&mut j, &e.ws.join("secret")).expect("delete");
+    meta(&mut j, &e.ws.join("run.sh"), 0o700);
+    let d = j.diff(cp).expect("diff");
+    let paths = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(paths(&d.added), ["added"]);
+    assert_eq!(paths(&d.modified), ["README"]);
+    assert_eq!(paths(&d.deleted), ["secret"]);
+    assert_eq!(paths(&d.metadata), ["run.sh"]);
+    assert_eq!(d.excluded, ["target/**"]);
+}
+
+#[test]
+fn conflicts_show_work_done_after_the_run() {
+    let e = env();
+    varied_tree(&e.ws);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    j.checkpoint("start", None).expect("checkpoint");
+    create(&mut j, &e.ws.join("a"), b"a");
+    create(&mut j, &e.ws.join("b"), b"b");
+    write(&mut j, &e.ws.join("README"), b"m");
+    j.seal().expect("seal");
+    assert!(j.conflicts().expect("conflicts").is_empty());
+    fs::write(e.ws.join("a"), b"edited later").expect("write");
+    fs::remove_file(e.ws.join("b")).expect("rm");
+    let j = Journal::open(&e.run).expect("open");
+    let c = j.conflicts().expect("conflicts");
+    let got: Vec<_> = c
+        .iter()
+        .map(|c| (c.path.display().to_string(), c.what.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a".to_string(), "changed after the run"),
+            ("b".to_string(), "deleted after the run")
+        ]
+    );
+}
+
+fn fake_run(state: &Path, id: &str, ws: &Path, run_state: &str, pid: u32) -> RunDir {
+    let path = state.join("runs").join(id);
+    fs::create_dir_all(&path).expect("mkdir run");
+    let run = RunDir {
+        id: id.to_string(),
+        path,
+    };
+    run.write_meta(&RunMeta {
+        v: 1,
+        id: id.to_string(),
+        workspace: ws.to_path_buf(),
+        command: vec!["true".into()],
+        profile: "agent".into(),
+        started: "2026-01-01T00:00:00Z".into(),
+        guard_pid: pid,
+        state: run_state.to_string(),
+        status: None,
+    })
+    .expect("meta");
+    run
+}
+
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
+
+#[test]
+fn recover_rolls_back_an_interrupted_run_only() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let state = e.run.join("state");
+    let crashed = fake_run(
+        &state,
+        "20260101T000000Z-0001",
+        &e.ws,
+        "running",
+        dead_pid(),
+    );
+    let live = fake_run(
+        &state,
+        "20260101T000001Z-0002",
+        &e.ws,
+        "ended",
+        std::process::id(),
+    );
+    for run in [&crashed, &live] {
+        let mut j =
+            Journal::create(&run.path, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+        j.checkpoint("start", None).expect("checkpoint");
+        if run.id == crashed.id {
+            create(&mut j, &e.ws.join("half-done"), b"x");
+            del(&mut j, &e.ws.join("README")).expect("delete");
+        }
+    }
+    let other_ws = e.run.join("elsewhere");
+    assert!(recover(&state, Some(&other_ws))
+        .expect("recover")
+        .is_empty());
+    let done = recover(&state, Some(&e.ws)).expect("recover");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].run, crashed.id);
+    assert_eq!(done[0].entries_undone, 2);
+    assert!(done[0].problems.is_empty(), "{:?}", done[0].problems);
+    assert_eq!(digest(&e), before);
+    assert_eq!(crashed.read_meta().expect("meta").state, "recovered");
+    assert!(recover(&state, None).expect("recover again").is_empty());
+}
+
+#[test]
+fn prune_keeps_the_newest_and_never_a_running_run() {
+    let e = env();
+    let state = e.run.join("state");
+    let pol = policy(&[], 1 << 20);
+    let mut runs = Vec::new();
+    for (i, st) in ["ended", "running", "ended", "ended", "ended"]
+        .iter()
+        .enumerate()
+    {
+        let run = fake_run(&state, &format!("2026010{i}T000000Z-0001"), &e.ws, st, 1);
+        let mut j = Journal::create(&run.path, &e.ws, &pol, false).expect("create");
+        j.checkpoint("start", None).expect("checkpoint");
+        create(&mut j, &e.ws.join(format!("f{i}")), b"x");
+        del(&mut j, &e.ws.join(format!("f{i}"))).expect("delete");
+        fs::write(run.audit_log(), b"{}\n").expect("audit");
+        runs.push(run);
+    }
+    let report = prune(&state, 2).expect("prune");
+    let ids = |v: &[usize]| v.iter().map(|i| runs[*i].id.clone()).collect::<Vec<_>>();
+    assert_eq!(report.kept, ids(&[4, 3, 1]));
+    assert_eq!(report.removed, ids(&[2, 0]));
+    assert!(!runs[0].path.join("journal").exists());
+    assert!(runs[0].audit_log().exists());
+    assert!(runs[1].path.join("journal").exists());
+}
+
+#[test]
+fn covers_respects_the_workspace_and_exclude() {
+    let e = env();
+    let j = Journal::create(
+        &e.run,
+        &e.ws,
+        &policy(&["target/**", "**/node_modules"], 1),
+        false,
+    )
+    .expect("create");
+    assert!(j.covers(&e.ws.join("src/a.rs")));
+    assert!(!j.covers(&e.ws));
+    assert!(!j.covers(Path::new("/etc/passwd")));
+    assert!(!j.covers(&e.ws.join("target")));
+    assert!(!j.covers(&e.ws.join("target/debug/x")));
+    assert!(!j.covers(&e.ws.join("web/node_modules/pkg/index.js")));
+    assert!(j.covers(&e.ws.join("targets")));
+}

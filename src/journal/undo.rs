@@ -3,17 +3,18 @@
 //! simply be run again; a finished one appends a `rolled-back` marker so its entries are never
 //! undone twice.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use nix::fcntl::{OFlag, RenameFlags};
 
 use super::fsops::{self, stat_at};
 use super::journal::{CheckpointId, Journal, JournalError};
-use super::log::{Entry, Kind, Op, Stat};
+use super::log::{Entry, FileId, Kind, Op, Stat};
 use crate::audit::PathText;
 
 /// What a rollback did.
@@ -24,6 +25,9 @@ pub struct RollbackReport {
     /// Entries that could not be undone or verified, one line each; never silently skipped.
     pub problems: Vec<String>,
 }
+
+/// Inodes restored as copies in this rollback: original id -> (path, id of the copy).
+type Links = HashMap<FileId, (PathText, FileId)>;
 
 fn p(t: &PathText) -> &Path {
     Path::new(t.as_os_str())
@@ -59,12 +63,13 @@ impl Journal {
         let entries = self.live_changes_after(after);
         let total = entries.len() as u64;
         let mut report = RollbackReport::default();
+        let mut links = Links::default();
         for e in entries
             .iter()
             .rev()
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
         {
-            match self.undo(e) {
+            match self.undo(e, &mut links) {
                 Ok(()) => {}
                 Err(problem) => report.problems.push(problem),
             }
@@ -87,7 +92,7 @@ impl Journal {
     }
 
     /// Undoes one entry if the state shows it is still in effect.
-    fn undo(&self, e: &Entry) -> Result<(), String> {
+    fn undo(&self, e: &Entry, links: &mut Links) -> Result<(), String> {
         let fail = |what: &str, path: &PathText, err: io::Error| {
             format!("cannot {what} {}: {err}", show(path))
         };
@@ -113,7 +118,7 @@ impl Journal {
                 }
             }
             Op::Deleted { path, st, sha256 } => self
-                .restore_object(e.seq, path, st, sha256.as_deref())
+                .restore_object(e.seq, path, st, sha256.as_deref(), links)
                 .map_err(|err| fail("restore", path, err)),
             Op::Rmdir { path, st } => self
                 .recreate_dir(path, st)
@@ -139,7 +144,7 @@ impl Journal {
                 }
                 match replaced {
                     Some(r) if r.kind == Kind::Dir => self.recreate_dir(to, r),
-                    Some(r) => self.restore_object(e.seq, to, r, None),
+                    Some(r) => self.restore_object(e.seq, to, r, None, links),
                     None => Ok(()),
                 }
                 .map_err(|err| fail("restore", to, err))
@@ -199,13 +204,14 @@ impl Journal {
         path: &PathText,
         st: &Stat,
         sha256: Option<&str>,
+        links: &mut Links,
     ) -> io::Result<()> {
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
         let store = self.store();
-        if stat_at(store, obj)?.is_none() {
+        let Some(object) = stat_at(store, obj)? else {
             return Ok(());
-        }
+        };
         let (dir, name) = self.parent(path)?;
         let dir = dir.as_fd();
         if let Some(now) = stat_at(dir, &name)? {
@@ -218,8 +224,27 @@ impl Journal {
                 "conflict: something else is there now",
             ));
         }
+        // The object is a copy, and a name of the same inode may be back already: link to it,
+        // so hard links stay hard links.
+        if object.id() != st.id() {
+            if let Some(alias) = self.alias_of(st, path, links) {
+                let (adir, aname) = self.parent(&alias)?;
+                nix::unistd::linkat(
+                    Some(adir.as_raw_fd()),
+                    aname.as_os_str(),
+                    Some(dir.as_raw_fd()),
+                    name.as_os_str(),
+                    nix::fcntl::AtFlags::empty(),
+                )?;
+                return fsops::unlink_at(store, obj, false);
+            }
+        }
         match fsops::rename_at(store, obj, dir, &name, RenameFlags::RENAME_NOREPLACE) {
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+            Ok(()) if object.id() != st.id() => {
+                links.insert(st.id(), (path.clone(), object.id()));
+                return Ok(());
+            }
             other => return other,
         }
         // Another filesystem: copy next to it, move into place, drop the object.
@@ -236,7 +261,34 @@ impl Journal {
             }
         }
         fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)?;
+        if let Some(now) = stat_at(dir, &name)? {
+            links.insert(st.id(), (path.clone(), now.id()));
+        }
         fsops::unlink_at(store, obj, false)
+    }
+
+    /// A path that now holds the inode `st` described (the original, or the copy restored in
+    /// its place earlier in this rollback), other than `path`.
+    fn alias_of(&self, st: &Stat, path: &PathText, links: &Links) -> Option<PathText> {
+        let holds = |cand: &PathText, id: FileId| {
+            cand != path
+                && self
+                    .parent(cand)
+                    .ok()
+                    .and_then(|(d, n)| stat_at(d.as_fd(), &n).ok().flatten())
+                    .is_some_and(|now| now.id() == id)
+        };
+        if let Some((cand, id)) = links.get(&st.id()) {
+            if holds(cand, *id) {
+                return Some(cand.clone());
+            }
+        }
+        self.entries
+            .iter()
+            .filter(|e| inode(&e.op) == Some(st.id()))
+            .flat_map(|e| e.op.paths())
+            .find(|cand| holds(cand, st.id()))
+            .cloned()
     }
 
     /// Writes the pre-image `store/<seq>` back into the file at `path` (same inode, so hard
@@ -283,9 +335,12 @@ impl Journal {
     fn verify(&self, entries: &[Entry], report: &mut RollbackReport) {
         for (i, e) in entries.iter().enumerate() {
             for path in e.op.paths() {
-                let decided_later = entries[..i]
-                    .iter()
-                    .any(|older| older.op.paths().iter().any(|o| p(path).starts_with(p(o))));
+                // An older entry on the same path, an ancestor or (through a hard link) the
+                // same inode had the last word.
+                let decided_later = entries[..i].iter().any(|older| {
+                    let same_inode = inode(&older.op).is_some() && inode(&older.op) == inode(&e.op);
+                    same_inode || older.op.paths().iter().any(|o| p(path).starts_with(p(o)))
+                });
                 if decided_later {
                     continue;
                 }
@@ -356,13 +411,24 @@ impl Journal {
             }
             Op::Meta { st, .. } => {
                 let (_, _, s) = now.ok_or("missing")?;
+                // Restoring a directory's children moves its mtime again: not compared.
                 let mode_ok = s.kind == Kind::Symlink || s.mode == st.mode;
-                (mode_ok && s.uid == st.uid && s.gid == st.gid && s.mtime == st.mtime)
+                let time_ok = s.kind == Kind::Dir || s.mtime == st.mtime;
+                (mode_ok && time_ok && s.uid == st.uid && s.gid == st.gid)
                     .then_some(true)
                     .ok_or_else(|| "metadata differs".to_string())
             }
             _ => Ok(false),
         }
+    }
+}
+
+/// The inode whose content or metadata an entry restores.
+fn inode(op: &Op) -> Option<FileId> {
+    match op {
+        Op::Deleted { st, .. } | Op::Modified { st, .. } | Op::Meta { st, .. } => Some(st.id()),
+        Op::Renamed { replaced, .. } => replaced.as_ref().map(Stat::id),
+        _ => None,
     }
 }
 
