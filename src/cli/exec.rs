@@ -155,6 +155,14 @@ fn exec(args: ExecArgs) -> Result<i32, ExecError> {
             })?;
     }
     let result = exec_in(&args, &workspace, &state, &run_dir, &tmp, started);
+    if result.is_err() {
+        // Nothing of the command ran: this run is not one to recover.
+        if let Ok(mut meta) = run_dir.read_meta() {
+            meta.state = "failed".into();
+            let _ = run_dir.write_meta(&meta);
+        }
+        run_dir.mark_inactive(&state);
+    }
     if let Err(e) = std::fs::remove_dir_all(&tmp) {
         tracing::warn!(
             "cannot remove the private temporary directory {}: {e}",
@@ -566,5 +574,6 @@ fn exec_in(
     meta.state = "ended".into();
     meta.status = Some(code);
     run_dir.write_meta(&meta)?;
+    run_dir.mark_inactive(state);
     Ok(code)
 }

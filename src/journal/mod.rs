@@ -40,7 +40,7 @@ mod hooks;
 mod journal;
 mod log;
 mod report;
-mod rundir;
+pub(crate) mod rundir;
 mod runs;
 mod undo;
 

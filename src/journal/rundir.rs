@@ -100,7 +100,17 @@ impl RunDir {
             };
             let path = runs.join(&id);
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(RunDir { id, path }),
+                Ok(()) => {
+                    // The active marker lets the next start find interrupted runs without
+                    // reading every run's metadata.
+                    let active = state.join("active");
+                    mkdir_private(&active)?;
+                    std::fs::write(active.join(&id), b"").map_err(|source| StateError::Create {
+                        path: active.join(&id),
+                        source,
+                    })?;
+                    return Ok(RunDir { id, path });
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(source) => return Err(StateError::Create { path, source }),
             }
@@ -109,6 +119,11 @@ impl RunDir {
             path: runs,
             source: io::Error::from(io::ErrorKind::AlreadyExists),
         })
+    }
+
+    /// The run ended (or was recovered): drop its active marker.
+    pub fn mark_inactive(&self, state: &Path) {
+        let _ = std::fs::remove_file(state.join("active").join(&self.id));
     }
 
     pub fn audit_log(&self) -> PathBuf {
@@ -155,6 +170,23 @@ impl RunDir {
             source: io::Error::other(e),
         })
     }
+}
+
+/// Runs that have not ended: those with an active marker, newest first.
+pub fn active_runs(state: &Path) -> Vec<RunDir> {
+    let mut out: Vec<RunDir> = std::fs::read_dir(state.join("active"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let id = e.file_name().to_str()?.to_string();
+                    let path = state.join("runs").join(&id);
+                    Some(RunDir { id, path })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| b.id.cmp(&a.id));
+    out
 }
 
 /// Every run under `state`, newest first.

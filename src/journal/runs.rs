@@ -46,9 +46,11 @@ fn interrupted(meta: &RunMeta) -> bool {
     meta.state == "running" && !guard_alive(meta.guard_pid)
 }
 
-/// The ids of the runs on `workspace` that were interrupted and not yet recovered.
+/// The ids of the runs on `workspace` that were interrupted and not yet recovered. Only runs
+/// with an active marker are looked at (see [`RunDir::create`]), so the cost does not grow
+/// with the number of runs kept.
 pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
-    list_runs(state)
+    crate::journal::rundir::active_runs(state)
         .into_iter()
         .filter(|run| {
             run.read_meta()
@@ -86,6 +88,7 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
         }
         meta.state = "recovered".to_string();
         run.write_meta(&meta)?;
+        run.mark_inactive(state);
         tracing::info!(run = %run.id, undone = rec.entries_undone, "recovered an interrupted run");
         out.push(rec);
     }
@@ -102,8 +105,8 @@ pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
         .filter(|r| r.path.join("journal").is_dir())
         .collect();
     for (i, run) in with_journal.into_iter().enumerate() {
-        let active = run.read_meta().map_or(true, |m| m.state == "running");
-        if i < keep || active {
+        // Only runs beyond the newest `keep` have their metadata read.
+        if i < keep || run.read_meta().map_or(true, |m| m.state == "running") {
             report.kept.push(run.id);
             continue;
         }
