@@ -238,7 +238,12 @@ fn exec_in(
         None
     };
     // The journal: every change inside the workspace is recorded before it happens.
-    let mut journal = Journal::create(&run_dir.path, workspace, &policy.transaction, false)?;
+    let mut journal = Journal::create(
+        &run_dir.path,
+        workspace,
+        &policy.transaction,
+        policy.transaction.fsync,
+    )?;
     let run_start = journal.checkpoint("run start", None)?;
 
     // 3. The command and its environment.

@@ -432,6 +432,8 @@ mod tests {
                 on_failure: OnFailure::Keep,
                 exclude: Vec::new(),
                 max_preimage_bytes: 0,
+                oversize: crate::policy::Oversize::Record,
+                fsync: false,
             },
             env: EnvPolicy {
                 keep: Vec::new(),

@@ -110,6 +110,17 @@ pub struct TransactionPolicy {
     pub exclude: Vec<String>,
     /// Files larger than this are not copied as pre-images.
     pub max_preimage_bytes: u64,
+    /// A write to a file above the cap: written unprotected and reported, or denied.
+    pub oversize: Oversize,
+    /// fsync the journal at every entry, for power-loss safety.
+    pub fsync: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Oversize {
+    Record,
+    Deny,
 }
 
 /// Environment sanitisation: a variable passes if it matches `keep` and not `drop`; then `set`

@@ -91,6 +91,18 @@ pub struct RawTransaction {
     #[serde(default)]
     pub exclude: Vec<String>,
     pub max_preimage_size: Option<RawSize>,
+    /// What happens to a write to a file above `max-preimage-size`: `record` (written without a
+    /// saved copy, reported) or `deny`.
+    pub oversize: Option<RawOversize>,
+    /// fsync the journal at every entry (power-loss safety; slower).
+    pub fsync: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOversize {
+    Record,
+    Deny,
 }
 
 /// A size: bytes as an integer, or a string with a unit (`"64MiB"`).

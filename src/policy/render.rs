@@ -77,6 +77,12 @@ pub fn render(policy: &Policy) -> String {
         w,
         format_args!("max-preimage-size = {}", tx.max_preimage_bytes),
     );
+    let oversize = match tx.oversize {
+        Oversize::Record => "record",
+        Oversize::Deny => "deny",
+    };
+    line(w, format_args!("oversize = \"{oversize}\""));
+    line(w, format_args!("fsync = {}", tx.fsync));
 
     line(w, format_args!("\n[env]"));
     list(w, "keep", policy.env.keep.iter().cloned());

@@ -29,7 +29,7 @@ use super::error::PolicyError;
 use super::model::*;
 use super::net::{self, NetMatcher};
 use super::paths::{self, glob_anchor, normalize, normalize_glob, Expand, ExpandError};
-use super::raw::{RawMode, RawOnDeny, RawOnFailure, RawPort, RawRule, RawSize};
+use super::raw::{RawMode, RawOnDeny, RawOnFailure, RawOversize, RawPort, RawRule, RawSize};
 
 const DEFAULT_MAX_PREIMAGE: u64 = 64 << 20;
 const REPLACEABLE: &[&str] = &[
@@ -80,6 +80,8 @@ struct Acc {
     on_failure: OnFailure,
     exclude: Vec<String>,
     max_preimage_bytes: u64,
+    oversize: Oversize,
+    fsync: bool,
     keep: Option<Vec<String>>,
     drop: Vec<String>,
     set: Vec<(String, String)>,
@@ -101,6 +103,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         on_failure: OnFailure::Keep,
         exclude: Vec::new(),
         max_preimage_bytes: DEFAULT_MAX_PREIMAGE,
+        oversize: Oversize::Record,
+        fsync: false,
         keep: None,
         drop: Vec::new(),
         set: Vec::new(),
@@ -140,6 +144,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             on_failure: acc.on_failure,
             exclude: acc.exclude,
             max_preimage_bytes: acc.max_preimage_bytes,
+            oversize: acc.oversize,
+            fsync: acc.fsync,
         },
         env: EnvPolicy {
             keep: acc.keep.unwrap_or_else(|| vec!["*".to_string()]),
@@ -254,6 +260,15 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
     }
     if let Some(size) = &tx.max_preimage_size {
         acc.max_preimage_bytes = cx.size(size)?;
+    }
+    if let Some(o) = tx.oversize {
+        acc.oversize = match o {
+            RawOversize::Record => Oversize::Record,
+            RawOversize::Deny => Oversize::Deny,
+        };
+    }
+    if let Some(f) = tx.fsync {
+        acc.fsync = f;
     }
 
     let env = &raw.env;

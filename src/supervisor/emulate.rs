@@ -21,7 +21,8 @@ use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
 use super::decode::Act;
 use super::resolve::{Kind, Target};
-use crate::journal::{Journal, JournalError};
+use crate::journal::{Journal, JournalError, Saved};
+use crate::policy::Oversize;
 use crate::sys::{Listener, Notif};
 
 /// How opens are handed to the caller, decided once per run from the kernel's features.
@@ -116,15 +117,37 @@ fn journal_refused(e: &JournalError) -> Outcome {
 
 /// Perform `act` for the caller of notification `n`, recording it in `journal` first when the
 /// target lies in the journaled workspace (the journal's hooks decide that).
+///
+/// A write to a file above the pre-image size cap is refused (EFBIG) under
+/// `oversize = "deny"`; otherwise it goes ahead unprotected and `note` says so for the audit log.
 pub fn perform(
     act: &Act,
     n: &Notif,
     listener: &Arc<Listener>,
     inject: Inject,
     journal: Option<&mut Journal>,
+    oversize: Oversize,
+    note: &mut Option<String>,
 ) -> Outcome {
     let Some(j) = journal else {
         return perform_plain(act, n, listener, inject);
+    };
+    let mut saved = |j: &mut Journal, at: &Target| -> Result<bool, JournalError> {
+        match j.will_write(at.parent.as_fd(), &at.name, &at.path)? {
+            Saved::Unprotected { size } => {
+                *note = Some(format!(
+                    "{} bytes, above the pre-image size cap: {}",
+                    size,
+                    if oversize == Oversize::Deny {
+                        "refused"
+                    } else {
+                        "written without a saved copy"
+                    }
+                ));
+                Ok(oversize == Oversize::Record)
+            }
+            Saved::Saved | Saved::AlreadySaved => Ok(true),
+        }
     };
     let before = match act {
         Act::Unlink(t) => return io_done(j.delete_file(t.parent.as_fd(), &t.name, &t.path)),
@@ -147,15 +170,20 @@ pub fn perform(
         Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::Meta(at) => {
             j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
         }
-        Act::Truncate { at, .. } => j
-            .will_write(at.parent.as_fd(), &at.name, &at.path)
-            .map(|_| ()),
+        Act::Truncate { at, .. } => match saved(j, at) {
+            Ok(true) => Ok(()),
+            Ok(false) => return Outcome::Failed(libc::EFBIG),
+            Err(e) => Err(e),
+        },
         Act::Open { at, flags, .. } => {
             if flags & libc::O_CREAT != 0 && at.kind.is_none() {
                 j.will_create(&at.path)
             } else if at.kind == Some(Kind::File) {
-                j.will_write(at.parent.as_fd(), &at.name, &at.path)
-                    .map(|_| ())
+                match saved(j, at) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => return Outcome::Failed(libc::EFBIG),
+                    Err(e) => Err(e),
+                }
             } else {
                 Ok(())
             }

@@ -241,7 +241,7 @@ impl Supervisor {
         if d.op == policy::Op::Exec {
             self.procs.forget(n.pid);
         }
-        let record = Record::from_decoded(&n, who, &d, &verdict);
+        let mut record = Record::from_decoded(&n, who, &d, &verdict);
         match verdict.action {
             Action::Allow | Action::Risky => {
                 if let Some(j) = self.journal.as_mut() {
@@ -252,12 +252,15 @@ impl Supervisor {
                         self.txn.on_exec(j, &self.audit, n.pid, &d.argv);
                     }
                 }
+                let mut note = None;
                 let succeeded = match emulate::perform(
                     &d.act,
                     &n,
                     &self.listener,
                     self.inject,
                     self.journal.as_mut(),
+                    self.policy.transaction.oversize,
+                    &mut note,
                 ) {
                     emulate::Outcome::Done(v) => {
                         self.answer(n.id, Answer::Value(v));
@@ -273,6 +276,9 @@ impl Supervisor {
                         true
                     }
                 };
+                if let Some(note) = note {
+                    record.note(note);
+                }
                 if let (true, Some(c)) = (succeeded, &d.creates) {
                     if self.policy.is_protect_relevant(c) {
                         self.created.insert(c.clone());
@@ -368,6 +374,14 @@ struct Record {
 }
 
 impl Record {
+    /// Add what happened while performing the call (e.g. written without a pre-image).
+    fn note(&mut self, note: String) {
+        self.verdict.reason = Some(match self.verdict.reason.take() {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        });
+    }
+
     fn from_failure(
         n: &crate::sys::Notif,
         who: procinfo::ProcInfo,

@@ -6,6 +6,7 @@ mod audit_log;
 mod emulation;
 mod fs_boundary;
 mod git;
+mod journal_limits;
 mod process;
 mod profiles;
 mod syscalls;
