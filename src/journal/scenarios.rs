@@ -16,6 +16,8 @@ fn policy(exclude: &[&str], max: u64) -> TransactionPolicy {
         on_failure: OnFailure::Keep,
         exclude: exclude.iter().map(|s| s.to_string()).collect(),
         max_preimage_bytes: max,
+        oversize: crate::policy::Oversize::Record,
+        fsync: false,
     }
 }
 
