@@ -18,6 +18,7 @@ use super::model::*;
 const RULE_DEFAULT: &str = "default";
 const RULE_WRITE_ROOTS: &str = "fs.write-roots";
 const RULE_PROTECT: &str = "fs.protect";
+const RULE_EXEC_ROOTS: &str = "fs.exec-roots";
 const RULE_CONNECT: &str = "net.connect";
 const RULE_OBSERVE: &str = "observe";
 
@@ -39,7 +40,7 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         };
     }
     match req.op {
-        Op::Exec => allow(RULE_DEFAULT, None),
+        Op::Exec => decide_exec(policy, req),
         Op::Connect => decide_connect(policy, req),
         _ => decide_fs(policy, req),
     }
@@ -179,6 +180,25 @@ fn is_within(path: &Path, root: &Path) -> bool {
     }
 }
 
+/// An exec is allowed by default (argv rules decided above), but only of a file under a read
+/// or write root. Landlock's execute right is the boundary for files; this catches what it does
+/// not cover: anonymous files (memfd_create + fexecve) and other internal mounts.
+fn decide_exec(policy: &Policy, req: &Request) -> Verdict {
+    let Some(exe) = req.exe else {
+        return malformed("exec without an executable");
+    };
+    let under = |roots: &[std::path::PathBuf]| roots.iter().any(|r| is_within(exe, r));
+    if under(&policy.fs.read) || under(&policy.fs.write) {
+        allow(RULE_DEFAULT, None)
+    } else {
+        deny(
+            libc::EACCES,
+            RULE_EXEC_ROOTS,
+            "executable outside the read and write roots",
+        )
+    }
+}
+
 fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
     let Some(addr) = req.addr else {
         return malformed("connect without an address");
@@ -243,14 +263,41 @@ mod tests {
     fn exec_in(policy: &Policy, cwd: &str, cmdline: &str) -> Verdict {
         let argv: Vec<OsString> = cmdline.split_whitespace().map(OsString::from).collect();
         let cwd = PathBuf::from(cwd);
+        // The program as the supervisor resolves it: a system binary.
+        let name = argv.first().map(|a| PathBuf::from(a)).unwrap_or_default();
+        let exe = PathBuf::from("/usr/bin").join(name.file_name().unwrap_or_default());
         decide(
             policy,
             &Request {
                 argv: &argv,
                 cwd: Some(&cwd),
+                exe: Some(&exe),
                 ..Request::new(Op::Exec)
             },
         )
+    }
+
+    #[test]
+    fn exec_of_a_file_outside_every_root_is_refused() {
+        let p = agent();
+        let argv = [OsString::from("x")];
+        for (exe, action) in [
+            ("/memfd:payload (deleted)", Action::Deny),
+            ("/srv/elsewhere/tool", Action::Deny),
+            ("/usr/bin/true", Action::Allow),
+            ("/ws/build/tool", Action::Allow),
+        ] {
+            let exe = PathBuf::from(exe);
+            let v = decide(
+                &p,
+                &Request {
+                    argv: &argv,
+                    exe: Some(&exe),
+                    ..Request::new(Op::Exec)
+                },
+            );
+            assert_eq!(v.action, action, "{}", exe.display());
+        }
     }
 
     fn connect(policy: &Policy, addr: &NetAddr) -> Verdict {

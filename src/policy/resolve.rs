@@ -866,7 +866,7 @@ action = "kill"
         assert!(agent
             .fs
             .protect
-            .contains(&"/ws/**/.git/hooks/**".to_string()));
+            .contains(&"/ws/**/.git/**/hooks/**".to_string()));
         assert!(agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"));
         assert!(agent.fs.protect_anchors.contains(&PathBuf::from("/ws")));
         assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));

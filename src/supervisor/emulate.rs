@@ -168,6 +168,10 @@ pub fn perform(
         | Act::Mkdir { at, .. }
         | Act::Mknod { at, .. } => j.will_create(&at.path),
         Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::Meta(at) => {
+            if at.kind.is_none() {
+                // Nothing there: the call fails as the kernel would, with nothing to record.
+                return Outcome::Failed(libc::ENOENT);
+            }
             j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
         }
         Act::Truncate { at, .. } => match saved(j, at) {
@@ -359,29 +363,24 @@ fn open(
     } else {
         0
     };
-    let fd = match nix::fcntl::openat(
-        raw(at),
-        at.name.as_os_str(),
-        OFlag::from_bits_retain(ours),
-        Mode::from_bits_truncate(mode),
-    ) {
+    let opened = match &at.pinned {
+        // Re-open the pipe pinned when the call was judged, through our own descriptor.
+        Some(pinned) => nix::fcntl::open(
+            format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+            OFlag::from_bits_retain(ours),
+            Mode::empty(),
+        ),
+        None => nix::fcntl::openat(
+            raw(at),
+            at.name.as_os_str(),
+            OFlag::from_bits_retain(ours),
+            Mode::from_bits_truncate(mode),
+        ),
+    };
+    let fd = match opened {
         Ok(fd) => crate::sys::process::owned_received_fd(fd),
         Err(e) => return errno(e),
     };
-    if at.kind == Some(Kind::Magic) {
-        // Allowed only because it reaches no file: make sure of it on what was opened.
-        let is_file = nix::sys::stat::fstat(fd.as_raw_fd())
-            .map(|st| {
-                matches!(
-                    st.st_mode & libc::S_IFMT,
-                    libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK | libc::S_IFBLK
-                )
-            })
-            .unwrap_or(true);
-        if is_file {
-            return Outcome::Failed(libc::EACCES);
-        }
-    }
     match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
             Ok(_) => Outcome::Answered,

@@ -341,8 +341,8 @@ impl Supervisor {
     }
 }
 
-/// An open of /proc/self/fd/N where N is a pipe, socket or anonymous inode (rustc's jobserver
-/// client does this): no file is reached, so no filesystem rule applies.
+/// An open of the caller's own /proc/self/fd/N where N is a pipe (rustc's jobserver client,
+/// `> /dev/stdout` into a pipe): no file is reached, so no filesystem rule applies.
 fn reopens_own_descriptor(d: &decode::Decoded) -> bool {
     matches!(&d.act, decode::Act::Open { at, .. } if at.kind == Some(resolve::Kind::Magic))
 }

@@ -110,6 +110,9 @@ pub struct Target {
     pub path: PathBuf,
     /// What is there now (not following a final symlink), if anything.
     pub kind: Option<Kind>,
+    /// For [`Kind::Magic`]: the caller's pipe, pinned (O_PATH) when it was judged, so the
+    /// open re-opens that object and not whatever the caller dup2()s onto the number since.
+    pub pinned: Option<OwnedFd>,
 }
 
 /// The type of an existing entry.
@@ -118,8 +121,8 @@ pub enum Kind {
     File,
     Dir,
     Symlink,
-    /// A descriptor of the caller reached through /proc/PID/fd whose object has no path (a
-    /// pipe, socket or anonymous inode): re-opening it is not a filesystem change.
+    /// A pipe of the caller's own, reached through its /proc/PID/fd (`/dev/stdout` when stdout
+    /// is a pipe, rustc's jobserver): re-opening it is not a filesystem change.
     Magic,
     Other,
 }
@@ -199,6 +202,30 @@ fn is_fd_dir(p: &Path) -> bool {
     s.starts_with(b"/proc/") && s.ends_with(b"/fd")
 }
 
+/// Whether `dir` (`/proc/X/fd` or `/proc/X/task/Y/fd`) is a descriptor table of the caller's
+/// own process: `X` is the trapping thread or its thread group.
+fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
+    let s = dir.as_os_str().as_bytes();
+    let Some(rest) = s.strip_prefix(b"/proc/") else {
+        return false;
+    };
+    let owner = rest.split(|&b| b == b'/').next().unwrap_or_default();
+    let Some(owner) = std::str::from_utf8(owner)
+        .ok()
+        .and_then(|o| o.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    owner == tid || tgid_of(tid) == Some(owner)
+}
+
+fn tgid_of(tid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
+}
+
 /// `/proc/self` and `/proc/thread-self` mean the caller, not guard: rewrite them to the
 /// caller's own /proc entry (`pid` is the id of the trapping thread, which /proc accepts too).
 /// Programs use them more than one would think: glibc's fchmodat and rustc's jobserver client
@@ -255,14 +282,32 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
         if follow && kind == Some(Kind::Symlink) {
             let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
             if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
-                // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link.
+                // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link,
+                // and only the caller's own pipes may be re-opened (guard can open any
+                // process's descriptors; the caller could not).
                 let real = fd_path(parent.as_fd())?;
+                if !is_callers_fd_dir(&real, pid) {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+                }
+                let pinned = nix::fcntl::openat(
+                    Some(parent.as_raw_fd()),
+                    name.as_os_str(),
+                    nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .map(sys::process::owned_received_fd)?;
+                let is_fifo = nix::sys::stat::fstat(pinned.as_raw_fd())
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+                if !is_fifo {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+                }
                 let path = real.join(&name);
                 return Ok(Target {
                     parent,
                     name,
                     path,
                     kind: Some(Kind::Magic),
+                    pinned: Some(pinned),
                 });
             }
             owned_raw = callers_proc(link.as_bytes(), pid);
@@ -276,6 +321,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
             name,
             path,
             kind,
+            pinned: None,
         });
     }
     Err(io::Error::from_raw_os_error(libc::ELOOP))
