@@ -264,7 +264,7 @@ mod tests {
         let argv: Vec<OsString> = cmdline.split_whitespace().map(OsString::from).collect();
         let cwd = PathBuf::from(cwd);
         // The program as the supervisor resolves it: a system binary.
-        let name = argv.first().map(|a| PathBuf::from(a)).unwrap_or_default();
+        let name = argv.first().map(PathBuf::from).unwrap_or_default();
         let exe = PathBuf::from("/usr/bin").join(name.file_name().unwrap_or_default());
         decide(
             policy,
