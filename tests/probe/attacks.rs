@@ -125,7 +125,11 @@ impl Drop for Flipper {
 }
 
 unsafe fn touch(p: &CString) {
-    let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o644);
+    let fd = libc::open(
+        p.as_ptr(),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+        0o644,
+    );
     if fd >= 0 {
         libc::close(fd);
     }
@@ -260,7 +264,10 @@ unsafe fn fdrace(args: &[OsString]) -> String {
     let mut tally = Tally::default();
     let mut regular = 0usize;
     for _ in 0..n {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC);
+        let fd = libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+        );
         tally.add(fd as i64);
         if fd >= 0 {
             let mut st: libc::stat = std::mem::zeroed();
