@@ -129,7 +129,7 @@ fn pointer_swap(op: &str, protected: &str, outside_name: &str, extra: &str) {
         eprintln!("race {op} -> {target}: {f:?}");
         assert_eq!(f["attempts"], n);
         assert!(
-            f["ok"] >= n / 100,
+            f["ok"] >= n / 400,
             "the allowed side must succeed often for the race to be real: {f:?}"
         );
         v.assert_intact(&format!("race {op} -> {target}"));

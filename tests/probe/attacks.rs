@@ -94,11 +94,11 @@ impl Flipper {
             };
             while !s.load(Ordering::Relaxed) {
                 put(&b);
-                for _ in 0..50 {
+                for _ in 0..400 {
                     std::hint::spin_loop();
                 }
                 put(&a);
-                for _ in 0..50 {
+                for _ in 0..400 {
                     std::hint::spin_loop();
                 }
             }
