@@ -2,6 +2,7 @@
 
 mod util;
 
+mod attacks;
 mod audit_log;
 mod emulation;
 mod fs_boundary;

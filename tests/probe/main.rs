@@ -9,6 +9,8 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
+mod attacks;
+
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
 }
@@ -86,6 +88,11 @@ fn int80_unlink(path: &CString) -> i64 {
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Multi-step attacks (tests/it/attacks.rs) print their own summary line.
+    if let Some(line) = attacks::dispatch(&args) {
+        println!("{line}");
+        return;
+    }
     let a = |i: usize| {
         args.get(i)
             .map(OsString::as_os_str)
