@@ -286,17 +286,28 @@ impl Supervisor {
                 }
             }
             Action::Deny => {
-                self.answer(n.id, Answer::Errno(verdict.errno));
+                // Under on-deny = rollback the command is found and ended while the caller is
+                // still waiting in this call: once answered it could exit and be reaped, and
+                // its parent chain would be gone.
                 if self.policy.transaction.on_deny == OnDeny::Rollback {
                     if let Some(j) = self.journal.as_mut() {
-                        self.txn.rollback_command(j, &self.audit, n.pid);
+                        if !self.txn.rollback_command(j, &self.audit, n.pid) {
+                            self.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                                message: format!(
+                                    "on-deny rollback: pid {} belongs to no command of the run (the root process itself?): the call just fails",
+                                    n.pid
+                                ),
+                            }));
+                        }
                     }
                 }
+                self.answer(n.id, Answer::Errno(verdict.errno));
             }
             Action::Kill => {
-                self.answer(n.id, Answer::Errno(verdict.errno));
+                // End the run before the caller can run on past its denied call.
                 self.shared.policy_stop.store(true, Ordering::SeqCst);
                 crate::launch::kill_descendants();
+                self.answer(n.id, Answer::Errno(verdict.errno));
             }
         }
         self.record(record, start);

@@ -202,6 +202,19 @@ fn is_fd_dir(p: &Path) -> bool {
     s.starts_with(b"/proc/") && s.ends_with(b"/fd")
 }
 
+/// Whether `dir` lies in the /proc entry of a process other than the caller's.
+fn is_other_process(dir: &Path, tid: u32) -> bool {
+    let s = dir.as_os_str().as_bytes();
+    let Some(rest) = s.strip_prefix(b"/proc/") else {
+        return false;
+    };
+    let first = rest.split(|&b| b == b'/').next().unwrap_or_default();
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    !is_callers_fd_dir(dir, tid)
+}
+
 /// Whether `dir` (`/proc/X/fd` or `/proc/X/task/Y/fd`) is a descriptor table of the caller's
 /// own process: `X` is the trapping thread or its thread group.
 fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
@@ -280,6 +293,10 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
         let kind = kind_of(parent.as_fd(), &name);
         if follow && kind == Some(Kind::Symlink) {
+            if is_other_process(&fd_path(parent.as_fd())?, pid) {
+                // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
+                return Err(io::Error::from_raw_os_error(libc::EACCES));
+            }
             let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
             if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
                 // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link,
@@ -315,6 +332,11 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
             continue;
         }
         let real = fd_path(parent.as_fd())?;
+        if is_other_process(&real, pid) {
+            // The caller could not look into another process's /proc entry (Landlock keeps
+            // it from ptracing out of its domain); guard must not do it on its behalf.
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
         let path = if name == "." { real } else { real.join(&name) };
         return Ok(Target {
             parent,
