@@ -9,4 +9,5 @@ mod git;
 mod process;
 mod profiles;
 mod syscalls;
+mod transactions;
 mod unprivileged;
