@@ -23,6 +23,9 @@ use crate::policy::{self, Vars};
 use crate::supervisor::{Inject, Setup, Shared, Supervisor};
 use crate::sys;
 
+/// How many runs' journals are kept (newest first) unless GUARD_KEEP_RUNS says otherwise.
+const DEFAULT_KEEP_RUNS: usize = 20;
+
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Profile to apply: a built-in name or a TOML file; repeat to layer (default: agent).
@@ -212,6 +215,20 @@ fn exec_in(
     }
     let policy = Arc::new(policy);
 
+    for id in journal::interrupted_runs(state, workspace) {
+        eprintln!(
+            "guard: warning: run {id} on this workspace was interrupted (guard died) and its changes are still in place\nhint: `guard recover -w {}` restores the workspace to where that run started",
+            workspace.display()
+        );
+    }
+    // When a rollback may happen on its own, record the tree's digest to prove it afterwards.
+    let may_roll_back = policy.transaction.on_deny != policy::OnDeny::Errno
+        || policy.transaction.on_failure == policy::OnFailure::Rollback;
+    let digest_before = if may_roll_back {
+        journal::tree_digest(workspace, &policy.transaction.exclude).ok()
+    } else {
+        None
+    };
     // The journal: every change inside the workspace is recorded before it happens.
     let mut journal = Journal::create(&run_dir.path, workspace, &policy.transaction, false)?;
     let run_start = journal.checkpoint("run start", None)?;
@@ -362,6 +379,11 @@ fn exec_in(
         pid: std::process::id(),
         uid: nix::unistd::getuid().as_raw(),
     }));
+    handle.emit(Event::Checkpoint(audit::Checkpoint {
+        id: run_start.0.to_string(),
+        reason: "run start".into(),
+        pid: None,
+    }));
     let shared = Arc::new(Shared::default());
     let (stop_r, stop_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ExecError::Setup {
@@ -434,6 +456,7 @@ fn exec_in(
     let roll_back = (policy_stop && policy.transaction.on_deny == policy::OnDeny::Kill)
         || (failed && policy.transaction.on_failure == policy::OnFailure::Rollback);
     let mut rollbacks = 0;
+    let mut digest_after = None;
     if let Some(j) = report.journal.as_mut() {
         if roll_back {
             rollbacks += 1;
@@ -442,6 +465,13 @@ fn exec_in(
                 Ok(r) => {
                     for p in &r.problems {
                         eprintln!("guard: rollback: {p}");
+                    }
+                    digest_after =
+                        journal::tree_digest(workspace, &policy.transaction.exclude).ok();
+                    if digest_before.is_some() && digest_after != digest_before {
+                        eprintln!(
+                            "guard: rollback: the workspace digest differs from the run's start"
+                        );
                     }
                     eprintln!(
                         "guard: rolled the workspace back to the run's start ({} change(s) undone)",
@@ -517,13 +547,20 @@ fn exec_in(
         checkpoints: stats.checkpoints,
         rollbacks: stats.rollbacks.max(rollbacks),
         files_changed,
-        digest_before: None,
-        digest_after: None,
+        digest_before,
+        digest_after,
     };
     let _ = report;
     summary.write(&run_dir.summary())?;
     if let Some(path) = &args.summary {
         summary.write(path)?;
+    }
+    let keep = std::env::var("GUARD_KEEP_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_KEEP_RUNS);
+    if let Err(e) = journal::prune(state, keep) {
+        tracing::warn!("cannot prune old journals: {e}");
     }
     let mut meta = meta;
     meta.state = "ended".into();

@@ -9,6 +9,7 @@ mod log;
 mod profile;
 mod progress;
 mod runs;
+mod txn;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -36,6 +37,14 @@ pub enum Command {
     Runs,
     /// Show a run's audit log (the newest run by default).
     Log(log::LogArgs),
+    /// What a run changed in its workspace: added, modified, deleted, metadata.
+    Diff(txn::DiffArgs),
+    /// Undo a run (or roll it back to a checkpoint) after it ended.
+    Rollback(txn::RollbackArgs),
+    /// Restore workspaces left by runs whose guard was killed or crashed.
+    Recover(txn::RecoverArgs),
+    /// Delete the journals of older runs, keeping the newest.
+    Prune(txn::PruneArgs),
     /// List, show or check profiles.
     Profile {
         #[command(subcommand)]
@@ -115,6 +124,10 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Exec(args) => exec::run(args),
         Command::Runs => runs::run(),
         Command::Log(args) => log::run(args),
+        Command::Diff(args) => txn::diff(args),
+        Command::Rollback(args) => txn::rollback(args),
+        Command::Recover(args) => txn::recover(args),
+        Command::Prune(args) => txn::prune(args),
         Command::Profile { command } => profile::run(command),
         Command::Explain {
             profile,

@@ -46,6 +46,18 @@ fn interrupted(meta: &RunMeta) -> bool {
     meta.state == "running" && !guard_alive(meta.guard_pid)
 }
 
+/// The ids of the runs on `workspace` that were interrupted and not yet recovered.
+pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
+    list_runs(state)
+        .into_iter()
+        .filter(|run| {
+            run.read_meta()
+                .is_ok_and(|m| m.workspace == workspace && interrupted(&m))
+        })
+        .map(|run| run.id)
+        .collect()
+}
+
 /// Finds runs under `state` that were interrupted (on `workspace` only, when given), rolls each
 /// journal back to its first checkpoint and marks the run "recovered".
 pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>, JournalError> {

@@ -458,6 +458,22 @@ pub fn syscall_name(nr: i64) -> &'static str {
     call_of(nr).map(|(n, _)| n).unwrap_or("unknown")
 }
 
+/// The address to connect to, as bytes for the kernel: a relative unix socket path is made
+/// absolute (guard connects from its own cwd, not the caller's).
+fn absolute_unix(raw: &[u8], addr: &NetAddr) -> Vec<u8> {
+    if let NetAddr::Unix(p) = addr {
+        let bytes = p.as_os_str().as_bytes();
+        // sun_path holds 108 bytes including the NUL.
+        if bytes.len() < 108 {
+            let mut out = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+            out.extend_from_slice(bytes);
+            out.push(0);
+            return out;
+        }
+    }
+    raw.to_vec()
+}
+
 /// What the supervisor does with an allowed call: perform it itself on the resolved targets
 /// (so the object judged is the object changed, and the journal sees it first), or let the
 /// kernel continue it (exec and connect, which cannot be emulated, and metadata-only calls).
@@ -508,6 +524,12 @@ pub enum Act {
     },
     /// Record the old metadata, then continue.
     Meta(Target),
+    /// Connect the caller's socket (a duplicate fetched with pidfd_getfd) to the address read
+    /// once from its memory.
+    Connect {
+        sock: i32,
+        addr: Vec<u8>,
+    },
 }
 
 /// A decoded call, owning everything the policy [`Request`](crate::policy::Request) borrows.
@@ -902,7 +924,15 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let raw = memory::read_bytes(n.pid, n.args[1], len)
                 .map_err(|e| fail(e, "cannot read the address"))?;
             let addr = decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
-            let mut d = Decoded::new(name, Op::Connect, Act::Continue);
+            let wire = absolute_unix(&raw, &addr);
+            let mut d = Decoded::new(
+                name,
+                Op::Connect,
+                Act::Connect {
+                    sock: n.args[0] as i32,
+                    addr: wire,
+                },
+            );
             d.addr = Some(addr);
             d
         }

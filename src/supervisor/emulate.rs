@@ -6,11 +6,14 @@
 //! Results and errnos are the kernel's own, since the same system call runs, only from guard:
 //! the caller's umask is applied to new entries, its O_CLOEXEC to injected descriptors, and a
 //! final symlink was already followed (or not) during resolution exactly as the call would.
-//! Only exec, connect and the metadata-only calls (utimes, xattrs) are continued.
+//! Connect runs on a duplicate of the caller's socket. Only exec and the metadata-only calls
+//! (utimes, xattrs) are continued.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{Mode, SFlag};
@@ -39,8 +42,9 @@ pub enum Outcome {
     Done(i64),
     /// Performed and failed with this errno (the caller gets it).
     Failed(i32),
-    /// A descriptor was injected and the caller already answered.
-    Injected,
+    /// The caller was (or will be) answered elsewhere: a descriptor injected with
+    /// ADDFD_FLAG_SEND, or a connect finishing on a worker thread.
+    Answered,
     /// Let the kernel carry it out.
     Continue,
 }
@@ -115,7 +119,7 @@ fn journal_refused(e: &JournalError) -> Outcome {
 pub fn perform(
     act: &Act,
     n: &Notif,
-    listener: &Listener,
+    listener: &Arc<Listener>,
     inject: Inject,
     journal: Option<&mut Journal>,
 ) -> Outcome {
@@ -156,7 +160,7 @@ pub fn perform(
                 Ok(())
             }
         }
-        Act::Continue => Ok(()),
+        Act::Continue | Act::Connect { .. } => Ok(()),
     };
     match before {
         Ok(()) => perform_plain(act, n, listener, inject),
@@ -165,7 +169,7 @@ pub fn perform(
 }
 
 /// Perform `act` without a journal.
-fn perform_plain(act: &Act, n: &Notif, listener: &Listener, inject: Inject) -> Outcome {
+fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject) -> Outcome {
     match act {
         Act::Continue | Act::Meta(_) => Outcome::Continue,
         Act::Unlink(t) => done(nix::unistd::unlinkat(
@@ -256,6 +260,51 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Listener, inject: Inject) -> O
             done(nix::unistd::ftruncate(fd.as_fd(), *len))
         }
         Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
+        Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
+    }
+}
+
+/// Connects now in flight on worker threads; beyond the cap, connects run on the supervisor
+/// thread itself (slower for everyone, but bounded).
+static CONNECT_WORKERS: AtomicUsize = AtomicUsize::new(0);
+const MAX_CONNECT_WORKERS: usize = 64;
+
+/// connect(2) for the caller: on a duplicate of its own socket (pidfd_getfd), to the address
+/// copied once from its memory. A blocking connect can take long (an unresponsive host), so it
+/// runs on a worker thread that answers the notification itself.
+fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outcome {
+    let fd = match crate::sys::process::pidfd_for_thread(n.pid)
+        .and_then(|p| crate::sys::process::pidfd_getfd(p.as_fd(), sock))
+    {
+        Ok(fd) => fd,
+        // The descriptor is not open in the caller (or the caller is gone): what connect says
+        // for a bad descriptor.
+        Err(_) => return Outcome::Failed(libc::EBADF),
+    };
+    let nonblocking = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+        .is_ok_and(|fl| fl & libc::O_NONBLOCK != 0);
+    if nonblocking || CONNECT_WORKERS.load(Ordering::Relaxed) >= MAX_CONNECT_WORKERS {
+        return io_done(crate::sys::net::connect_raw(fd.as_fd(), addr));
+    }
+    let (listener, id, addr) = (Arc::clone(listener), n.id, addr.to_vec());
+    CONNECT_WORKERS.fetch_add(1, Ordering::Relaxed);
+    let spawned = std::thread::Builder::new()
+        .name("guard-connect".into())
+        .spawn(move || {
+            let r = crate::sys::net::connect_raw(fd.as_fd(), &addr);
+            let error = r
+                .err()
+                .map(|e| -e.raw_os_error().unwrap_or(libc::EIO))
+                .unwrap_or(0);
+            let _ = listener.respond(id, 0, error, false);
+            CONNECT_WORKERS.fetch_sub(1, Ordering::Relaxed);
+        });
+    match spawned {
+        Ok(_) => Outcome::Answered,
+        Err(_) => {
+            CONNECT_WORKERS.fetch_sub(1, Ordering::Relaxed);
+            Outcome::Failed(libc::EAGAIN)
+        }
     }
 }
 
@@ -264,7 +313,7 @@ fn open(
     flags: i32,
     mode: u32,
     n: &Notif,
-    listener: &Listener,
+    listener: &Arc<Listener>,
     inject: Inject,
 ) -> Outcome {
     if inject == Inject::Continue {
@@ -307,7 +356,7 @@ fn open(
     }
     match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
-            Ok(_) => Outcome::Injected,
+            Ok(_) => Outcome::Answered,
             Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
         },
         Inject::AddFd => match listener.addfd(n.id, fd.as_fd(), cloexec, false) {

@@ -51,7 +51,7 @@ pub struct Report {
 }
 
 pub struct Supervisor {
-    listener: Listener,
+    listener: Arc<Listener>,
     policy: Arc<Policy>,
     audit: AuditHandle,
     shared: Arc<Shared>,
@@ -96,7 +96,7 @@ impl Supervisor {
             root,
         } = setup;
         Supervisor {
-            listener,
+            listener: Arc::new(listener),
             audit,
             shared,
             stop,
@@ -267,7 +267,7 @@ impl Supervisor {
                         self.answer(n.id, Answer::Errno(e));
                         false
                     }
-                    emulate::Outcome::Injected => true,
+                    emulate::Outcome::Answered => true,
                     emulate::Outcome::Continue => {
                         self.answer(n.id, Answer::Continue);
                         true

@@ -142,3 +142,16 @@ pub fn at_fdcwd() -> BorrowedFd<'static> {
     // never closed and BorrowedFd only excludes -1.
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
 }
+
+/// A pidfd for the thread group that thread `tid` belongs to: `pidfd_open` wants a thread
+/// group leader (before Linux 6.9), and seccomp notifications carry thread ids.
+pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
+    let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Tgid:")
+                .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
+        })
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    pidfd_open(tgid)
+}
