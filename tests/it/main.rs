@@ -8,6 +8,7 @@ mod fs_boundary;
 mod git;
 mod process;
 mod profiles;
+mod recovery;
 mod syscalls;
 mod transactions;
 mod unprivileged;

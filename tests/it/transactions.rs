@@ -332,8 +332,19 @@ fn deny_secret_profile(w: &Workspace, on_deny: &str) -> String {
     )
 }
 
+/// How often the on-deny scenarios run: the denied process may exit (and be reaped) at any
+/// moment after the denial, so a single run can pass by luck.
+const ROUNDS: usize = 5;
+
 #[test]
 fn a_denied_call_rolls_back_only_its_command_and_the_agent_carries_on() {
+    for round in 0..ROUNDS {
+        denied_call_rolls_back_only_its_command(round);
+    }
+}
+
+fn denied_call_rolls_back_only_its_command(round: usize) {
+    let story = format!("on-deny rollback, round {round}");
     let w = tree_workspace(40, 11);
     w.write("gone.txt", "will come back\n");
     let before = w.state();
@@ -343,36 +354,44 @@ fn a_denied_call_rolls_back_only_its_command_and_the_agent_carries_on() {
                   echo \"after $?\" > after.txt; echo parent-alive";
     let out = w.exec(&["agent", &profile]).run(&["sh", "-c", script]);
     out.expect_code(0);
-    assert!(out.stdout().contains("parent-alive"), "{}", out.stdout());
+    assert!(
+        out.stdout().contains("parent-alive"),
+        "{story}: {}",
+        out.stdout()
+    );
     let ws = &w.ws;
     assert_eq!(
         std::fs::read_to_string(ws.join("kept.txt")).ok().as_deref(),
         Some("before\n"),
-        "made by the agent before the command: kept"
+        "{story}: made by the agent before the command: kept"
     );
-    assert!(!ws.join("child.txt").exists(), "the command's file is gone");
     assert!(
         !ws.join("secret.txt").exists(),
-        "the denied file was never made"
-    );
-    assert_eq!(
-        std::fs::read_to_string(ws.join("gone.txt")).ok().as_deref(),
-        Some("will come back\n"),
-        "the file the command removed is back"
+        "{story}: the denied file was never made"
     );
     let after = std::fs::read_to_string(ws.join("after.txt")).expect("after.txt: made after");
     let status: i32 = after
         .trim()
         .strip_prefix("after ")
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("after.txt: {after:?}"));
-    assert_ne!(status, 0, "the agent saw its command fail");
+        .unwrap_or_else(|| panic!("{story}: after.txt: {after:?}"));
+    assert_ne!(status, 0, "{story}: the agent saw its command fail");
+    assert!(
+        !ws.join("child.txt").exists(),
+        "{story}: the command's file is gone (the command exited with {status}; events: {:?})",
+        w.events("rollback")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gone.txt")).ok().as_deref(),
+        Some("will come back\n"),
+        "{story}: the file the command removed is back"
+    );
     // Apart from the agent's own two files, the workspace is as before the run.
     std::fs::remove_file(ws.join("kept.txt")).expect("rm kept");
     std::fs::remove_file(ws.join("after.txt")).expect("rm after");
-    before.assert_restored(ws, "on-deny rollback of one command");
+    before.assert_restored(ws, &story);
     let rollbacks = w.events("rollback");
-    assert_eq!(rollbacks.len(), 1, "{rollbacks:?}");
+    assert_eq!(rollbacks.len(), 1, "{story}: {rollbacks:?}");
     let cp = rollbacks[0]["checkpoint"]
         .as_str()
         .unwrap_or("")
@@ -381,11 +400,11 @@ fn a_denied_call_rolls_back_only_its_command_and_the_agent_carries_on() {
         .events("checkpoint")
         .into_iter()
         .find(|c| c["id"].as_str() == Some(cp.as_str()))
-        .unwrap_or_else(|| panic!("no checkpoint event with id {cp}"));
+        .unwrap_or_else(|| panic!("{story}: no checkpoint event with id {cp}"));
     let reason = checkpoint["reason"].as_str().unwrap_or("");
     assert!(
         reason.starts_with("command:") && reason.contains("child.txt"),
-        "the command's own checkpoint was restored: {checkpoint}"
+        "{story}: the command's own checkpoint was restored: {checkpoint}"
     );
     assert!(w
         .decisions()
@@ -402,9 +421,29 @@ fn on_deny_kill_ends_the_run_with_120_and_restores_its_start() {
         "sh",
         "-c",
         "rm -rf tree/d0 tree/d1; echo new > new.txt; mv tree/d2 moved; \
-         echo x > secret.txt; echo not-reached",
+         echo x > secret.txt; echo y > later.txt",
     ]);
     out.expect_code(120);
-    assert!(!out.stdout().contains("not-reached"), "{}", out.stdout());
     assert_rolled_back(&w, &before, "on-deny kill", &out);
+}
+
+#[test]
+fn on_deny_kill_stops_the_denied_process_before_it_runs_on() {
+    // "A denial ends the run": nothing the process does after the denied call should happen,
+    // not even output on a descriptor it already holds.
+    for round in 0..ROUNDS {
+        let w = Workspace::new();
+        let profile = deny_secret_profile(&w, "kill");
+        let out = w.exec(&["agent", &profile]).run(&[
+            "sh",
+            "-c",
+            "echo x > secret.txt; echo ran-on-after-the-denial",
+        ]);
+        out.expect_code(120);
+        assert!(
+            !out.stdout().contains("ran-on-after-the-denial"),
+            "round {round}: the denied process ran on after the denial: {}",
+            out.stdout()
+        );
+    }
 }
