@@ -150,11 +150,17 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
     const ITERATIONS: u64 = 50;
     // The workload's mutating part takes roughly this long under guard on a slow machine;
     // the kill lands anywhere from before the sandbox starts to the endless tail.
-    const SPAN_MS: u64 = 600;
+    const SPAN_MS: u64 = 400;
     let mut rng = Rng::new(0xC0FFEE);
+    // Iterations in which guard died with changes in place that recover had to undo.
+    let mut undone = 0;
+    // One test area for all iterations (it holds a copy of guard): the workspace is emptied
+    // and filled anew each time; the runs of earlier iterations stay in the state directory.
+    let w = Workspace::new();
     for i in 0..ITERATIONS {
         let delay = Duration::from_millis(rng.below(SPAN_MS));
-        let w = Workspace::new();
+        std::fs::remove_dir_all(&w.ws).expect("empty the workspace");
+        std::fs::create_dir(&w.ws).expect("recreate the workspace");
         populate(&w.ws.join("tree"), 300, 100 + i);
         let before = TreeState::of(&w.ws);
         let story = format!("iteration {i}: guard killed after {delay:?}");
@@ -195,6 +201,13 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
             out.stderr()
         );
         before.assert_restored(&w.ws, &story);
+        if out
+            .stdout()
+            .lines()
+            .any(|l| l.starts_with("recovered run") && !l.contains(": 0 change(s)"))
+        {
+            undone += 1;
+        }
         // Recovery is done once: a second pass finds nothing left to do.
         let again = w.guard().arg("recover").arg("-w").arg(&w.ws).output();
         again.expect_code(0);
@@ -204,4 +217,8 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
             again.stdout()
         );
     }
+    assert!(
+        undone >= ITERATIONS / 2,
+        "only {undone} of {ITERATIONS} kills left changes to recover: the kills miss the workload"
+    );
 }
