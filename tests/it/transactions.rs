@@ -447,3 +447,27 @@ fn on_deny_kill_stops_the_denied_process_before_it_runs_on() {
         );
     }
 }
+
+#[test]
+fn on_failure_rollback_profile_restores_a_failed_run_and_keeps_a_successful_one() {
+    let w = tree_workspace(100, 13);
+    let profile = w.profile_file(
+        "on-failure",
+        "name = \"on-failure\"\n[transaction]\non-failure = \"rollback\"\n",
+    );
+    let before = w.state();
+    let out = w.exec(&["agent", &profile]).run(&[
+        "sh",
+        "-c",
+        "rm -rf tree/d3; echo half > half-done.txt; mv tree/d4 tree/d5/; false",
+    ]);
+    out.expect_code(1);
+    assert_rolled_back(&w, &before, "on-failure rollback of a failed run", &out);
+
+    let out =
+        w.exec(&["agent", &profile])
+            .run(&["sh", "-c", "rm -rf tree/d3; echo done > done.txt"]);
+    out.expect_code(0);
+    assert!(w.events("rollback").is_empty(), "a successful run is kept");
+    assert!(w.ws.join("done.txt").exists() && !w.ws.join("tree/d3").exists());
+}
