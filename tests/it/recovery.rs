@@ -150,19 +150,18 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
     const ITERATIONS: u64 = 50;
     // The workload's mutating part takes roughly this long under guard on a slow machine;
     // the kill lands anywhere from before the sandbox starts to the endless tail.
-    const SPAN_MS: u64 = 400;
+    const SPAN_MS: u64 = 300;
     let mut rng = Rng::new(0xC0FFEE);
     // Iterations in which guard died with changes in place that recover had to undo.
     let mut undone = 0;
-    // One test area for all iterations (it holds a copy of guard): the workspace is emptied
-    // and filled anew each time; the runs of earlier iterations stay in the state directory.
+    // One workspace for all iterations: each recovery must restore it exactly, so the next
+    // iteration starts from the same tree; the runs of earlier iterations stay in the state
+    // directory (and must not be recovered twice).
     let w = Workspace::new();
+    populate(&w.ws.join("tree"), 300, 100);
+    let before = TreeState::of(&w.ws);
     for i in 0..ITERATIONS {
         let delay = Duration::from_millis(rng.below(SPAN_MS));
-        std::fs::remove_dir_all(&w.ws).expect("empty the workspace");
-        std::fs::create_dir(&w.ws).expect("recreate the workspace");
-        populate(&w.ws.join("tree"), 300, 100 + i);
-        let before = TreeState::of(&w.ws);
         let story = format!("iteration {i}: guard killed after {delay:?}");
 
         let mut g = w.exec(&["agent"]);
