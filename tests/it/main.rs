@@ -10,5 +10,7 @@ mod git;
 mod journal_limits;
 mod process;
 mod profiles;
+mod recovery;
 mod syscalls;
+mod transactions;
 mod unprivileged;

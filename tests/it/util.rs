@@ -259,3 +259,236 @@ pub fn tool(name: &str) -> Option<PathBuf> {
             .find(|c| c.is_file())
     })
 }
+
+/// One line per entry of a tree, for readable failure messages next to
+/// [`guard::journal::tree_digest`]: `path -> kind mode content-hash|target`.
+pub type Snapshot = std::collections::BTreeMap<PathBuf, String>;
+
+/// Describe every entry under `root` (names relative to it); see [`Snapshot`].
+pub fn snapshot(root: &Path) -> Snapshot {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    fn walk(root: &Path, rel: &Path, out: &mut Snapshot) {
+        let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let child = rel.join(e.file_name());
+            let abs = root.join(&child);
+            let Ok(meta) = std::fs::symlink_metadata(&abs) else {
+                continue;
+            };
+            let ft = meta.file_type();
+            let mode = meta.mode() & 0o7777;
+            let desc = if ft.is_dir() {
+                walk(root, &child, out);
+                format!("dir {mode:o}")
+            } else if ft.is_symlink() {
+                format!(
+                    "symlink -> {:?}",
+                    std::fs::read_link(&abs).unwrap_or_default()
+                )
+            } else if ft.is_file() {
+                let content = std::fs::read(&abs).unwrap_or_default();
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                content.hash(&mut h);
+                format!("file {mode:o} {} bytes #{:016x}", content.len(), h.finish())
+            } else {
+                format!("other {mode:o}")
+            };
+            out.insert(child, desc);
+        }
+    }
+    let mut out = Snapshot::new();
+    walk(root, Path::new(""), &mut out);
+    out
+}
+
+/// The differences between two snapshots, one line each, at most `limit` lines.
+pub fn snapshot_diff(before: &Snapshot, after: &Snapshot, limit: usize) -> String {
+    let mut lines = Vec::new();
+    for (p, b) in before {
+        match after.get(p) {
+            None => lines.push(format!("missing  {}: was {b}", p.display())),
+            Some(a) if a != b => lines.push(format!("changed  {}: {b} => {a}", p.display())),
+            Some(_) => {}
+        }
+    }
+    for (p, a) in after {
+        if !before.contains_key(p) {
+            lines.push(format!("extra    {}: {a}", p.display()));
+        }
+    }
+    let n = lines.len();
+    lines.truncate(limit);
+    if n > limit {
+        lines.push(format!("... and {} more", n - limit));
+    }
+    lines.join("\n")
+}
+
+/// The state of a workspace that a rollback must restore: the tree digest (the proof) and a
+/// snapshot (to say what differs when it is not restored).
+pub struct TreeState {
+    pub digest: String,
+    pub snapshot: Snapshot,
+}
+
+impl TreeState {
+    pub fn of(root: &Path) -> TreeState {
+        TreeState {
+            digest: guard::journal::tree_digest(root, &[]).expect("tree digest"),
+            snapshot: snapshot(root),
+        }
+    }
+
+    /// Panic, listing the differences, unless `root` has exactly this state again.
+    pub fn assert_restored(&self, root: &Path, context: &str) {
+        let now = guard::journal::tree_digest(root, &[]).expect("tree digest");
+        if now != self.digest {
+            panic!(
+                "{context}: the tree digest differs after the rollback\nbefore {}\nafter  {}\n{}",
+                self.digest,
+                now,
+                snapshot_diff(&self.snapshot, &snapshot(root), 40)
+            );
+        }
+    }
+}
+
+/// A small deterministic pseudo-random generator (xorshift64*), for reproducible trees,
+/// workloads and delays.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform-ish in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Where [`populate`] puts its file number `i`, relative to the tree's root.
+pub fn tree_file(i: usize) -> PathBuf {
+    let top = format!("d{}", i % 10);
+    let sub = format!("s{}", (i / 10) % 7);
+    let dir = if i % 13 == 0 {
+        PathBuf::from(&top).join(&sub).join("deep/er/still")
+    } else if i % 3 == 0 {
+        PathBuf::from(&top)
+    } else {
+        PathBuf::from(&top).join(&sub)
+    };
+    let name = match i {
+        1 => "name with spaces.txt".to_string(),
+        2 => "ünïcödé-файл.txt".to_string(),
+        _ => format!("f{i:05}.{}", ["txt", "rs", "bin", "md"][i % 4]),
+    };
+    dir.join(name)
+}
+
+/// Fill `dir` with a varied tree of `files` regular files: nested directories (some deep, some
+/// empty, one 0700), contents of many sizes (empty, small, a few of 64 KiB), modes 0600, 0644
+/// and 0755, symlinks (to a file, to a directory, dangling, absolute), a hard link, and names
+/// with spaces, non-ASCII and non-UTF-8 bytes. Deterministic for a given `seed`.
+pub fn populate(dir: &Path, files: usize, seed: u64) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut rng = Rng::new(seed);
+    std::fs::create_dir_all(dir).expect("mkdir tree");
+    let mut written = Vec::new();
+    for i in 0..files {
+        let p = dir.join(tree_file(i));
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        let content: Vec<u8> = match rng.below(20) {
+            0 => Vec::new(),
+            1 => (0..65536u32)
+                .map(|k| (k.wrapping_mul(31) ^ i as u32) as u8)
+                .collect(),
+            _ => format!("file {i} seed {seed}\n")
+                .repeat(1 + rng.below(40) as usize)
+                .into_bytes(),
+        };
+        std::fs::write(&p, content).expect("write file");
+        let mode = match i % 7 {
+            0 => 0o600,
+            1 => 0o755,
+            _ => 0o644,
+        };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        written.push(p);
+    }
+    let raw = dir.join(std::ffi::OsStr::from_bytes(b"raw-\xff\xfe-name"));
+    std::fs::write(&raw, b"not utf-8 name\n").expect("write raw name");
+    for e in ["empty", "d1/empty", "d2/s3/empty/nested-empty"] {
+        std::fs::create_dir_all(dir.join(e)).expect("mkdir empty");
+    }
+    std::fs::create_dir_all(dir.join("private")).expect("mkdir private");
+    std::fs::write(dir.join("private/key"), "k\n").expect("write");
+    std::fs::set_permissions(dir.join("private"), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let sym = |target: &str, link: &str| {
+        std::os::unix::fs::symlink(target, dir.join(link)).expect("symlink");
+    };
+    sym("d0", "link-to-dir");
+    sym("../d0/s0", "d1/link-to-subdir");
+    sym("does/not/exist", "dangling");
+    sym("/usr/bin/env", "absolute");
+    if let Some(first) = written.iter().find(|p| p.starts_with(dir.join("d3"))) {
+        let rel = first.strip_prefix(dir).expect("under dir");
+        sym(&format!("../{}", rel.display()), "d4/link-to-file");
+        std::fs::hard_link(first, dir.join("d5/hard-link")).expect("hard link");
+    }
+}
+
+impl Workspace {
+    /// The workspace's tree digest and snapshot.
+    pub fn state(&self) -> TreeState {
+        TreeState::of(&self.ws)
+    }
+
+    /// Events of the newest run with this `type`.
+    pub fn events(&self, kind: &str) -> Vec<serde_json::Value> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    /// Write a profile file next to the workspace and return its path, for
+    /// `exec(&["agent", &path])`.
+    pub fn profile_file(&self, name: &str, text: &str) -> String {
+        let p = self.root.join(format!("{name}.toml"));
+        std::fs::write(&p, text).expect("write profile");
+        p.display().to_string()
+    }
+
+    /// Run a setup script with `sh -c` in the workspace, unconfined; panics unless it succeeds.
+    pub fn sh(&self, script: &str) -> String {
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&self.ws)
+            .env("HOME", &self.home)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn sh");
+        assert!(
+            out.status.success(),
+            "setup script failed: {script}\n--- stdout\n{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}

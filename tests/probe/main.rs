@@ -250,6 +250,46 @@ fn main() {
                 }
                 last
             }
+            "mmap-write" => {
+                // Rewrite a file in place through a shared mapping: every byte becomes the
+                // pattern (repeated), then msync. No write(2) touches the file.
+                let pattern = if a(2).is_empty() {
+                    b"mmap".as_slice()
+                } else {
+                    a(2).as_bytes()
+                };
+                let fd = libc::open(c(a(1)).as_ptr(), libc::O_RDWR);
+                if fd < 0 {
+                    report(-1);
+                    std::process::exit(0);
+                }
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(fd, &mut st) != 0 || st.st_size <= 0 {
+                    report(-1);
+                    std::process::exit(0);
+                }
+                let len = st.st_size as usize;
+                let map = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                );
+                libc::close(fd);
+                if map == libc::MAP_FAILED {
+                    report(-1);
+                    std::process::exit(0);
+                }
+                let bytes = std::slice::from_raw_parts_mut(map.cast::<u8>(), len);
+                for (i, b) in bytes.iter_mut().enumerate() {
+                    *b = pattern[i % pattern.len()];
+                }
+                let rc = libc::msync(map, len, libc::MS_SYNC);
+                libc::munmap(map, len);
+                rc as i64
+            }
             other => {
                 eprintln!("guard-probe: unknown operation {other:?}");
                 std::process::exit(2);

@@ -1,0 +1,223 @@
+//! Undoing a run after it ended (`guard diff`, `guard rollback`), and restoring a workspace
+//! after guard itself died in the middle of a run (`guard recover`).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::{populate, Rng, TreeState, Workspace};
+
+#[test]
+fn rollback_after_a_successful_run_restores_the_workspace_and_diff_lists_the_changes() {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 300, 21);
+    w.write("kept.txt", "kept\n");
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "rm -rf tree; echo new > new.txt"])
+        .expect_code(0);
+    assert!(!w.ws.join("tree").exists());
+    assert_ne!(
+        w.state().digest,
+        before.digest,
+        "the run changed the workspace"
+    );
+
+    let diff = w.guard().arg("diff").output();
+    diff.expect_code(0);
+    let listing = diff.stdout();
+    let lines: Vec<&str> = listing.lines().map(str::trim_end).collect();
+    assert!(lines.contains(&"A new.txt"), "{listing}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("D tree/d0/")),
+        "{}",
+        diff.stdout()
+    );
+    assert!(
+        !lines.iter().any(|l| l.ends_with(" kept.txt")),
+        "{}",
+        diff.stdout()
+    );
+
+    let out = w.guard().arg("rollback").output();
+    out.expect_code(0);
+    before.assert_restored(&w.ws, "guard rollback after the run");
+    let rollbacks = w.events("rollback");
+    assert_eq!(rollbacks.len(), 1, "{rollbacks:?}");
+    assert_eq!(
+        rollbacks[0]["digest_after"].as_str(),
+        Some(before.digest.as_str()),
+        "the rollback event records the restored digest"
+    );
+}
+
+#[test]
+fn rollback_refuses_when_a_touched_file_changed_after_the_run_unless_forced() {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 100, 22);
+    w.write("a.txt", "a before\n");
+    w.write("b.txt", "b before\n");
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "echo 'a by the run' > a.txt; rm b.txt; rm -rf tree/d0; echo c > c.txt",
+        ])
+        .expect_code(0);
+    // The user edits a file the run touched.
+    w.write("a.txt", "the user's later work\n");
+    let edited = w.state();
+
+    let out = w.guard().arg("rollback").output();
+    assert_ne!(out.code(), 0, "must refuse\n{}", out.stderr());
+    assert!(
+        out.stderr().contains("a.txt"),
+        "the refusal names the path: {}",
+        out.stderr()
+    );
+    edited.assert_restored(&w.ws, "a refused rollback changes nothing");
+
+    let out = w.guard().args(["rollback", "--force"]).output();
+    out.expect_code(0);
+    before.assert_restored(&w.ws, "guard rollback --force");
+}
+
+#[test]
+fn rollback_to_a_command_checkpoint_keeps_what_came_before_it() {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 50, 23);
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "sh -c 'echo one > one.txt; rm -rf tree/d1'; sh -c 'echo two > two.txt; rm -rf tree/d2'",
+        ])
+        .expect_code(0);
+    let second = w
+        .events("checkpoint")
+        .into_iter()
+        .find(|c| c["reason"].as_str().is_some_and(|r| r.contains("two.txt")))
+        .expect("a checkpoint for the second command");
+    let id = second["id"].as_str().expect("id").to_string();
+    // What the workspace looked like when the second command started.
+    let mid = Workspace::new();
+    populate(&mid.ws.join("tree"), 50, 23);
+    mid.sh("echo one > one.txt; rm -rf tree/d1");
+    let expected = mid.state();
+    w.guard()
+        .args(["rollback", "--to", &id])
+        .output()
+        .expect_code(0);
+    expected.assert_restored(&w.ws, "guard rollback --to the second command");
+}
+
+/// The crash workload: a mix of every kind of change, then appends until guard is killed (so
+/// the run never ends on its own).
+const CRASH_WORKLOAD: &str = "rm -rf tree/d0; mv tree/d1 moved; \
+    i=0; for f in tree/d2/*/*.txt; do i=$((i+1)); mkdir -p made/$i; mv \"$f\" made/$i/; \
+      echo $i > new$i.txt; done; \
+    chmod -R go-w tree/d4; sed -i s/file/FILE/ tree/d5/*.rs; \
+    for f in tree/d6/*; do [ -f \"$f\" ] && : > \"$f\"; done; \
+    cp -r tree/d7 tree/copy; rm -rf tree/d8; ln -sfn moved current; \
+    mv -f tree/d9/s1/f00019.md tree/d9/f00009.rs; \
+    while :; do echo x >> tail.txt; done";
+
+/// Processes (other than zombies) whose working directory is `dir` or below it.
+fn processes_in(dir: &Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| !r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
+    const ITERATIONS: u64 = 50;
+    // The workload's mutating part takes roughly this long under guard on a slow machine;
+    // the kill lands anywhere from before the sandbox starts to the endless tail.
+    const SPAN_MS: u64 = 300;
+    let mut rng = Rng::new(0xC0FFEE);
+    // Iterations in which guard died with changes in place that recover had to undo.
+    let mut undone = 0;
+    // One workspace for all iterations: each recovery must restore it exactly, so the next
+    // iteration starts from the same tree; the runs of earlier iterations stay in the state
+    // directory (and must not be recovered twice).
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 300, 100);
+    let before = TreeState::of(&w.ws);
+    for i in 0..ITERATIONS {
+        let delay = Duration::from_millis(rng.below(SPAN_MS));
+        let story = format!("iteration {i}: guard killed after {delay:?}");
+
+        let mut g = w.exec(&["agent"]);
+        g.cmd
+            .arg("--")
+            .args(["sh", "-c", CRASH_WORKLOAD])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = g.cmd.spawn().expect("spawn guard");
+        std::thread::sleep(delay);
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("{story}: guard ended on its own ({status}) before it was killed");
+        }
+        child.kill().expect("SIGKILL guard");
+        child.wait().expect("reap guard");
+
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = processes_in(&w.ws);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{story}: sandboxed processes outlived guard: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+
+        let out = w.guard().arg("recover").arg("-w").arg(&w.ws).output();
+        assert_eq!(
+            out.code(),
+            0,
+            "{story}: guard recover failed\n--- stdout\n{}\n--- stderr\n{}",
+            out.stdout(),
+            out.stderr()
+        );
+        before.assert_restored(&w.ws, &story);
+        if out
+            .stdout()
+            .lines()
+            .any(|l| l.starts_with("recovered run") && !l.contains(": 0 change(s)"))
+        {
+            undone += 1;
+        }
+        // Recovery is done once: a second pass finds nothing left to do.
+        let again = w.guard().arg("recover").arg("-w").arg(&w.ws).output();
+        again.expect_code(0);
+        assert!(
+            again.stdout().contains("no interrupted runs"),
+            "{story}: {}",
+            again.stdout()
+        );
+    }
+    assert!(
+        undone >= ITERATIONS / 2,
+        "only {undone} of {ITERATIONS} kills left changes to recover: the kills miss the workload"
+    );
+}

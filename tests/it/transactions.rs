@@ -1,0 +1,473 @@
+//! The transactional workspace: whatever a run does inside the workspace, a rollback restores
+//! it exactly. The proof is always the same: the tree digest (names, types, content, modes,
+//! symlink targets, empty directories) after the rollback equals the digest before the run.
+
+use crate::util::{populate, tool, tree_file, Out, TreeState, Workspace};
+
+/// The path of [`populate`]'s file `i` in a tree at `tree/`, quoted for sh.
+fn f(i: usize) -> String {
+    format!("'tree/{}'", tree_file(i).display())
+}
+
+/// Run `script` (with `set -e`, ending in `exit 1`) under `guard exec --atomic` and prove the
+/// workspace was rolled back to `before`: the script ran to its end, guard said so, the audit
+/// log has one rollback event that undid something, and the digest is the pre-run digest.
+fn atomic_failure_rolls_back(w: &Workspace, before: &TreeState, story: &str, script: &str) -> Out {
+    let script = format!("set -e\n{script}\necho workload-done\nexit 1\n");
+    let out = w
+        .exec(&["agent"])
+        .arg("--atomic")
+        .run(&["sh", "-c", &script]);
+    out.expect_code(1);
+    assert!(
+        out.stdout().contains("workload-done"),
+        "{story}: the workload did not run to its end\n--- stdout\n{}\n--- stderr\n{}",
+        out.stdout(),
+        out.stderr()
+    );
+    assert_rolled_back(w, before, story, &out);
+    out
+}
+
+/// The run's rollback is visible everywhere it should be, and the workspace is `before` again.
+fn assert_rolled_back(w: &Workspace, before: &TreeState, story: &str, out: &Out) {
+    assert!(
+        out.stderr().contains("rolled the workspace back"),
+        "{story}: guard does not report the rollback\n--- stderr\n{}",
+        out.stderr()
+    );
+    let rollbacks = w.events("rollback");
+    assert_eq!(
+        rollbacks.len(),
+        1,
+        "{story}: one rollback event: {rollbacks:?}"
+    );
+    assert!(
+        rollbacks[0]["entries_undone"].as_u64().unwrap_or(0) > 0,
+        "{story}: the rollback undid nothing: {}",
+        rollbacks[0]
+    );
+    before.assert_restored(&w.ws, story);
+}
+
+#[test]
+fn rm_rf_of_a_2000_file_tree_rolls_back_exactly() {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 2000, 1);
+    w.write("keep.txt", "outside the tree\n");
+    let before = w.state();
+    assert!(before.snapshot.len() > 2000, "{}", before.snapshot.len());
+    atomic_failure_rolls_back(&w, &before, "rm -rf tree", "rm -rf tree; test ! -e tree");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(newest_run(&w).join("summary.json")).expect("summary"),
+    )
+    .expect("summary json");
+    assert_eq!(summary["rollbacks"], 1, "{summary}");
+}
+
+fn newest_run(w: &Workspace) -> std::path::PathBuf {
+    let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    runs.pop().expect("a run")
+}
+
+fn git(w: &Workspace, args: &str) -> String {
+    w.sh(&format!("git {args}"))
+}
+
+#[test]
+fn git_reset_hard_and_clean_fdx_roll_back_including_dot_git() {
+    if tool("git").is_none() {
+        eprintln!("skip: git is not installed");
+        return;
+    }
+    let w = Workspace::new();
+    w.write(
+        &w.home.join(".gitconfig").display().to_string(),
+        "[user]\n\tname = Guard Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n",
+    );
+    git(&w, "init -q");
+    populate(&w.ws.join("src"), 150, 2);
+    w.write(".gitignore", "*.log\nbuild/\n");
+    git(&w, "add -A && git commit -qm first");
+    w.write("src/d0/f00010.txt", "second version\n");
+    w.write("NEWS", "news\n");
+    git(&w, "add -A && git commit -qm second");
+    git(&w, "checkout -qb feature && echo feature > feature.txt && git add feature.txt && git commit -qm feature && git checkout -q main");
+    w.write("src/d0/f00010.txt", "uncommitted edit\n");
+    w.write("untracked.txt", "untracked\n");
+    w.write("untracked-dir/a/b.txt", "untracked in a dir\n");
+    w.write("debug.log", "ignored\n");
+    w.write("build/out.o", "ignored dir\n");
+    let before = w.state();
+    assert!(before
+        .snapshot
+        .keys()
+        .any(|p| p.starts_with(".git/objects")));
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "git reset --hard HEAD~1 && git clean -fdx",
+        "git reset -q --hard HEAD~1\ngit clean -qfdx\ntest ! -e debug.log\ntest ! -e NEWS",
+    );
+    assert_eq!(git(&w, "log -1 --format=%s").trim(), "second");
+    assert_eq!(git(&w, "rev-parse --abbrev-ref HEAD").trim(), "main");
+    let status = git(&w, "status --porcelain --ignored");
+    assert!(status.contains("untracked.txt"), "{status}");
+    assert!(status.contains("debug.log"), "{status}");
+}
+
+/// A workspace with a varied tree of `files` files under `tree/`.
+fn tree_workspace(files: usize, seed: u64) -> Workspace {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), files, seed);
+    w
+}
+
+#[test]
+fn sed_in_place_edits_roll_back() {
+    let w = tree_workspace(60, 3);
+    w.write("conf.ini", "name = old\nlevel = 1\n");
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "sed -i",
+        &format!(
+            "sed -i 's/old/new/; s/1/2/' conf.ini\n\
+             sed -i.bak 's/file/FILE/g' {} {}\n\
+             find tree/d1 -name '*.txt' -exec sed -i '1d' {{}} +\n\
+             grep -q new conf.ini",
+            f(10),
+            f(3)
+        ),
+    );
+}
+
+#[test]
+fn mv_over_existing_files_and_directories_rolls_back() {
+    let w = tree_workspace(60, 4);
+    w.write("a.txt", "a\n");
+    w.write("b.txt", "b\n");
+    std::fs::create_dir_all(w.ws.join("emptydir")).expect("mkdir");
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "mv over existing",
+        &format!(
+            "mv -f a.txt b.txt\n\
+         mv -f {} {}\n\
+         mv tree/d2/s2 tree/d9/moved-subdir\n\
+         mkdir -p newdir/x && mv -T newdir emptydir\n\
+         mv tree/link-to-dir tree/d3/renamed-link\n\
+         test ! -e a.txt",
+            f(10),
+            f(11)
+        ),
+    );
+}
+
+#[test]
+fn chmod_of_files_and_directories_rolls_back() {
+    let w = tree_workspace(60, 5);
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "chmod",
+        &format!(
+            "chmod 000 {}\n\
+         chmod 4755 {}\n\
+         chmod 1777 tree/d2\n\
+         chmod -R go-rwx tree/d3\n\
+         chmod 0755 tree/private\n\
+         chmod a+x {}",
+            f(10),
+            f(11),
+            f(4)
+        ),
+    );
+}
+
+#[test]
+fn symlink_replacement_rolls_back() {
+    let w = tree_workspace(60, 6);
+    w.write("target-a", "a\n");
+    w.write("target-b", "b\n");
+    std::os::unix::fs::symlink("target-a", w.ws.join("current")).expect("symlink");
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "ln -sfn",
+        &format!(
+            "ln -sfn target-b current\n\
+         ln -sfn d9 tree/link-to-dir\n\
+         ln -sf target-a {}\n\
+         ln -sfn elsewhere tree/dangling\n\
+         ln -s target-b brand-new-link\n\
+         test \"$(readlink current)\" = target-b",
+            f(10)
+        ),
+    );
+}
+
+#[test]
+fn truncation_rolls_back() {
+    let w = tree_workspace(60, 7);
+    w.write("big.txt", &"line\n".repeat(5000));
+    w.write("small.txt", "small\n");
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "truncate",
+        &format!(
+            "truncate -s 0 big.txt\n\
+             : > small.txt\n\
+             truncate -s 100000 {}\n\
+             truncate -s 3 {}\n\
+             : > {}\n\
+             test ! -s big.txt",
+            f(10),
+            f(11),
+            f(12)
+        ),
+    );
+}
+
+#[test]
+fn a_file_rewritten_through_mmap_rolls_back() {
+    let w = tree_workspace(30, 8);
+    w.write("mapped.bin", &"0123456789abcdef".repeat(4096));
+    let before = w.state();
+    let probe = w.probe();
+    let out = atomic_failure_rolls_back(
+        &w,
+        &before,
+        "mmap rewrite",
+        &format!(
+            "{probe} mmap-write mapped.bin XYZ\n{probe} mmap-write {} QQ\n\
+             head -c 6 mapped.bin; echo",
+            f(10)
+        ),
+    );
+    assert!(
+        out.stdout().contains("XYZXYZ"),
+        "the mapping rewrote the file during the run: {}",
+        out.stdout()
+    );
+}
+
+#[test]
+fn tar_extract_over_existing_files_rolls_back() {
+    let w = tree_workspace(60, 9);
+    // An archive (readable in the sandbox) holding other contents for the same names, plus
+    // new files, directories and a symlink.
+    let stage = w.root.join("stage");
+    populate(&stage.join("tree"), 60, 99);
+    std::fs::create_dir_all(stage.join("tree/new/dir")).expect("mkdir");
+    std::fs::write(stage.join("tree/new/dir/file"), "new\n").expect("write");
+    let archive = w.bin.join("over.tar");
+    let status = std::process::Command::new("tar")
+        .arg("cf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&stage)
+        .arg("tree")
+        .status()
+        .expect("tar cf");
+    assert!(status.success());
+    let before = w.state();
+    atomic_failure_rolls_back(
+        &w,
+        &before,
+        "tar x",
+        &format!(
+            "tar xf {} --no-same-owner\ntest -e tree/new/dir/file",
+            archive.display()
+        ),
+    );
+}
+
+#[test]
+fn parallel_make_targets_roll_back() {
+    if tool("make").is_none() {
+        eprintln!("skip: make is not installed");
+        return;
+    }
+    let w = tree_workspace(40, 10);
+    let mut makefile = String::from("all: t1 t2 t3 t4 t5 t6 t7 t8 report\n");
+    for i in 1..=8 {
+        makefile.push_str(&format!(
+            "t{i}:\n\tmkdir -p out/t{i}\n\tfor n in 1 2 3 4 5 6 7 8; do echo t{i} $$n > out/t{i}/$$n; done\n\techo rebuilt > existing{i}.txt\n\trm -f tree/d{}/s0/*.md\n",
+            i % 10
+        ));
+    }
+    makefile.push_str("report: t1 t2 t3 t4 t5 t6 t7 t8\n\tcat out/*/1 > report.txt\n");
+    w.write("Makefile", &makefile);
+    for i in 1..=8 {
+        w.write(&format!("existing{i}.txt"), &format!("original {i}\n"));
+    }
+    let before = w.state();
+    atomic_failure_rolls_back(&w, &before, "make -j2", "make -s -j2\ntest -s report.txt");
+}
+
+/// A profile layered after agent: `on-deny` as given and a deny rule for `secret*` in the
+/// workspace.
+fn deny_secret_profile(w: &Workspace, on_deny: &str) -> String {
+    w.profile_file(
+        &format!("deny-secret-{on_deny}"),
+        &format!(
+            "name = \"deny-secret\"\n\
+             [transaction]\non-deny = \"{on_deny}\"\n\
+             [[rule]]\nid = \"no-touch-secret\"\nwhen = [\"write\", \"create\"]\n\
+             path = [\"{{workspace}}/secret*\"]\naction = \"deny\"\n"
+        ),
+    )
+}
+
+/// How often the on-deny scenarios run: the denied process may exit (and be reaped) at any
+/// moment after the denial, so a single run can pass by luck.
+const ROUNDS: usize = 5;
+
+#[test]
+fn a_denied_call_rolls_back_only_its_command_and_the_agent_carries_on() {
+    for round in 0..ROUNDS {
+        denied_call_rolls_back_only_its_command(round);
+    }
+}
+
+fn denied_call_rolls_back_only_its_command(round: usize) {
+    let story = format!("on-deny rollback, round {round}");
+    let w = tree_workspace(40, 11);
+    w.write("gone.txt", "will come back\n");
+    let before = w.state();
+    let profile = deny_secret_profile(&w, "rollback");
+    let script = "echo before > kept.txt; \
+                  sh -c \"echo child > child.txt; rm -f gone.txt; rm -rf tree/d1; echo x > secret.txt\"; \
+                  echo \"after $?\" > after.txt; echo parent-alive";
+    let out = w.exec(&["agent", &profile]).run(&["sh", "-c", script]);
+    out.expect_code(0);
+    assert!(
+        out.stdout().contains("parent-alive"),
+        "{story}: {}",
+        out.stdout()
+    );
+    let ws = &w.ws;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("kept.txt")).ok().as_deref(),
+        Some("before\n"),
+        "{story}: made by the agent before the command: kept"
+    );
+    assert!(
+        !ws.join("secret.txt").exists(),
+        "{story}: the denied file was never made"
+    );
+    let after = std::fs::read_to_string(ws.join("after.txt")).expect("after.txt: made after");
+    let status: i32 = after
+        .trim()
+        .strip_prefix("after ")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{story}: after.txt: {after:?}"));
+    assert_ne!(status, 0, "{story}: the agent saw its command fail");
+    assert!(
+        !ws.join("child.txt").exists(),
+        "{story}: the command's file is gone (the command exited with {status}; events: {:?})",
+        w.events("rollback")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gone.txt")).ok().as_deref(),
+        Some("will come back\n"),
+        "{story}: the file the command removed is back"
+    );
+    // Apart from the agent's own two files, the workspace is as before the run.
+    std::fs::remove_file(ws.join("kept.txt")).expect("rm kept");
+    std::fs::remove_file(ws.join("after.txt")).expect("rm after");
+    before.assert_restored(ws, &story);
+    let rollbacks = w.events("rollback");
+    assert_eq!(rollbacks.len(), 1, "{story}: {rollbacks:?}");
+    let cp = rollbacks[0]["checkpoint"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let checkpoint = w
+        .events("checkpoint")
+        .into_iter()
+        .find(|c| c["id"].as_str() == Some(cp.as_str()))
+        .unwrap_or_else(|| panic!("{story}: no checkpoint event with id {cp}"));
+    let reason = checkpoint["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("command:") && reason.contains("child.txt"),
+        "{story}: the command's own checkpoint was restored: {checkpoint}"
+    );
+    assert!(w
+        .decisions()
+        .iter()
+        .any(|d| d["verdict"] == "deny" && d["rule"] == "no-touch-secret"));
+}
+
+#[test]
+fn on_deny_kill_ends_the_run_with_120_and_restores_its_start() {
+    let w = tree_workspace(200, 12);
+    let before = w.state();
+    let profile = deny_secret_profile(&w, "kill");
+    let out = w.exec(&["agent", &profile]).run(&[
+        "sh",
+        "-c",
+        "rm -rf tree/d0 tree/d1; echo new > new.txt; mv tree/d2 moved; \
+         echo x > secret.txt; echo y > later.txt",
+    ]);
+    out.expect_code(120);
+    assert_rolled_back(&w, &before, "on-deny kill", &out);
+}
+
+#[test]
+fn on_deny_kill_stops_the_denied_process_before_it_runs_on() {
+    // "A denial ends the run": nothing the process does after the denied call should happen,
+    // not even output on a descriptor it already holds.
+    for round in 0..ROUNDS {
+        let w = Workspace::new();
+        let profile = deny_secret_profile(&w, "kill");
+        let out = w.exec(&["agent", &profile]).run(&[
+            "sh",
+            "-c",
+            "echo x > secret.txt; echo ran-on-after-the-denial",
+        ]);
+        out.expect_code(120);
+        assert!(
+            !out.stdout().contains("ran-on-after-the-denial"),
+            "round {round}: the denied process ran on after the denial: {}",
+            out.stdout()
+        );
+    }
+}
+
+#[test]
+fn on_failure_rollback_profile_restores_a_failed_run_and_keeps_a_successful_one() {
+    let w = tree_workspace(100, 13);
+    let profile = w.profile_file(
+        "on-failure",
+        "name = \"on-failure\"\n[transaction]\non-failure = \"rollback\"\n",
+    );
+    let before = w.state();
+    let out = w.exec(&["agent", &profile]).run(&[
+        "sh",
+        "-c",
+        "rm -rf tree/d3; echo half > half-done.txt; mv tree/d4 tree/d5/; false",
+    ]);
+    out.expect_code(1);
+    assert_rolled_back(&w, &before, "on-failure rollback of a failed run", &out);
+
+    let out =
+        w.exec(&["agent", &profile])
+            .run(&["sh", "-c", "rm -rf tree/d3; echo done > done.txt"]);
+    out.expect_code(0);
+    assert!(w.events("rollback").is_empty(), "a successful run is kept");
+    assert!(w.ws.join("done.txt").exists() && !w.ws.join("tree/d3").exists());
+}
