@@ -275,6 +275,9 @@ pub struct Request<'a> {
     pub argv: &'a [OsString],
     /// exec: the resolved executable.
     pub exe: Option<&'a Path>,
+    /// exec: the program has no file reachable by path (an anonymous memfd, a deleted file run
+    /// through its descriptor). Landlock's execute right does not cover these.
+    pub exe_anonymous: bool,
     /// The caller's working directory (argv path arguments are resolved against it).
     pub cwd: Option<&'a Path>,
     /// connect: the decoded address.
@@ -292,6 +295,7 @@ impl<'a> Request<'a> {
             creates: false,
             argv: &[],
             exe: None,
+            exe_anonymous: false,
             cwd: None,
             addr: None,
         }

@@ -545,6 +545,8 @@ pub struct Decoded {
     pub exe: Option<PathBuf>,
     pub cwd: Option<PathBuf>,
     pub addr: Option<NetAddr>,
+    /// exec: the program has no file reachable by path (see `Request::exe_anonymous`).
+    pub exe_anonymous: bool,
     pub act: Act,
 }
 
@@ -560,6 +562,7 @@ impl Decoded {
             exe: None,
             cwd: None,
             addr: None,
+            exe_anonymous: false,
             act,
         }
     }
@@ -627,6 +630,22 @@ fn meta_target(
         return resolve::target(n.pid, libc::AT_FDCWD as u64, &raw, false);
     }
     resolve::target(n.pid, dirfd_arg(n, dirfd), &raw, follow)
+}
+
+/// Whether the program an exec names through a descriptor (`fd` + AT_EMPTY_PATH, or a
+/// /proc/PID/fd path) is the very file found at `exe` on disk.
+fn same_file_on_disk(n: &Notif, dirfd: Option<usize>, raw: &[u8], exe: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let object = if raw.is_empty() {
+        let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
+        std::fs::metadata(format!("/proc/{}/fd/{fd}", n.pid))
+    } else {
+        std::fs::metadata(std::ffi::OsStr::from_bytes(raw))
+    };
+    match (object, std::fs::metadata(exe)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// Decode notification `n`.
@@ -907,9 +926,16 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             };
             let args = memory::read_argv(n.pid, n.args[argv], 16 * 1024, 2 * 1024 * 1024)
                 .map_err(|e| fail(e, "cannot read argv"))?;
+            // A program with no file behind it (memfd_create + fexecve, a deleted file reached
+            // through /proc/PID/fd): Landlock's execute right does not cover those.
+            let via_fd = (raw.is_empty() && empty_path)
+                || raw.starts_with(b"/proc/")
+                || raw.starts_with(b"/dev/fd/");
+            let anonymous = via_fd && !same_file_on_disk(n, dirfd, &raw, &exe);
             let mut d = Decoded::new(name, Op::Exec, Act::Continue);
             d.argv = args.into_iter().map(OsString::from_vec).collect();
             d.exe = Some(exe);
+            d.exe_anonymous = anonymous;
             d.cwd = resolve::caller_cwd(n.pid).ok();
             d
         }

@@ -221,6 +221,7 @@ impl Supervisor {
             creates: d.creates.is_some(),
             argv: &d.argv,
             exe: d.exe.as_deref(),
+            exe_anonymous: d.exe_anonymous,
             cwd: d.cwd.as_deref(),
             addr: d.addr.as_ref(),
         };
@@ -234,7 +235,14 @@ impl Supervisor {
         } else {
             policy::decide(&self.policy, &req)
         };
-        if verdict.action == Action::Deny && self.policy.transaction.on_deny == OnDeny::Kill {
+        // The write-root boundary is Landlock's: a call refused there fails as it would without
+        // the supervisor (programs probe for writable places all the time). on-deny reacts to
+        // the profile's own denials: rules, protected paths, the network, anonymous programs.
+        let boundary = verdict.rule == "fs.write-roots";
+        if verdict.action == Action::Deny
+            && !boundary
+            && self.policy.transaction.on_deny == OnDeny::Kill
+        {
             verdict.action = Action::Kill;
         }
         let who = self.procs.get(n.pid);
@@ -289,7 +297,7 @@ impl Supervisor {
                 // Under on-deny = rollback the command is found and ended while the caller is
                 // still waiting in this call: once answered it could exit and be reaped, and
                 // its parent chain would be gone.
-                if self.policy.transaction.on_deny == OnDeny::Rollback {
+                if !boundary && self.policy.transaction.on_deny == OnDeny::Rollback {
                     if let Some(j) = self.journal.as_mut() {
                         if !self.txn.rollback_command(j, &self.audit, n.pid) {
                             self.audit.emit(audit::Event::Error(audit::ErrorEvent {

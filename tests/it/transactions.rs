@@ -18,7 +18,20 @@ fn atomic_failure_rolls_back(w: &Workspace, before: &TreeState, story: &str, scr
         .exec(&["agent"])
         .arg("--atomic")
         .run(&["sh", "-c", &script]);
-    out.expect_code(1);
+    if out.code() != 1 {
+        let denied: Vec<String> = w
+            .decisions()
+            .into_iter()
+            .filter(|d| d["verdict"] != "allow")
+            .map(|d| d.to_string())
+            .collect();
+        panic!(
+            "{story}: exit status {} (expected 1)\n--- denied\n{}\n--- stderr\n{}",
+            out.code(),
+            denied.join("\n"),
+            out.stderr()
+        );
+    }
     assert!(
         out.stdout().contains("workload-done"),
         "{story}: the workload did not run to its end\n--- stdout\n{}\n--- stderr\n{}",
