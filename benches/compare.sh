@@ -574,7 +574,7 @@ startup_ms() {   # startup_ms NAME: median ms of that start-up row, or "-"
 }
 cat >>"$REPORT" <<NOTES
 - **Calls guard does not trap cost nothing extra.** \`getpid\` and \`open-read\` run at the bare
-  speed under guard (+$ADD_GETPID and +$ADD_OPENR µs), and guard's summary counts only the
+  speed under guard (within this run's noise, see the ranges: +$ADD_GETPID and +$ADD_OPENR µs), and guard's summary counts only the
   \`exec\` (and, for open-read, the one write-open that creates the file) as judged. Reads are
   confined by Landlock in the kernel and never reach the supervisor.
 - **Fixed cost of a transaction.** An empty run takes $(fixed_ms "guard, 1-file ws") ms under
@@ -589,7 +589,7 @@ cat >>"$REPORT" <<NOTES
   supervisor's work dominates: its own time per call (audit \`latency_us\`) is about
   $SUP_UNLINK µs for unlink-missing, $SUP_OPENW µs for open-write, $SUP_UNLINKX µs for
   unlink-existing and $SUP_CREATE µs for create-new, against a round trip of a few µs
-  (DESIGN.md). Per judged call guard makes about twenty system calls (the table above): the
+  (DESIGN.md). Per judged call guard makes about sixteen system calls (the table above): the
   notification ioctls (receive, id-valid check, answer), reading the path from the caller's
   memory, \`readlink\`/\`statx\` on the caller's \`/proc\` entries to resolve it, an \`openat\`
   (\`/proc/PID/...\` for the audit record), poll, the audit writer's wake-up and write; plus,
@@ -600,7 +600,7 @@ cat >>"$REPORT" <<NOTES
   caller (\`SECCOMP_IOCTL_NOTIF_ADDFD\`), which needs the target task to run and install it:
   open-write +$ADD_OPENW µs and create-new +$ADD_CREATE µs, against +$ADD_OPENW_NOADDFD and
   +$ADD_CREATE_NOADDFD µs with \`GUARD_NO_ADDFD=1\` (journal, then let the kernel continue the
-  call: raceable, the fallback for older kernels). unlink-existing injects nothing, so both
+  call: raceable, the fallback for older kernels). create-new is an anomaly of this machine: bare it was slower than under guard (ext4 creating 20,000 names in one fresh directory while other sessions compiled; see the bare cell's range), so its "added" figures are meaningless here (even negative); the supervisor's own latency_us for it, with and without ADDFD, is the usable comparison. unlink-existing injects nothing, so both
   columns take the same path there (+$ADD_UNLINKX vs +$ADD_UNLINKX_NOADDFD µs).
 - **Journaling a deletion is a move**: unlink-existing costs +$ADD_UNLINKX µs over a bare
   unlink; the file is renamed into the store, no data is copied (the store of the \`rm -rf\` run
