@@ -13,6 +13,14 @@
 //!   trapped and judged (close is not).
 //! - `open-read`: openat(O_RDONLY) of the same file, then close: never trapped, for contrast.
 //! - `getpid`: the raw getpid system call, never trapped: the baseline.
+//! - `unlink-existing`: creates N files (plus the warm-up's) in a fresh directory
+//!   `guard-callloop-PID/`, outside the timed part, then unlinks them one by one: each unlinkat
+//!   is trapped, and guard moves the file into its journal's store.
+//! - `create-new`: openat(O_WRONLY|O_CREAT|O_EXCL) of N new names in a fresh directory
+//!   `guard-callloop-PID/`, then close: guard journals each new name and creates the file.
+//!
+//! The last two leave their directory behind (under guard, removing it would be journaled too);
+//! the caller removes it.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -62,6 +70,70 @@ fn open_close(flags: i32) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The name of file `i` in the directory of `unlink-existing` and `create-new`.
+fn numbered(dir: &str, i: u32) -> std::ffi::CString {
+    std::ffi::CString::new(format!("{dir}/f{i}")).expect("no NUL in the name")
+}
+
+fn create(path: &CStr) -> Result<(), &'static str> {
+    let fd = unsafe {
+        libc::openat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        return Err("openat(O_CREAT|O_EXCL) of a new name failed");
+    }
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+fn unlink(path: &CStr) -> Result<(), &'static str> {
+    if unsafe { libc::unlinkat(libc::AT_FDCWD, path.as_ptr(), 0) } != 0 {
+        return Err("unlinkat of an existing file failed");
+    }
+    Ok(())
+}
+
+/// `unlink-existing` and `create-new`: each call works on its own name, so the loop cannot
+/// reuse `call()`.
+fn numbered_loop(op: &str, n: u32) -> f64 {
+    let dir = format!("guard-callloop-{}", std::process::id());
+    let cdir = std::ffi::CString::new(dir.clone()).expect("no NUL in the name");
+    if unsafe { libc::mkdir(cdir.as_ptr(), 0o755) } != 0 {
+        fail(op, "mkdir");
+    }
+    let warm = (n / 20).max(10);
+    let total = warm + n;
+    let names: Vec<_> = (0..total).map(|i| numbered(&dir, i)).collect();
+    let step: fn(&CStr) -> Result<(), &'static str> = if op == "unlink-existing" {
+        // The files to unlink, created before the clock starts.
+        for name in &names {
+            if let Err(what) = create(name) {
+                fail(op, what);
+            }
+        }
+        unlink
+    } else {
+        create
+    };
+    for name in &names[..warm as usize] {
+        if let Err(what) = step(name) {
+            fail(op, what);
+        }
+    }
+    let start = Instant::now();
+    for name in &names[warm as usize..] {
+        if let Err(what) = step(name) {
+            fail(op, what);
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
 fn getpid() -> Result<(), &'static str> {
     // The raw system call: no libc caching can hide it.
     black_box(unsafe { libc::syscall(libc::SYS_getpid) });
@@ -71,7 +143,9 @@ fn getpid() -> Result<(), &'static str> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
-        eprintln!("usage: guard-callloop unlink-missing|open-write|open-read|getpid N");
+        eprintln!(
+            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|unlink-existing|create-new N"
+        );
         exit(2);
     }
     let op = args[1].as_str();
@@ -82,6 +156,11 @@ fn main() {
     if n == 0 {
         eprintln!("guard-callloop: N must be a positive integer");
         exit(2);
+    }
+    if op == "unlink-existing" || op == "create-new" {
+        let ns = numbered_loop(op, n);
+        println!("{op} {n} {ns:.1}");
+        return;
     }
     let call: fn() -> Result<(), &'static str> = match op {
         "unlink-missing" => unlink_missing,
