@@ -221,3 +221,32 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
         "only {undone} of {ITERATIONS} kills left changes to recover: the kills miss the workload"
     );
 }
+
+#[test]
+fn the_next_run_on_a_workspace_names_an_interrupted_run() {
+    let w = Workspace::new();
+    w.write("keep.txt", "v1\n");
+    let mut g = w.exec(&["agent"]);
+    g.cmd
+        .arg("--")
+        .args(["sh", "-c", "echo v2 > keep.txt; echo started; sleep 30"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = g.cmd.spawn().expect("spawn guard");
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("started");
+    child.kill().expect("kill -9 guard");
+    child.wait().expect("reap");
+    let out = w.exec(&["agent"]).run(&["true"]);
+    out.expect_code(0);
+    assert!(
+        out.stderr().contains("was interrupted") && out.stderr().contains("guard recover"),
+        "the next run says so: {}",
+        out.stderr()
+    );
+    let rec = w.guard().args(["recover", "-w"]).arg(&w.ws).output();
+    rec.expect_code(0);
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("keep.txt")).expect("keep"),
+        "v1\n"
+    );
+}

@@ -48,6 +48,8 @@ fn calls_no_agent_needs_fail_with_eperm() {
         "bpf",
         "perf_event_open",
         "unshare",
+        "setns",
+        "process_vm_writev",
         "mount",
         "seccomp-listener",
     ] {

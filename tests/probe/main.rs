@@ -163,6 +163,30 @@ fn main() {
             "userfaultfd" => libc::syscall(libc::SYS_userfaultfd, 0) as i64,
             "bpf" => libc::syscall(libc::SYS_bpf, 0, 0, 0) as i64,
             "perf_event_open" => libc::syscall(libc::SYS_perf_event_open, 0, 0, -1, -1, 0) as i64,
+            "process_vm_writev" => {
+                let data = [0u8; 8];
+                let local = libc::iovec {
+                    iov_base: data.as_ptr() as *mut _,
+                    iov_len: 8,
+                };
+                let remote = libc::iovec {
+                    iov_base: data.as_ptr() as *mut _,
+                    iov_len: 8,
+                };
+                libc::syscall(
+                    libc::SYS_process_vm_writev,
+                    libc::getppid(),
+                    &local,
+                    1,
+                    &remote,
+                    1,
+                    0,
+                ) as i64
+            }
+            "setns" => {
+                let fd = libc::open(c(OsStr::new("/proc/self/ns/uts")).as_ptr(), libc::O_RDONLY);
+                libc::setns(fd, 0) as i64
+            }
             "unshare" => libc::unshare(libc::CLONE_NEWUSER) as i64,
             "mount" => libc::mount(
                 c(OsStr::new("none")).as_ptr(),
