@@ -60,7 +60,7 @@ fn drop_capabilities() -> io::Result<()> {
 /// Runs in the forked child; never returns.
 pub(super) fn run(spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
     let s = sock.as_raw_fd();
-    // SAFETY-free borrow: `sock` lives until exec or exit.
+    // `sock` lives until exec or exit.
     let sockb = sock_borrow(&sock);
 
     // 3. Die with guard; if guard is already gone, stop here.
@@ -167,8 +167,8 @@ pub(super) fn receive_listener(sock: BorrowedFd<'_>) -> Result<OwnedFd, LaunchEr
             for c in cmsgs {
                 if let ControlMessageOwned::ScmRights(fds) = c {
                     for raw in fds {
-                        // SAFETY-free: ownership of a received descriptor passes to us; wrap it
-                        // at once so it is closed on every path.
+                        // Ownership of a received descriptor passes to us; it is wrapped in
+                        // an OwnedFd just below so it is closed on every path.
                         fd = Some(raw);
                     }
                 }

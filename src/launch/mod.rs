@@ -12,8 +12,7 @@ mod tree;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
@@ -131,14 +130,4 @@ impl Spawned {
     pub fn wait_exec(&self) -> Result<(), ExecFailed> {
         child::wait_exec(self.status.as_fd()).map_err(ExecFailed)
     }
-
-    pub fn status_fd(&self) -> i32 {
-        self.status.as_raw_fd()
-    }
-}
-
-/// Paths the launcher reports about, for messages.
-pub fn display_program(p: &CString) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(p.as_bytes()))
 }
