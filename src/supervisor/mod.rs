@@ -18,8 +18,8 @@ use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -28,7 +28,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use crate::audit::{self, AuditHandle};
 use crate::journal::Journal;
 use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
-use crate::sys::Listener;
+use crate::sys::{Listener, Notif};
 
 pub use decode::{decode_sockaddr, syscall_name};
 pub use emulate::Inject;
@@ -50,22 +50,43 @@ pub struct Report {
     pub journal: Option<Journal>,
 }
 
-pub struct Supervisor {
+/// How many threads receive notifications. A slow call (a lookup on a hung network filesystem,
+/// a large pre-image copy, a rollback) then holds up one of them, not every process's calls.
+const WORKERS: usize = 3;
+
+/// What the workers share. Everything that orders the workspace's history (the journal, the
+/// checkpoints, what the run created) sits behind one lock: a judged change is recorded and
+/// performed under it, so the journal's order is the order the changes happened in.
+struct Core {
     listener: Arc<Listener>,
-    policy: Arc<Policy>,
     audit: AuditHandle,
     shared: Arc<Shared>,
     stop: OwnedFd,
+    policy: RwLock<Arc<Policy>>,
+    hosts: Mutex<hosts::PendingHosts>,
+    procs: Mutex<procinfo::ProcCache>,
+    inject: emulate::Inject,
+    tx: Mutex<TxState>,
+    /// Held by the one worker that polls and receives; the others handle what they took.
+    /// RECV blocks when nothing is pending, so two workers must never race for one
+    /// notification.
+    receiving: Mutex<()>,
+    seq: AtomicU64,
+    judged: AtomicU64,
+    recv_errors: AtomicU64,
+}
+
+/// The workspace's transactional state.
+struct TxState {
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`).
     created: HashSet<PathBuf>,
-    seq: u64,
-    report: Report,
-    hosts: hosts::PendingHosts,
-    procs: procinfo::ProcCache,
-    inject: emulate::Inject,
     /// The run's journal; `None` when the run is not transactional.
     journal: Option<Journal>,
     txn: txn::Txn,
+}
+
+pub struct Supervisor {
+    core: Arc<Core>,
 }
 
 /// Everything a supervisor works with, handed over by `guard exec`.
@@ -83,6 +104,12 @@ pub struct Setup {
     pub root: u32,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A worker that panicked while holding the lock leaves consistent data behind (every
+    // update is a single insert or a journal append): keep going rather than stop judging.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Supervisor {
     pub fn new(setup: Setup) -> Self {
         let Setup {
@@ -95,269 +122,348 @@ impl Supervisor {
             journal,
             root,
         } = setup;
+        let hosts = hosts::PendingHosts::start(&policy);
         Supervisor {
-            listener: Arc::new(listener),
-            audit,
-            shared,
-            stop,
-            created: HashSet::new(),
-            seq: 0,
-            report: Report::default(),
-            hosts: hosts::PendingHosts::start(&policy),
-            procs: procinfo::ProcCache::default(),
-            inject,
-            journal,
-            txn: txn::Txn::new(root),
-            policy,
+            core: Arc::new(Core {
+                listener: Arc::new(listener),
+                audit,
+                shared,
+                stop,
+                policy: RwLock::new(policy),
+                hosts: Mutex::new(hosts),
+                procs: Mutex::new(procinfo::ProcCache::default()),
+                inject,
+                tx: Mutex::new(TxState {
+                    created: HashSet::new(),
+                    journal,
+                    txn: txn::Txn::new(root),
+                }),
+                receiving: Mutex::new(()),
+                seq: AtomicU64::new(0),
+                judged: AtomicU64::new(0),
+                recv_errors: AtomicU64::new(0),
+            }),
         }
     }
 
-    /// Run the loop on a new thread.
+    /// Run the workers; the returned thread ends when they all have, and hands back the report.
     pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
+        let mut workers = Vec::with_capacity(WORKERS);
+        for i in 0..WORKERS {
+            let core = Arc::clone(&self.core);
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("guard-supervisor-{i}"))
+                    .spawn(move || worker(&core))?,
+            );
+        }
         std::thread::Builder::new()
             .name("guard-supervisor".into())
-            .spawn(move || self.run())
-    }
-
-    fn run(mut self) -> Report {
-        if let Err(e) = emulate::init_thread() {
-            // Without a private umask the modes of emulated creations would be wrong: refuse
-            // to emulate rather than create files with the wrong permissions.
-            tracing::error!(
-                "cannot give the supervisor its own umask: {e}; creations are continued"
-            );
-            self.inject = emulate::Inject::Continue;
-        }
-        loop {
-            let (ready, hup, stop) = {
-                let mut fds = [
-                    PollFd::new(self.listener.fd(), PollFlags::POLLIN),
-                    PollFd::new(self.stop.as_fd(), PollFlags::POLLIN),
-                ];
-                match poll(&mut fds, PollTimeout::NONE) {
-                    Ok(_) => {}
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(e) => {
-                        tracing::error!("supervisor poll failed: {e}");
-                        break;
-                    }
+            .spawn(move || {
+                for w in workers {
+                    let _ = w.join();
                 }
-                let l = fds[0].revents().unwrap_or(PollFlags::empty());
-                let s = fds[1].revents().unwrap_or(PollFlags::empty());
-                (
-                    l.contains(PollFlags::POLLIN),
-                    l.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
-                    !s.is_empty(),
-                )
-            };
-            if ready {
-                self.receive_one();
-                continue;
-            }
-            if hup || stop {
-                break;
-            }
-        }
-        self.report.journal = self.journal.take();
-        self.report
+                let core = self.core;
+                let journal = lock(&core.tx).journal.take();
+                Report {
+                    judged: core.judged.load(Ordering::Relaxed),
+                    recv_errors: core.recv_errors.load(Ordering::Relaxed),
+                    journal,
+                }
+            })
     }
+}
 
-    fn receive_one(&mut self) {
-        let n = match self.listener.recv() {
-            Ok(n) => n,
-            // The caller died or was interrupted before we read it.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => return,
-            Err(e) => {
-                self.report.recv_errors += 1;
-                tracing::warn!("seccomp notification receive failed: {e}");
-                return;
+/// One worker: take the receiving turn, poll the listener, take one notification, give the
+/// turn to the next worker and handle it; until no process holds the filter any more or the
+/// main thread asks to stop.
+fn worker(core: &Core) {
+    let mut inject = core.inject;
+    if let Err(e) = emulate::init_thread() {
+        // Without a private umask the modes of emulated creations would be wrong: refuse to
+        // inject rather than create files with the wrong permissions.
+        tracing::error!(
+            "cannot give a supervisor thread its own umask: {e}; creations are continued"
+        );
+        inject = emulate::Inject::Continue;
+    }
+    loop {
+        let turn = lock(&core.receiving);
+        let (ready, hup, stop) = {
+            let mut fds = [
+                PollFd::new(core.listener.fd(), PollFlags::POLLIN),
+                PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!("supervisor poll failed: {e}");
+                    break;
+                }
             }
+            let l = fds[0].revents().unwrap_or(PollFlags::empty());
+            let s = fds[1].revents().unwrap_or(PollFlags::empty());
+            (
+                l.contains(PollFlags::POLLIN),
+                l.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+                !s.is_empty(),
+            )
         };
-        let start = Instant::now();
-        self.report.judged += 1;
-        let decoded = decode::decode(&n);
-        // Everything read from /proc and the caller's memory is only trusted if the caller is
-        // still the same task, waiting in the same call.
-        if !self.listener.id_valid(n.id) {
+        if ready {
+            let n = receive(core);
+            drop(turn);
+            if let Some(n) = n {
+                handle(core, n, inject);
+            }
+            continue;
+        }
+        if hup || stop {
+            break;
+        }
+    }
+}
+
+/// Take one notification off the listener.
+fn receive(core: &Core) -> Option<Notif> {
+    match core.listener.recv() {
+        Ok(n) => Some(n),
+        // The caller died or was interrupted before we read it.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => None,
+        Err(e) => {
+            core.recv_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("seccomp notification receive failed: {e}");
+            None
+        }
+    }
+}
+
+/// Judge one notification and answer it.
+fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
+    let start = Instant::now();
+    core.judged.fetch_add(1, Ordering::Relaxed);
+    let decoded = decode::decode(&n);
+    // Everything read from /proc and the caller's memory is only trusted if the caller is
+    // still the same task, waiting in the same call.
+    if !core.listener.id_valid(n.id) {
+        return;
+    }
+    let d = match decoded {
+        Ok(decode::Decision::Pass) => {
+            answer(core, n.id, Answer::Continue);
             return;
         }
-        let d = match decoded {
-            Ok(decode::Decision::Pass) => {
-                self.answer(n.id, Answer::Continue);
-                return;
-            }
-            Ok(decode::Decision::Judge(d)) => d,
-            Err(e) => {
-                let verdict = Verdict {
-                    action: Action::Deny,
-                    errno: e.errno,
-                    rule: "decode".into(),
-                    reason: Some(e.what),
-                };
-                let who = self.procs.get(n.pid);
-                let record = Record::from_failure(&n, who, e.syscall, &verdict);
-                self.answer(n.id, Answer::Errno(verdict.errno));
-                self.record(record, start);
-                return;
-            }
-        };
-        if self.hosts.is_pending() {
-            let wait = d.op == policy::Op::Connect;
-            if let Some((resolved, failures)) = self.hosts.poll(wait) {
-                for f in failures {
-                    self.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                        message: format!("net.connect host not resolved, it matches nothing: {f}"),
-                    }));
-                }
-                self.policy = resolved;
-            }
+        Ok(decode::Decision::Judge(d)) => d,
+        Err(e) => {
+            let verdict = Verdict {
+                action: Action::Deny,
+                errno: e.errno,
+                rule: "decode".into(),
+                reason: Some(e.what),
+            };
+            let who = lock(&core.procs).get(n.pid);
+            let record = Record::from_failure(&n, who, e.syscall, &verdict);
+            answer(core, n.id, Answer::Errno(verdict.errno));
+            record_decision(core, record, start);
+            return;
         }
-        let fresh = self.is_fresh(&d);
-        let req = Request {
-            op: d.op,
-            path: d.path.as_deref(),
-            path2: d.path2.as_deref(),
-            fresh,
-            creates: d.creates.is_some(),
-            argv: &d.argv,
-            exe: d.exe.as_deref(),
-            exe_anonymous: d.exe_anonymous,
-            cwd: d.cwd.as_deref(),
-            addr: d.addr.as_ref(),
-        };
-        let mut verdict = if reopens_own_descriptor(&d) {
-            Verdict {
-                action: Action::Allow,
-                errno: 0,
-                rule: "fd-reopen".into(),
-                reason: Some("re-opening the caller's own pipe or socket".into()),
+    };
+    let pending = lock(&core.hosts).is_pending();
+    if pending {
+        // Only this worker waits (for a connect) while the names are looked up.
+        let wait = d.op == policy::Op::Connect;
+        let resolved = lock(&core.hosts).poll(wait);
+        if let Some((resolved, failures)) = resolved {
+            for f in failures {
+                core.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                    message: format!("net.connect host not resolved, it matches nothing: {f}"),
+                }));
             }
-        } else {
-            policy::decide(&self.policy, &req)
-        };
-        // The write-root boundary is Landlock's: a call refused there fails as it would without
-        // the supervisor (programs probe for writable places all the time). on-deny reacts to
-        // the profile's own denials: rules, protected paths, the network, anonymous programs.
-        let boundary = verdict.rule == "fs.write-roots";
-        if verdict.action == Action::Deny
-            && !boundary
-            && self.policy.transaction.on_deny == OnDeny::Kill
-        {
-            verdict.action = Action::Kill;
+            *core
+                .policy
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = resolved;
         }
-        let who = self.procs.get(n.pid);
+    }
+    let policy = Arc::clone(
+        &core
+            .policy
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let fresh = is_fresh(&lock(&core.tx).created, &d);
+    let req = Request {
+        op: d.op,
+        path: d.path.as_deref(),
+        path2: d.path2.as_deref(),
+        fresh,
+        creates: d.creates.is_some(),
+        argv: &d.argv,
+        exe: d.exe.as_deref(),
+        exe_anonymous: d.exe_anonymous,
+        cwd: d.cwd.as_deref(),
+        addr: d.addr.as_ref(),
+    };
+    let mut verdict = if reopens_own_descriptor(&d) {
+        Verdict {
+            action: Action::Allow,
+            errno: 0,
+            rule: "fd-reopen".into(),
+            reason: Some("re-opening the caller's own pipe or socket".into()),
+        }
+    } else {
+        policy::decide(&policy, &req)
+    };
+    // The write-root boundary is Landlock's: a call refused there fails as it would without
+    // the supervisor (programs probe for writable places all the time). on-deny reacts to
+    // the profile's own denials: rules, protected paths, the network, anonymous programs.
+    let boundary = verdict.rule == "fs.write-roots";
+    if verdict.action == Action::Deny && !boundary && policy.transaction.on_deny == OnDeny::Kill {
+        verdict.action = Action::Kill;
+    }
+    let who = {
+        let mut procs = lock(&core.procs);
+        let who = procs.get(n.pid);
         if d.op == policy::Op::Exec {
-            self.procs.forget(n.pid);
+            procs.forget(n.pid);
         }
-        let mut record = Record::from_decoded(&n, who, &d, &verdict);
-        match verdict.action {
-            Action::Allow | Action::Risky => {
-                if let Some(j) = self.journal.as_mut() {
+        who
+    };
+    let mut record = Record::from_decoded(&n, who, &d, &verdict);
+    match verdict.action {
+        Action::Allow | Action::Risky => {
+            // The transactional state is locked only for what touches the workspace's history:
+            // a change inside the workspace, a new command, a risky call. Everything else (the
+            // private tmp, execs deeper in the tree, connects) goes on while another worker
+            // copies a large pre-image or rolls a command back.
+            let ws = &policy.vars.workspace;
+            let in_workspace = [d.path.as_deref(), d.path2.as_deref()]
+                .into_iter()
+                .flatten()
+                .any(|p| p.starts_with(ws));
+            let needs_tx = in_workspace
+                || verdict.action == Action::Risky
+                || (d.op == policy::Op::Exec
+                    && txn::parent_of(n.pid) == Some(lock(&core.tx).txn.root));
+            let mut note = None;
+            let outcome = if needs_tx {
+                let mut tx = lock(&core.tx);
+                let TxState {
+                    created,
+                    journal,
+                    txn,
+                } = &mut *tx;
+                if let Some(j) = journal.as_mut() {
                     if verdict.action == Action::Risky {
-                        self.txn.on_risky(j, &self.audit, n.pid, &verdict.rule);
+                        txn.on_risky(j, &core.audit, n.pid, &verdict.rule);
                     }
                     if d.op == policy::Op::Exec {
-                        self.txn.on_exec(j, &self.audit, n.pid, &d.argv);
+                        txn.on_exec(j, &core.audit, n.pid, &d.argv);
                     }
                 }
-                let mut note = None;
-                let succeeded = match emulate::perform(
+                let outcome = emulate::perform(
                     &d.act,
                     &n,
-                    &self.listener,
-                    self.inject,
-                    self.journal.as_mut(),
-                    self.policy.transaction.oversize,
+                    &core.listener,
+                    inject,
+                    journal.as_mut(),
+                    policy.transaction.oversize,
                     &mut note,
-                ) {
-                    emulate::Outcome::Done(v) => {
-                        self.answer(n.id, Answer::Value(v));
-                        true
-                    }
-                    emulate::Outcome::Failed(e) => {
-                        self.answer(n.id, Answer::Errno(e));
-                        false
-                    }
-                    emulate::Outcome::Answered => true,
-                    emulate::Outcome::Continue => {
-                        self.answer(n.id, Answer::Continue);
-                        true
-                    }
-                };
-                if let Some(note) = note {
-                    record.note(note);
-                }
+                );
+                let succeeded = !matches!(outcome, emulate::Outcome::Failed(_));
                 if let (true, Some(c)) = (succeeded, &d.creates) {
-                    if self.policy.is_protect_relevant(c) {
-                        self.created.insert(c.clone());
+                    if policy.is_protect_relevant(c) {
+                        created.insert(c.clone());
                     }
                 }
+                outcome
+            } else {
+                emulate::perform(
+                    &d.act,
+                    &n,
+                    &core.listener,
+                    inject,
+                    None,
+                    policy.transaction.oversize,
+                    &mut note,
+                )
+            };
+            match outcome {
+                emulate::Outcome::Done(v) => answer(core, n.id, Answer::Value(v)),
+                emulate::Outcome::Failed(e) => answer(core, n.id, Answer::Errno(e)),
+                emulate::Outcome::Answered => {}
+                emulate::Outcome::Continue => answer(core, n.id, Answer::Continue),
             }
-            Action::Deny => {
-                // Under on-deny = rollback the command is found and ended while the caller is
-                // still waiting in this call: once answered it could exit and be reaped, and
-                // its parent chain would be gone.
-                if !boundary && self.policy.transaction.on_deny == OnDeny::Rollback {
-                    if let Some(j) = self.journal.as_mut() {
-                        if !self.txn.rollback_command(j, &self.audit, n.pid) {
-                            self.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                                message: format!(
-                                    "on-deny rollback: pid {} belongs to no command of the run (the root process itself?): the call just fails",
-                                    n.pid
-                                ),
-                            }));
-                        }
-                    }
-                }
-                self.answer(n.id, Answer::Errno(verdict.errno));
-            }
-            Action::Kill => {
-                // End the run before the caller can run on past its denied call.
-                self.shared.policy_stop.store(true, Ordering::SeqCst);
-                crate::launch::kill_descendants();
-                self.answer(n.id, Answer::Errno(verdict.errno));
+            if let Some(note) = note {
+                record.note(note);
             }
         }
-        self.record(record, start);
+        Action::Deny => {
+            // Under on-deny = rollback the command is found and ended while the caller is
+            // still waiting in this call: once answered it could exit and be reaped, and its
+            // parent chain would be gone.
+            if !boundary && policy.transaction.on_deny == OnDeny::Rollback {
+                let mut tx = lock(&core.tx);
+                let TxState { journal, txn, .. } = &mut *tx;
+                if let Some(j) = journal.as_mut() {
+                    if !txn.rollback_command(j, &core.audit, n.pid) {
+                        core.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                            message: format!(
+                                "on-deny rollback: pid {} belongs to no command of the run (the root process itself?): the call just fails",
+                                n.pid
+                            ),
+                        }));
+                    }
+                }
+            }
+            answer(core, n.id, Answer::Errno(verdict.errno));
+        }
+        Action::Kill => {
+            // End the run before the caller can run on past its denied call.
+            core.shared.policy_stop.store(true, Ordering::SeqCst);
+            crate::launch::kill_descendants();
+            answer(core, n.id, Answer::Errno(verdict.errno));
+        }
     }
+    record_decision(core, record, start);
+}
 
-    /// True when the target of `d` (or an ancestor of it) was created by this run.
-    fn is_fresh(&self, d: &decode::Decoded) -> bool {
-        if self.created.is_empty() {
+/// True when every target of `d` lies in (or is) something this run created.
+fn is_fresh(created: &HashSet<PathBuf>, d: &decode::Decoded) -> bool {
+    if created.is_empty() {
+        return false;
+    }
+    let under_created = |p: &Path| p.ancestors().any(|a| created.contains(a));
+    let targets = [d.path.as_deref(), d.path2.as_deref()];
+    let mut any = false;
+    for p in targets.into_iter().flatten() {
+        if !under_created(p) {
             return false;
         }
-        let under_created = |p: &Path| p.ancestors().any(|a| self.created.contains(a));
-        let targets = [d.path.as_deref(), d.path2.as_deref()];
-        let mut any = false;
-        for p in targets.into_iter().flatten() {
-            if !under_created(p) {
-                return false;
-            }
-            any = true;
-        }
-        any
+        any = true;
     }
+    any
+}
 
-    /// Answer the kernel.
-    fn answer(&self, id: u64, answer: Answer) {
-        let r = match answer {
-            Answer::Continue => self.listener.respond(id, 0, 0, true),
-            Answer::Value(v) => self.listener.respond(id, v, 0, false),
-            Answer::Errno(e) => self.listener.respond(id, 0, -e, false),
-        };
-        if let Err(e) = r {
-            // ENOENT: the caller went away meanwhile; nothing to answer.
-            if e.raw_os_error() != Some(libc::ENOENT) {
-                tracing::warn!("cannot answer seccomp notification {id}: {e}");
-            }
+/// Answer the kernel.
+fn answer(core: &Core, id: u64, answer: Answer) {
+    let r = match answer {
+        Answer::Continue => core.listener.respond(id, 0, 0, true),
+        Answer::Value(v) => core.listener.respond(id, v, 0, false),
+        Answer::Errno(e) => core.listener.respond(id, 0, -e, false),
+    };
+    if let Err(e) = r {
+        // ENOENT: the caller went away meanwhile; nothing to answer.
+        if e.raw_os_error() != Some(libc::ENOENT) {
+            tracing::warn!("cannot answer seccomp notification {id}: {e}");
         }
     }
+}
 
-    fn record(&mut self, r: Record, start: Instant) {
-        self.seq += 1;
-        let latency_us = start.elapsed().as_micros() as u64;
-        self.audit.decision(r.into_event(self.seq, latency_us));
-    }
+fn record_decision(core: &Core, r: Record, start: Instant) {
+    let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
+    let latency_us = start.elapsed().as_micros() as u64;
+    core.audit.decision(r.into_event(seq, latency_us));
 }
 
 /// An open of the caller's own /proc/self/fd/N where N is a pipe (rustc's jobserver client,
