@@ -160,3 +160,57 @@ fn many_threads_trapping_at_once_are_all_answered() {
         "every open and unlink was judged and recorded"
     );
 }
+
+#[test]
+fn a_slow_judged_call_does_not_hold_up_other_processes() {
+    // Process A opens a 48 MiB workspace file for writing: the journal copies its pre-image
+    // first, which takes a while. Process B meanwhile creates and deletes files in the private
+    // tmp. B's calls must be answered while A's is still being handled: the audit log shows B
+    // decisions completed inside A's handling window (received = time - latency).
+    let w = Workspace::new();
+    let chunk: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let mut big = Vec::with_capacity(48 * chunk.len());
+    for _ in 0..48 {
+        big.extend_from_slice(&chunk);
+    }
+    std::fs::write(w.ws.join("big.bin"), &big).expect("big file");
+    let script = format!(
+        "cd \"$TMPDIR\" && {p} threads 1 3000 & sleep 0.05; {p} write \"$GUARD_WORKSPACE/big.bin\" x; wait",
+        p = w.probe()
+    );
+    w.exec(&["agent"])
+        .run(&["sh", "-c", &script])
+        .expect_code(0);
+    let decisions = w.decisions();
+    let micros = |d: &serde_json::Value| {
+        let t = d["time"].as_str().expect("time");
+        // HH:MM:SS.ffffff of the same run: compare as microseconds of the day.
+        let hms = &t[11..26];
+        let (h, rest) = hms.split_at(2);
+        let (m, rest) = rest[1..].split_at(2);
+        let (s, f) = rest[1..].split_at(2);
+        ((h.parse::<u64>().expect("h") * 60 + m.parse::<u64>().expect("m")) * 60
+            + s.parse::<u64>().expect("s"))
+            * 1_000_000
+            + f[1..].parse::<u64>().expect("us")
+    };
+    let a = decisions
+        .iter()
+        .find(|d| d["path"].as_str().is_some_and(|p| p.ends_with("big.bin")))
+        .expect("A's open was judged");
+    let a_end = micros(a);
+    let a_start = a_end - a["latency_us"].as_u64().expect("latency");
+    let inside = decisions
+        .iter()
+        .filter(|d| d["path"].as_str().is_some_and(|p| p.contains("thread-0")))
+        .filter(|d| {
+            let t = micros(d);
+            t > a_start && t < a_end
+        })
+        .count();
+    assert!(
+        inside > 0,
+        "no call of B was answered while A's ({} us) was handled",
+        a_end - a_start
+    );
+}

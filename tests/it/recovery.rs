@@ -114,7 +114,7 @@ fn rollback_to_a_command_checkpoint_keeps_what_came_before_it() {
 
 /// The crash workload: a mix of every kind of change, then appends until guard is killed (so
 /// the run never ends on its own).
-const CRASH_WORKLOAD: &str = "rm -rf tree/d0; mv tree/d1 moved; \
+const CRASH_WORKLOAD: &str = "echo go; rm -rf tree/d0; mv tree/d1 moved; \
     i=0; for f in tree/d2/*/*.txt; do i=$((i+1)); mkdir -p made/$i; mv \"$f\" made/$i/; \
       echo $i > new$i.txt; done; \
     chmod -R go-w tree/d4; sed -i s/file/FILE/ tree/d5/*.rs; \
@@ -149,7 +149,7 @@ fn processes_in(dir: &Path) -> Vec<u32> {
 fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
     const ITERATIONS: u64 = 50;
     // The workload's mutating part takes roughly this long under guard on a slow machine;
-    // the kill lands anywhere from before the sandbox starts to the endless tail.
+    // the kill lands anywhere from its first change to the endless tail.
     const SPAN_MS: u64 = 300;
     let mut rng = Rng::new(0xC0FFEE);
     // Iterations in which guard died with changes in place that recover had to undo.
@@ -168,9 +168,14 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
         g.cmd
             .arg("--")
             .args(["sh", "-c", CRASH_WORKLOAD])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut child = g.cmd.spawn().expect("spawn guard");
+        // The delay counts from the workload's start, so a slow start-up on a loaded machine
+        // does not turn the kill into one that lands before anything happened.
+        let mut go = [0u8; 3];
+        std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut go)
+            .expect("workload started");
         std::thread::sleep(delay);
         if let Some(status) = child.try_wait().expect("try_wait") {
             panic!("{story}: guard ended on its own ({status}) before it was killed");
