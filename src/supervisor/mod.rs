@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
@@ -50,9 +50,15 @@ pub struct Report {
     pub journal: Option<Journal>,
 }
 
-/// How many threads receive notifications. A slow call (a lookup on a hung network filesystem,
-/// a large pre-image copy, a rollback) then holds up one of them, not every process's calls.
+/// How many threads can receive notifications: one that always does, and standbys that step in
+/// while a call has been in hand for longer than [`SLOW`] (a lookup on a hung network
+/// filesystem, a large pre-image copy, a rollback), so such a call holds up one thread, not
+/// every process's calls. Standbys stay out of the way otherwise: handing the receiving turn
+/// from thread to thread on every call cost about 15 us per call here (a wake-up on the other
+/// vCPU each time).
 const WORKERS: usize = 3;
+/// How long a call may be in hand before a standby starts receiving.
+const SLOW: Duration = Duration::from_millis(5);
 
 /// What the workers share. Everything that orders the workspace's history (the journal, the
 /// checkpoints, what the run created) sits behind one lock: a judged change is recorded and
@@ -67,10 +73,21 @@ struct Core {
     procs: Mutex<procinfo::ProcCache>,
     inject: emulate::Inject,
     tx: Mutex<TxState>,
+    /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
+    /// own lock, so judging a call never waits for a slow journal operation.
+    created: Mutex<HashSet<PathBuf>>,
+    /// The run's root process.
+    root: u32,
     /// Held by the one worker that polls and receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
     receiving: Mutex<()>,
+    /// Per worker: when it started handling its current call (microseconds since `t0`, plus
+    /// one), or 0 when it is not handling one.
+    busy_since: Vec<AtomicU64>,
+    t0: Instant,
+    /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
+    finished: AtomicBool,
     seq: AtomicU64,
     judged: AtomicU64,
     recv_errors: AtomicU64,
@@ -78,8 +95,6 @@ struct Core {
 
 /// The workspace's transactional state.
 struct TxState {
-    /// Entries this run created that `protect` patterns care about (see `Request::fresh`).
-    created: HashSet<PathBuf>,
     /// The run's journal; `None` when the run is not transactional.
     journal: Option<Journal>,
     txn: txn::Txn,
@@ -133,12 +148,16 @@ impl Supervisor {
                 hosts: Mutex::new(hosts),
                 procs: Mutex::new(procinfo::ProcCache::default()),
                 inject,
+                created: Mutex::new(HashSet::new()),
+                root,
                 tx: Mutex::new(TxState {
-                    created: HashSet::new(),
                     journal,
                     txn: txn::Txn::new(root),
                 }),
                 receiving: Mutex::new(()),
+                busy_since: (0..WORKERS).map(|_| AtomicU64::new(0)).collect(),
+                t0: Instant::now(),
+                finished: AtomicBool::new(false),
                 seq: AtomicU64::new(0),
                 judged: AtomicU64::new(0),
                 recv_errors: AtomicU64::new(0),
@@ -154,7 +173,7 @@ impl Supervisor {
             workers.push(
                 std::thread::Builder::new()
                     .name(format!("guard-supervisor-{i}"))
-                    .spawn(move || worker(&core))?,
+                    .spawn(move || worker(&core, i))?,
             );
         }
         std::thread::Builder::new()
@@ -175,9 +194,9 @@ impl Supervisor {
 }
 
 /// One worker: take the receiving turn, poll the listener, take one notification, give the
-/// turn to the next worker and handle it; until no process holds the filter any more or the
-/// main thread asks to stop.
-fn worker(core: &Core) {
+/// turn back and handle it; until no process holds the filter any more or the main thread asks
+/// to stop. Worker 0 always receives; the others only while another one is slow.
+fn worker(core: &Core, me: usize) {
     let mut inject = core.inject;
     if let Err(e) = emulate::init_thread() {
         // Without a private umask the modes of emulated creations would be wrong: refuse to
@@ -187,8 +206,33 @@ fn worker(core: &Core) {
         );
         inject = emulate::Inject::Continue;
     }
+    let now_us = || core.t0.elapsed().as_micros() as u64 + 1;
+    let someone_slow = || {
+        let now = now_us();
+        core.busy_since.iter().enumerate().any(|(i, b)| {
+            let since = b.load(Ordering::Relaxed);
+            i != me && since != 0 && now.saturating_sub(since) > SLOW.as_micros() as u64
+        })
+    };
     loop {
-        let turn = lock(&core.receiving);
+        if core.finished.load(Ordering::Relaxed) {
+            break;
+        }
+        let turn = if me == 0 {
+            lock(&core.receiving)
+        } else {
+            if !someone_slow() {
+                std::thread::sleep(SLOW);
+                continue;
+            }
+            match core.receiving.try_lock() {
+                Ok(t) => t,
+                Err(_) => {
+                    std::thread::sleep(SLOW);
+                    continue;
+                }
+            }
+        };
         let (ready, hup, stop) = {
             let mut fds = [
                 PollFd::new(core.listener.fd(), PollFlags::POLLIN),
@@ -214,11 +258,14 @@ fn worker(core: &Core) {
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
+                core.busy_since[me].store(now_us(), Ordering::Relaxed);
                 handle(core, n, inject);
+                core.busy_since[me].store(0, Ordering::Relaxed);
             }
             continue;
         }
         if hup || stop {
+            core.finished.store(true, Ordering::Relaxed);
             break;
         }
     }
@@ -291,7 +338,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    let fresh = is_fresh(&lock(&core.tx).created, &d);
+    let fresh = is_fresh(&lock(&core.created), &d);
     let req = Request {
         op: d.op,
         path: d.path.as_deref(),
@@ -343,16 +390,11 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                 .any(|p| p.starts_with(ws));
             let needs_tx = in_workspace
                 || verdict.action == Action::Risky
-                || (d.op == policy::Op::Exec
-                    && txn::parent_of(n.pid) == Some(lock(&core.tx).txn.root));
+                || (d.op == policy::Op::Exec && txn::parent_of(n.pid) == Some(core.root));
             let mut note = None;
             let outcome = if needs_tx {
                 let mut tx = lock(&core.tx);
-                let TxState {
-                    created,
-                    journal,
-                    txn,
-                } = &mut *tx;
+                let TxState { journal, txn } = &mut *tx;
                 if let Some(j) = journal.as_mut() {
                     if verdict.action == Action::Risky {
                         txn.on_risky(j, &core.audit, n.pid, &verdict.rule);
@@ -373,7 +415,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                 let succeeded = !matches!(outcome, emulate::Outcome::Failed(_));
                 if let (true, Some(c)) = (succeeded, &d.creates) {
                     if policy.is_protect_relevant(c) {
-                        created.insert(c.clone());
+                        lock(&core.created).insert(c.clone());
                     }
                 }
                 outcome
