@@ -397,6 +397,17 @@ fn exec_in(
         reason: "run start".into(),
         pid: None,
     }));
+    // The command's pid: the sandbox's init forked it (launch/init.rs).
+    let command_pid = match spawned.command_pid() {
+        Ok(pid) => pid,
+        Err(source) => {
+            launch::kill_tree();
+            return Err(ExecError::Setup {
+                what: "learn the command's pid from the sandbox's init",
+                source,
+            });
+        }
+    };
     let shared = Arc::new(Shared::default());
     let (stop_r, stop_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ExecError::Setup {
@@ -411,7 +422,7 @@ fn exec_in(
         stop: stop_r,
         inject,
         journal: Some(journal),
-        root: spawned.pid as u32,
+        root: command_pid as u32,
     })
     .spawn()
     .map_err(|source| ExecError::Setup {

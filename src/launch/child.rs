@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
-use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
+use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR};
 use crate::sys;
 
 const STAGES: [&str; 8] = [
@@ -115,20 +115,9 @@ pub(super) fn run(spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
     // The command must never hold its own listener: it could answer its own notifications.
     drop(listener);
 
-    // 10. exec. The socket is close-on-exec: the parent reads EOF on success.
-    let err = match nix::unistd::execve(&spec.program, &spec.argv, &spec.envp) {
-        Err(e) => io::Error::from(e),
-        Ok(never) => match never {},
-    };
-    let errno = err.raw_os_error().unwrap_or(libc::EIO);
-    let mut msg = [b'X', 0, 0, 0, 0];
-    msg[1..].copy_from_slice(&errno.to_le_bytes());
-    let _ = sendmsg::<()>(s, &[IoSlice::new(&msg)], &[], MsgFlags::empty(), None);
-    sys::process::exit_now(if errno == libc::ENOENT {
-        EXIT_NOT_FOUND
-    } else {
-        EXIT_NOT_EXECUTABLE
-    })
+    // 10. Stay as the sandbox's init and fork the command, which reports its pid and execs
+    //     (launch/init.rs).
+    super::init::run(&spec.program, &spec.argv, &spec.envp, sock, parent_pid)
 }
 
 fn sock_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
@@ -188,6 +177,23 @@ pub(super) fn receive_listener(sock: BorrowedFd<'_>) -> Result<OwnedFd, LaunchEr
             })
         }
         _ => Err(LaunchError::ChildVanished),
+    }
+}
+
+/// Parent side: the command's pid (`P`), sent by the command itself before it execs.
+pub(super) fn receive_command_pid(sock: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut buf = [0u8; 16];
+    loop {
+        match nix::unistd::read(sock.as_raw_fd(), &mut buf) {
+            Ok(n) if n >= 5 && buf[0] == b'P' => {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(&buf[1..5]);
+                return Ok(i32::from_le_bytes(b));
+            }
+            Ok(_) => return Err(io::Error::from_raw_os_error(libc::EPROTO)),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 mod child;
 mod command;
 mod env;
+mod init;
 mod signals;
 mod tree;
 
@@ -124,6 +125,11 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
 }
 
 impl Spawned {
+    /// The pid of the command itself (the sandbox's init forked it): the run's root process.
+    pub fn command_pid(&self) -> io::Result<libc::pid_t> {
+        child::receive_command_pid(self.status.as_fd())
+    }
+
     /// Wait until the child's `execve` either succeeded (the close-on-exec channel reads EOF)
     /// or failed. The supervisor must already be answering notifications, since the child's
     /// own `execve` is a judged call.

@@ -155,3 +155,14 @@ pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
     pidfd_open(tgid)
 }
+
+/// Put `sig` back to its default disposition (so raising it ends the process the way it ended
+/// the command).
+pub fn set_default_action(
+    sig: nix::sys::signal::Signal,
+    action: &nix::sys::signal::SigAction,
+) -> nix::Result<()> {
+    // SAFETY: the action is SIG_DFL, which installs no handler code, so no async-signal-safety
+    // requirement applies.
+    unsafe { nix::sys::signal::sigaction(sig, action) }.map(drop)
+}

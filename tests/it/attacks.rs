@@ -278,9 +278,12 @@ fn pipes_of_processes_outside_the_sandbox_cannot_be_reopened() {
 #[test]
 fn guards_own_pipes_cannot_be_reopened_to_stop_supervision() {
     let v = Victims::new();
-    let out =
-        v.w.exec(&["agent"])
-            .run(&[&v.w.probe(), "steal-parent-pipes"]);
+    // guard is the parent of the sandbox's init, which is the shell's parent.
+    let script = format!(
+        "exec {} steal-parent-pipes $(cut -d' ' -f4 /proc/$PPID/stat)",
+        v.w.probe()
+    );
+    let out = v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
     out.expect_code(0);
     let f = out.stdout();
     assert!(
@@ -509,8 +512,11 @@ fn an_anonymous_memfd_cannot_be_executed() {
 fn the_sandbox_cannot_touch_guard_itself() {
     let v = Victims::new();
     let p = v.w.probe();
+    // The shell's parent is the sandbox's init (inside the sandbox); guard is the init's
+    // parent.
     let script = format!(
-        "echo ppid=$PPID; {p} poke-mem $PPID; {p} ptrace-attach $PPID; {p} kill $PPID; \
+        "G=$(cut -d' ' -f4 /proc/$PPID/stat); echo guard=$G; \
+         {p} poke-mem $G; {p} ptrace-attach $G; {p} kill $G; \
          {p} write .git/config PWNED; echo done"
     );
     let out = v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
@@ -522,8 +528,8 @@ fn the_sandbox_cannot_touch_guard_itself() {
             .find(|e| e["type"] == "run-start")
             .expect("run-start");
     assert!(
-        s.contains(&format!("ppid={}\n", start["pid"])),
-        "the shell's parent is guard: {s} / {start}"
+        s.contains(&format!("guard={}\n", start["pid"])),
+        "the init's parent is guard: {s} / {start}"
     );
     assert!(s.contains("poke-mem open E"), "{s}");
     assert!(s.contains("ptrace-attach EPERM"), "{s}");

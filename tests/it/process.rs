@@ -214,3 +214,66 @@ fn a_slow_judged_call_does_not_hold_up_other_processes() {
         a_end - a_start
     );
 }
+
+#[test]
+fn killing_guard_ends_the_whole_tree_even_processes_holding_open_files() {
+    // A grandchild that opened its file before guard died keeps a writable descriptor; the
+    // sandbox's init must end it when guard dies, so the file stops changing.
+    let w = Workspace::new();
+    let target = w.ws.join("held.txt");
+    let script = "(exec 3>>held.txt; while :; do echo x >&3; sleep 0.02; done) & \
+                  (sh -c 'sleep 300') & echo started; wait";
+    let mut g = w.exec(&["agent"]);
+    g.cmd
+        .arg("--")
+        .args(["sh", "-c", script])
+        .stdout(Stdio::piped());
+    let mut child = g.cmd.spawn().expect("spawn guard");
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("started");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(target.exists(), "the writer ran under guard");
+    child.kill().expect("kill -9 guard");
+    child.wait().expect("reap guard");
+    // Every process of the tree is gone within a bounded time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with_cwd_in(&w.ws);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "processes outlived guard: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let size = std::fs::metadata(&target).expect("meta").len();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        std::fs::metadata(&target).expect("meta").len(),
+        size,
+        "nothing writes after guard died"
+    );
+}
+
+/// Processes (not zombies) whose working directory is `dir` or below it.
+fn processes_with_cwd_in(dir: &std::path::Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true);
+            !zombie
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+        })
+        .collect()
+}

@@ -467,10 +467,14 @@ unsafe fn flood(args: &[OsString]) -> String {
     all.line(&format!("flood calls={}", t * m))
 }
 
-/// `steal-parent-pipes`: reopen every pipe of the parent (guard) through
-/// /proc/PPID/fd/N for writing and write one byte into each, then try a workspace write.
-unsafe fn steal_parent_pipes() -> String {
-    let ppid = libc::getppid();
+/// `steal-parent-pipes [PID]`: reopen every pipe of PID (default: the parent) through
+/// /proc/PID/fd/N for writing and write one byte into each, then try a workspace write.
+unsafe fn steal_parent_pipes(args: &[OsString]) -> String {
+    // The target process: the pid given (guard, above the sandbox's init), else the parent.
+    let ppid = args
+        .get(1)
+        .and_then(|a| a.to_string_lossy().parse::<i32>().ok())
+        .unwrap_or_else(|| libc::getppid());
     let mut opened = 0usize;
     for n in 3..128 {
         let path = cs(format!("/proc/{ppid}/fd/{n}").as_bytes());
@@ -544,7 +548,7 @@ pub fn dispatch(args: &[OsString]) -> Option<String> {
                 format!("kill {r}")
             }
             "flood" => flood(args),
-            "steal-parent-pipes" => steal_parent_pipes(),
+            "steal-parent-pipes" => steal_parent_pipes(args),
             "tiocsti" => tiocsti(),
             "echo" => args[1..]
                 .iter()
