@@ -27,9 +27,13 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// With `denied_only`: decisions that refused a call, leaving out calls that failed only
+    /// because their path does not resolve (rule `resolve`: the kernel's own answer).
     pub fn matches(&self, v: &Value) -> bool {
         !self.denied_only
-            || (v["type"] == "decision" && matches!(v["verdict"].as_str(), Some("deny" | "kill")))
+            || (v["type"] == "decision"
+                && matches!(v["verdict"].as_str(), Some("deny" | "kill"))
+                && v["rule"] != "resolve")
     }
 }
 

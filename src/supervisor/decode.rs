@@ -583,6 +583,8 @@ pub struct DecodeError {
     pub syscall: &'static str,
     pub errno: i32,
     pub what: String,
+    /// The errno is what the kernel itself answers for this path (it does not resolve).
+    pub natural: bool,
 }
 
 fn read_path(n: &Notif, arg: usize) -> io::Result<Vec<u8>> {
@@ -656,12 +658,21 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             syscall: "unknown",
             errno: libc::ENOSYS,
             what: format!("system call {nr} is not one guard judges"),
+            natural: false,
         });
     };
-    let fail = |e: io::Error, what: &str| DecodeError {
-        syscall: name,
-        errno: e.raw_os_error().unwrap_or(libc::EPERM),
-        what: format!("{what}: {e}"),
+    let fail = |e: io::Error, what: &str| {
+        let errno = e.raw_os_error().unwrap_or(libc::EPERM);
+        DecodeError {
+            syscall: name,
+            errno,
+            what: format!("{what}: {e}"),
+            natural: what.starts_with("cannot resolve")
+                && matches!(
+                    errno,
+                    libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+                ),
+        }
     };
     let arg32 = |i: usize| n.args[i] as u32;
     let d = match call {

@@ -305,7 +305,14 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
             let verdict = Verdict {
                 action: Action::Deny,
                 errno: e.errno,
-                rule: "decode".into(),
+                // A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ...) fails as the kernel
+                // would fail it: not a refusal by policy. Anything else could not be read or
+                // made sense of: denied, fail closed.
+                rule: if e.natural {
+                    "resolve".into()
+                } else {
+                    "decode".into()
+                },
                 reason: Some(e.what),
             };
             let who = lock(&core.procs).get(n.pid);
