@@ -179,10 +179,16 @@ impl Supervisor {
         std::thread::Builder::new()
             .name("guard-supervisor".into())
             .spawn(move || {
-                for w in workers {
-                    let _ = w.join();
+                // The receiving thread ends when no process holds the filter any more (or on
+                // stop): nothing is left to judge. Standbys see `finished` within one nap and
+                // leave on their own; one still finishing a call holds the transactional lock,
+                // which is taken below, so its change is in the journal handed back.
+                let mut workers = workers.into_iter();
+                if let Some(primary) = workers.next() {
+                    let _ = primary.join();
                 }
                 let core = self.core;
+                core.finished.store(true, Ordering::Relaxed);
                 let journal = lock(&core.tx).journal.take();
                 Report {
                     judged: core.judged.load(Ordering::Relaxed),
