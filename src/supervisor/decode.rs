@@ -453,11 +453,6 @@ fn legacy_call_of(_nr: i64) -> Option<(&'static str, Call)> {
     None
 }
 
-/// The name of a trapped system call, for messages.
-pub fn syscall_name(nr: i64) -> &'static str {
-    call_of(nr).map(|(n, _)| n).unwrap_or("unknown")
-}
-
 /// The address to connect to, as bytes for the kernel: a relative unix socket path is made
 /// absolute (guard connects from its own cwd, not the caller's).
 fn absolute_unix(raw: &[u8], addr: &NetAddr) -> Vec<u8> {

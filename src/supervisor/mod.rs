@@ -30,7 +30,7 @@ use crate::journal::Journal;
 use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
 use crate::sys::{Listener, Notif};
 
-pub use decode::{decode_sockaddr, syscall_name};
+pub use decode::decode_sockaddr;
 pub use emulate::Inject;
 pub use hosts::nameservers;
 
@@ -44,8 +44,6 @@ pub struct Shared {
 /// What the supervisor saw, handed back when its thread ends.
 #[derive(Default)]
 pub struct Report {
-    pub judged: u64,
-    pub recv_errors: u64,
     /// The journal, handed back for the end of the run.
     pub journal: Option<Journal>,
 }
@@ -89,8 +87,6 @@ struct Core {
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
     seq: AtomicU64,
-    judged: AtomicU64,
-    recv_errors: AtomicU64,
 }
 
 /// The workspace's transactional state.
@@ -159,8 +155,6 @@ impl Supervisor {
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
                 seq: AtomicU64::new(0),
-                judged: AtomicU64::new(0),
-                recv_errors: AtomicU64::new(0),
             }),
         }
     }
@@ -190,11 +184,7 @@ impl Supervisor {
                 let core = self.core;
                 core.finished.store(true, Ordering::Relaxed);
                 let journal = lock(&core.tx).journal.take();
-                Report {
-                    judged: core.judged.load(Ordering::Relaxed),
-                    recv_errors: core.recv_errors.load(Ordering::Relaxed),
-                    journal,
-                }
+                Report { journal }
             })
     }
 }
@@ -284,7 +274,6 @@ fn receive(core: &Core) -> Option<Notif> {
         // The caller died or was interrupted before we read it.
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => None,
         Err(e) => {
-            core.recv_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("seccomp notification receive failed: {e}");
             None
         }
@@ -294,7 +283,6 @@ fn receive(core: &Core) -> Option<Notif> {
 /// Judge one notification and answer it.
 fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
     let start = Instant::now();
-    core.judged.fetch_add(1, Ordering::Relaxed);
     let decoded = decode::decode(&n);
     // Everything read from /proc and the caller's memory is only trusted if the caller is
     // still the same task, waiting in the same call.
@@ -401,9 +389,11 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                 .into_iter()
                 .flatten()
                 .any(|p| p.starts_with(ws));
-            let needs_tx = in_workspace
-                || verdict.action == Action::Risky
-                || (d.op == policy::Op::Exec && txn::parent_of(n.pid) == Some(core.root));
+            // A new command: an exec by a direct child of the root (read once, here).
+            let new_command = d.op == policy::Op::Exec
+                && n.pid != core.root
+                && txn::parent_of(n.pid) == Some(core.root);
+            let needs_tx = in_workspace || verdict.action == Action::Risky || new_command;
             let mut note = None;
             let outcome = if needs_tx {
                 let mut tx = lock(&core.tx);
@@ -412,8 +402,8 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                     if verdict.action == Action::Risky {
                         txn.on_risky(j, &core.audit, n.pid, &verdict.rule);
                     }
-                    if d.op == policy::Op::Exec {
-                        txn.on_exec(j, &core.audit, n.pid, &d.argv);
+                    if new_command {
+                        txn.command_starts(j, &core.audit, n.pid, &d.argv);
                     }
                 }
                 let outcome = emulate::perform(

@@ -80,18 +80,14 @@ impl Txn {
         }
     }
 
-    /// An exec by `pid` was allowed: if `pid` is a direct child of the root, a new command
-    /// starts here.
-    pub fn on_exec(
+    /// An exec by `pid`, a direct child of the root, was allowed: a new command starts here.
+    pub fn command_starts(
         &mut self,
         journal: &mut Journal,
         audit: &AuditHandle,
         pid: u32,
         argv: &[std::ffi::OsString],
     ) {
-        if pid == self.root || parent_of(pid) != Some(self.root) {
-            return;
-        }
         let cmd: Vec<String> = argv
             .iter()
             .take(8)
