@@ -264,8 +264,17 @@ fn exec_in(
         .collect();
 
     // 4. The confinement, built in the parent.
-    let sizes = sys::notify::notif_sizes().map_err(ExecError::NoNotify)?;
-    let prepared = confine::landlock::prepare(&policy, args.landlock_abi)?;
+    let options = confine::features::Options {
+        max_landlock_abi: args.landlock_abi,
+        sync_wake_up: !args.no_sync_wake_up,
+        addfd: !args.no_addfd,
+    };
+    let kernel = confine::features::Kernel::probe();
+    let sizes = kernel
+        .notif_sizes
+        .map_err(|errno| ExecError::NoNotify(io::Error::from_raw_os_error(errno)))?;
+    let features = confine::Features::of_kernel(&kernel, &options);
+    let prepared = confine::landlock::prepare(&policy, &features)?;
     let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
     let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
@@ -320,57 +329,16 @@ fn exec_in(
     };
     let listener_fd = spawned.listener.take().expect("spawn returns the listener");
     let listener = sys::Listener::new(listener_fd, sizes);
-    let mut enforced = prepared.report.enforced.clone();
-    let mut degraded = prepared.report.degraded.clone();
-    if policy.mode == policy::Mode::Enforce {
-        enforced.push("seccomp-deny-list".to_string());
-    }
-    enforced.push("seccomp-notify".to_string());
-    if args.no_sync_wake_up {
-        degraded.push((
-            "sync-wake-up".to_string(),
-            "switched off by --no-sync-wake-up".to_string(),
-        ));
+    let caps = confine::features::probe_listener(&listener, options.sync_wake_up);
+    let features = features.with_listener(Some(&caps), &options);
+    let inject = if features.available(confine::Feature::AddFdSend) {
+        Inject::AddFdSend
+    } else if features.available(confine::Feature::AddFd) {
+        Inject::AddFd
     } else {
-        match listener.set_sync_wake_up() {
-            Ok(()) => enforced.push("sync-wake-up".to_string()),
-            Err(e) => degraded.push((
-                "sync-wake-up".to_string(),
-                format!("the kernel refused it ({e}); needs Linux 6.6"),
-            )),
-        }
-    }
-    let inject = if args.no_addfd {
-        degraded.push((
-            "addfd".to_string(),
-            "switched off by --no-addfd: judged write-opens are continued, not performed by guard"
-                .to_string(),
-        ));
         Inject::Continue
-    } else {
-        match listener.probe_addfd() {
-            (true, true) => {
-                enforced.push("emulation-addfd-send".to_string());
-                Inject::AddFdSend
-            }
-            (true, false) => {
-                enforced.push("emulation-addfd".to_string());
-                degraded.push((
-                    "addfd-send".to_string(),
-                    "the kernel lacks SECCOMP_ADDFD_FLAG_SEND (Linux 5.14): injection and answer take two ioctls".to_string(),
-                ));
-                Inject::AddFd
-            }
-            _ => {
-                degraded.push((
-                    "addfd".to_string(),
-                    "the kernel lacks SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9): judged write-opens are continued".to_string(),
-                ));
-                Inject::Continue
-            }
-        }
     };
-    enforced.push("emulation".to_string());
+    let (enforced, degraded) = run_start_lists(&features, &prepared.report, policy.mode);
 
     let handle = writer.handle();
     handle.emit(Event::RunStart(audit::RunStart {
@@ -385,10 +353,7 @@ fn exec_in(
             .unwrap_or_default(),
         landlock_abi: prepared.report.abi.map(u32::from),
         enforced,
-        degraded: degraded
-            .into_iter()
-            .map(|(feature, reason)| audit::Degraded { feature, reason })
-            .collect(),
+        degraded,
         pid: std::process::id(),
         uid: nix::unistd::getuid().as_raw(),
     }));
@@ -592,4 +557,40 @@ fn exec_in(
     run_dir.write_meta(&meta)?;
     run_dir.mark_inactive(state);
     Ok(code)
+}
+
+/// `run-start`'s `enforced` and `degraded`: the Landlock plan's entries (they depend on the
+/// policy), then every other feature by its status, under the features' own names.
+fn run_start_lists(
+    features: &confine::Features,
+    landlock: &confine::LandlockReport,
+    mode: policy::Mode,
+) -> (Vec<String>, Vec<audit::Degraded>) {
+    let mut enforced = landlock.enforced.clone();
+    let mut degraded: Vec<audit::Degraded> = landlock
+        .degraded
+        .iter()
+        .map(|(feature, reason)| audit::Degraded {
+            feature: feature.clone(),
+            reason: reason.clone(),
+        })
+        .collect();
+    if mode == policy::Mode::Enforce {
+        enforced.push("seccomp-deny-list".to_string());
+    }
+    for f in features.iter() {
+        if f.feature.landlock_abi().is_some() {
+            continue;
+        }
+        if f.status.is_available() {
+            enforced.push(f.feature.name().to_string());
+        } else {
+            degraded.push(audit::Degraded {
+                feature: f.feature.name().to_string(),
+                reason: f.status.describe(Some(f.feature.without())),
+            });
+        }
+    }
+    enforced.push("emulation".to_string());
+    (enforced, degraded)
 }
