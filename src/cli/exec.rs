@@ -310,8 +310,11 @@ fn exec_in(
         argv,
         envp,
         filter,
+        protect_init: prepared.ruleset.is_some()
+            && features.available(confine::Feature::LandlockScopeSignal),
         landlock: prepared.ruleset,
         drop_caps: !args.keep_caps,
+        cwd: None,
     };
     let mut spawned = launch::spawn(spec)?;
 
@@ -365,12 +368,9 @@ fn exec_in(
     // The command's pid: the sandbox's init forked it (launch/init.rs).
     let command_pid = match spawned.command_pid() {
         Ok(pid) => pid,
-        Err(source) => {
+        Err(e) => {
             launch::kill_tree();
-            return Err(ExecError::Setup {
-                what: "learn the command's pid from the sandbox's init",
-                source,
-            });
+            return Err(e.into());
         }
     };
     let shared = Arc::new(Shared::default());
@@ -388,6 +388,7 @@ fn exec_in(
         inject,
         journal: Some(journal),
         root: command_pid as u32,
+        tree: spawned.tree.clone(),
     })
     .spawn()
     .map_err(|source| ExecError::Setup {
@@ -417,19 +418,18 @@ fn exec_in(
             Ok(Some(ev)) if ev.signo == libc::SIGCHLD => {}
             Ok(Some(ev)) => {
                 if ev.from_process {
-                    let _ = sys::process::pidfd_send_signal(
-                        std::os::fd::AsFd::as_fd(&spawned.pidfd),
-                        ev.signo,
-                    );
+                    let _ = spawned.tree.signal(ev.signo);
                 }
             }
             Ok(None) => {}
             Err(e) => tracing::warn!("reading signals failed: {e}"),
         }
-        for r in launch::reap() {
-            if r.pid == spawned.pid {
-                status = Some(r);
-            }
+        if spawned
+            .tree
+            .wait_exit(nix::poll::PollTimeout::ZERO)
+            .unwrap_or(false)
+        {
+            status = spawned.tree.reap().ok();
         }
     }
     let status = status.expect("loop ends only with a status");

@@ -90,7 +90,7 @@ const ALLOW_ALL: libc::sock_filter = libc::sock_filter {
 /// Probe the listener features in a throwaway child (the filter must not land on this
 /// process). `None` when no listener could be installed. Forks: for `guard doctor` only.
 pub(super) fn probe_listener_in_child() -> Option<ListenerCaps> {
-    match sys::process::fork() {
+    match sys::process::fork_single_threaded() {
         Ok(sys::process::Forked::Child) => {
             // Bits of the exit status: 1 listener, 2 SYNC_WAKE_UP, 4 ADDFD, 8 ADDFD_FLAG_SEND.
             let mut bits = 0u8;
