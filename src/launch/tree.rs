@@ -94,7 +94,7 @@ impl RunTree {
     }
 
     /// Block until the init has exited (its pidfd is readable), without reaping it.
-    pub fn wait_exit(&self, timeout: PollTimeout) -> io::Result<bool> {
+    pub(crate) fn wait_exit(&self, timeout: PollTimeout) -> io::Result<bool> {
         let mut fds = [PollFd::new(self.pidfd(), PollFlags::POLLIN)];
         match poll(&mut fds, timeout) {
             Ok(n) => Ok(n > 0),
@@ -105,7 +105,7 @@ impl RunTree {
 
     /// Reap the init through its pidfd (waiting for it to exit) and return its status. Only
     /// this run's child is waited for; no other child of the process is touched.
-    pub fn reap(&self) -> io::Result<Reaped> {
+    pub(crate) fn reap(&self) -> io::Result<Reaped> {
         while !self.wait_exit(PollTimeout::NONE)? {}
         let mut reaped = self
             .inner
