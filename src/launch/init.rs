@@ -167,7 +167,10 @@ fn finish(st: WaitStatus) -> ! {
 fn raise_with_default_action(sig: Signal) -> nix::Result<()> {
     let mut one = SigSet::empty();
     one.add(sig);
-    sys::process::reset_signal_to_default(sig)?;
+    // SIGKILL and SIGSTOP have no disposition to reset (EINVAL); they end the init anyway.
+    if !matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
+        sys::process::reset_signal_to_default(sig)?;
+    }
     sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&one), None)?;
     nix::sys::signal::raise(sig)
 }

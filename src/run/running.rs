@@ -168,6 +168,28 @@ impl Running {
 
     /// SIGKILL every process of the run (and nothing else); [`Running::wait`] then returns
     /// its outcome.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A child of this program's own, started before the run.
+    /// let mut mine = std::process::Command::new("sleep").arg("30").spawn()?;
+    /// let workspace = tempfile::tempdir()?;
+    /// let state = tempfile::tempdir()?;
+    /// let running = guard::Run::builder("strict")
+    ///     .workspace(workspace.path())
+    ///     .state_dir(state.path())
+    ///     .spawn(&["sleep", "30"])?;
+    /// running.kill();
+    /// let outcome = running.wait()?;
+    /// assert_eq!(outcome.signal, Some(9));
+    /// // Only the run's own tree was killed, and only its init reaped: this program's own
+    /// // child runs on.
+    /// assert!(mine.try_wait()?.is_none());
+    /// mine.kill()?;
+    /// mine.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kill(&self) {
         self.active().tree.kill();
     }
