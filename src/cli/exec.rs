@@ -13,6 +13,7 @@ use clap::Args;
 use super::{progress, CliError};
 use crate::run::{Profiles, Run, RunError, DEFAULT_KEEP_RUNS};
 
+/// The arguments of `guard exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Profile to apply: a built-in name or a TOML file; repeat to layer (default: agent).

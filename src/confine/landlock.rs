@@ -27,6 +27,7 @@ pub use super::features::GUARD_MAX_ABI;
 pub struct Prepared {
     /// `None` when nothing is to be enforced (observe mode, or no Landlock in this kernel).
     pub ruleset: Option<RulesetCreated>,
+    /// What it enforces and what it had to drop.
     pub report: LandlockReport,
 }
 

@@ -3,6 +3,7 @@
 //! The launch sequence is written out step by step in `docs/launch.md`; [`spawn`] and the child
 //! side in `child.rs` follow it in the same order. The parent is single-threaded when it forks,
 //! so the child may allocate, but it does as little as it can before `execve`.
+#![warn(missing_docs)]
 
 mod child;
 mod command;
@@ -38,8 +39,11 @@ pub const EXIT_POLICY_STOP: i32 = 120;
 /// Everything the child needs, prepared in the parent before the fork so the child only makes
 /// system calls.
 pub struct LaunchSpec {
+    /// The program, as resolved on `PATH`.
     pub program: CString,
+    /// Its arguments, `argv[0]` included.
     pub argv: Vec<CString>,
+    /// Its environment, `NAME=value`.
     pub envp: Vec<CString>,
     /// The seccomp program (already built and checked).
     pub filter: Vec<libc::sock_filter>,
@@ -64,25 +68,36 @@ pub struct Spawned {
     status: OwnedFd,
 }
 
+/// Why the sandbox could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// The socket pair to the child could not be made or read.
     #[error("cannot set up the launch channel")]
     Channel(#[source] io::Error),
+    /// fork(2) failed.
     #[error("cannot fork")]
     Fork(#[source] io::Error),
+    /// The process has more than one thread.
     #[error("a run starts only from a single-threaded process: the sandbox's setup runs in a fork of it\nhint: start the run before the program starts threads, or run the guard binary")]
     Threads,
+    /// A setup step failed in the child or the init.
     #[error("the sandbox could not be set up in the child: {stage} failed")]
     Child {
+        /// The step.
         stage: Stage,
+        /// Its errno.
         #[source]
         source: io::Error,
     },
+    /// The child ended without saying why.
     #[error("the child exited before handing over its seccomp listener")]
     ChildVanished,
+    /// pidfd_open(2) of the child failed.
     #[error("cannot open a pidfd for the child {pid}")]
     Pidfd {
+        /// The child.
         pid: libc::pid_t,
+        /// Why.
         #[source]
         source: io::Error,
     },

@@ -15,9 +15,11 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 /// One signal read from the signalfd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignalEvent {
+    /// The signal number.
     pub signo: i32,
     /// True when a process sent it (kill, sigqueue), false when the kernel did (terminal).
     pub from_process: bool,
+    /// The sender's pid (0 for the kernel).
     pub sender: u32,
 }
 

@@ -153,9 +153,11 @@ fn is_running(pid: i32) -> bool {
 /// One reaped process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
+    /// Its pid.
     pub pid: i32,
     /// Exit code, or 128 + signal number.
     pub status: i32,
+    /// The signal that ended it, if one did.
     pub signal: Option<i32>,
 }
 

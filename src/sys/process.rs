@@ -18,7 +18,12 @@ fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
 /// The result of a fork.
 #[derive(Debug)]
 pub enum Forked {
-    Parent { child: libc::pid_t },
+    /// In the parent, with the child's pid.
+    Parent {
+        /// The child's pid.
+        child: libc::pid_t,
+    },
+    /// In the child.
     Child,
 }
 
@@ -82,6 +87,7 @@ pub struct ExecImage {
 }
 
 impl ExecImage {
+    /// The image of `program` with `argv` and `envp` (`NAME=value`).
     pub fn new(program: &CStr, argv: &[CString], envp: &[CString]) -> ExecImage {
         let strings: Vec<CString> = argv.iter().chain(envp).cloned().collect();
         let ptrs = |range: std::ops::Range<usize>| {
@@ -107,14 +113,18 @@ impl ExecImage {
 /// `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
 /// `exit_not_executable`).
 pub struct ExecSetup<'a> {
+    /// The socket the child reports on.
     pub report: BorrowedFd<'a>,
     /// A Landlock ruleset to enforce first (`landlock_restrict_self`); no_new_privs must
     /// already be set.
     pub landlock: Option<BorrowedFd<'a>>,
     /// The parent-death signal to set.
     pub pdeathsig: libc::c_int,
+    /// The exit status when enforcing `landlock` failed.
     pub exit_setup: i32,
+    /// The exit status when `execve` failed with ENOENT.
     pub exit_not_found: i32,
+    /// The exit status when `execve` failed otherwise.
     pub exit_not_executable: i32,
 }
 

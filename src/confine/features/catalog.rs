@@ -9,20 +9,33 @@
 pub enum Feature {
     /// Landlock filesystem roots (ABI 1).
     Landlock,
+    /// Renames and links across directories (ABI 2).
     LandlockFsRefer,
+    /// truncate() bounded (ABI 3).
     LandlockFsTruncate,
+    /// TCP connect port rules (ABI 4).
     LandlockNetConnect,
+    /// TCP bind port rules (ABI 4).
     LandlockNetBind,
+    /// Device ioctls bounded (ABI 5).
     LandlockFsIoctlDev,
+    /// Signals scoped to the sandbox (ABI 6).
     LandlockScopeSignal,
+    /// Abstract unix sockets scoped to the sandbox (ABI 6).
     LandlockScopeAbstractUnix,
+    /// Pathname unix socket connects bounded (ABI 9).
     LandlockFsResolveUnix,
     /// seccomp user notification: the supervisor exists at all.
     SeccompNotify,
+    /// SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6).
     SyncWakeUp,
+    /// SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9).
     AddFd,
+    /// SECCOMP_ADDFD_FLAG_SEND (Linux 5.14).
     AddFdSend,
+    /// pidfd_getfd(2) (Linux 5.6).
     PidfdGetfd,
+    /// openat2(2) (Linux 5.6).
     Openat2,
 }
 

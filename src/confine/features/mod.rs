@@ -8,6 +8,7 @@
 //! never forks for a run: the kernel facts are a handful of system calls ([`Kernel::probe`]),
 //! and the listener features are probed on the run's own listener ([`probe_listener`]), the
 //! same function `guard doctor` calls on a throwaway listener in a child.
+#![warn(missing_docs)]
 
 mod catalog;
 mod json;
@@ -47,7 +48,9 @@ impl Default for Options {
 /// One feature and its status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeatureStatus {
+    /// The feature.
     pub feature: Feature,
+    /// Whether it is in use, and why not.
     pub status: Status,
     /// Facts worth showing (sizes, versions); may be empty.
     pub detail: String,
@@ -58,6 +61,7 @@ pub struct FeatureStatus {
 pub struct Features {
     /// `uname -r`.
     pub kernel: String,
+    /// The architecture guard was built for.
     pub arch: &'static str,
     /// The kernel's Landlock ABI (0: none).
     pub kernel_landlock_abi: u8,

@@ -15,7 +15,9 @@ pub struct Kernel {
     pub landlock_abi: u8,
     /// The notification structure sizes, or the errno of SECCOMP_GET_NOTIF_SIZES.
     pub notif_sizes: Result<sys::NotifSizes, i32>,
+    /// pidfd_getfd(2) worked on this process.
     pub pidfd_getfd: bool,
+    /// openat2(2) with RESOLVE_BENEATH worked.
     pub openat2: bool,
 }
 
@@ -60,7 +62,9 @@ pub struct ListenerCaps {
     /// `None` when not tried (switched off); else whether SET_FLAGS accepted SYNC_WAKE_UP, or
     /// the errno it gave.
     pub sync_wake_up: Option<Result<(), i32>>,
+    /// SECCOMP_IOCTL_NOTIF_ADDFD is understood.
     pub addfd: bool,
+    /// SECCOMP_ADDFD_FLAG_SEND is understood.
     pub addfd_send: bool,
 }
 
