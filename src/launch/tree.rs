@@ -65,7 +65,7 @@ impl RunTree {
 
     /// SIGKILL every process of the tree: the init's descendants first, until none is left
     /// running (the init reaps them), then the init. Does not wait for the init; its status
-    /// comes from [`RunTree::reap`]. Nothing happens once the init is reaped.
+    /// comes from `Running::wait`. Nothing happens once the init is reaped.
     pub fn kill(&self) {
         let reaped = self
             .inner

@@ -276,3 +276,18 @@ fn wait_for_init(a: &mut Active) -> Result<Reaped, RunError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+
+    #[test]
+    fn a_running_run_and_its_outcome_can_move_to_another_thread() {
+        send::<Running>();
+        send::<Outcome>();
+        send::<RunError>();
+        send::<RunTree>();
+    }
+}
