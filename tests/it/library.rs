@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::util::Workspace;
+use crate::util::{populate, Workspace};
 
 /// Build the `embed` example with the profile this test binary was built with, and return its
 /// path (next to the test binary's `deps/`).
@@ -139,4 +139,64 @@ fn the_command_cannot_kill_the_sandboxs_init() {
         .env("GUARD_LANDLOCK_ABI", "5")
         .run(&["sh", "-c", script]);
     assert_eq!(capped.code(), 128 + libc::SIGKILL, "{}", capped.stderr());
+}
+
+#[test]
+fn past_runs_are_listed_diffed_and_rolled_back_through_the_library() {
+    // Operations on past runs need no fork: the test process calls the library directly on
+    // runs made by the guard binary.
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 50, 7);
+    w.write("kept.txt", "kept\n");
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "rm -rf tree; echo new > new.txt; echo more >> kept.txt",
+        ])
+        .expect_code(0);
+    let history = guard::History::at(&w.state);
+    let runs = history.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = history
+        .find(Some(&runs[0].id[..8]))
+        .expect("a unique prefix finds the run");
+    assert_eq!(run.meta.as_ref().map(|m| m.state.as_str()), Some("ended"));
+
+    let diff = history.diff(&run).expect("diff");
+    assert_eq!(diff.added, vec![std::path::PathBuf::from("new.txt")]);
+    assert_eq!(diff.modified, vec![std::path::PathBuf::from("kept.txt")]);
+    assert!(
+        diff.deleted.iter().any(|p| p.starts_with("tree")),
+        "{diff:?}"
+    );
+
+    // A file the run touched changed afterwards: refused with the list, unless forced.
+    w.write("kept.txt", "edited after the run\n");
+    match history.rollback(&run, None, false, &mut |_, _| {}) {
+        Err(guard::run::HistoryError::Conflicts { conflicts, .. }) => {
+            assert!(
+                conflicts.iter().any(|c| c.path.ends_with("kept.txt")),
+                "{conflicts:?}"
+            );
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let rolled = history
+        .rollback(&run, None, true, &mut |_, _| {})
+        .expect("forced rollback");
+    assert!(rolled.problems.is_empty(), "{:?}", rolled.problems);
+    before.assert_restored(&w.ws, "History::rollback");
+    assert_eq!(rolled.digest_after.as_deref(), Some(before.digest.as_str()));
+    assert_eq!(
+        history.find(None).expect("newest").meta.map(|m| m.state),
+        Some("rolled-back".to_string())
+    );
+    let events = w.events("rollback");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["digest_after"].as_str(),
+        Some(before.digest.as_str())
+    );
 }
