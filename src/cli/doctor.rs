@@ -1,23 +1,21 @@
 //! `guard doctor`: what this kernel offers, what guard will enforce here and what it degrades,
-//! with hints. Exit status 0 when guard can run here with full enforcement, 1 when it runs
-//! degraded, 2 when it cannot run at all.
+//! with hints. Exit status 0 when guard can run here with full enforcement (features newer than
+//! any release guard knows may be missing), 1 when it runs degraded, 2 when it cannot run at all.
 
 use std::io::Write;
 
 use super::CliError;
-use crate::confine::features;
+use crate::confine::features::{Feature, Features, Status};
 
 pub fn run(json: bool) -> Result<i32, CliError> {
-    let f = features::probe();
+    let f = Features::probe();
     let mut out = std::io::stdout().lock();
-    let required_missing = f
-        .features
-        .iter()
-        .any(|x| x.name == "seccomp-notify" && !x.available);
-    let degraded = f.features.iter().any(|x| !x.available);
-    let code = if required_missing {
+    let code = if !f.available(Feature::SeccompNotify) {
         2
-    } else if degraded {
+    } else if f
+        .iter()
+        .any(|x| !x.status.is_available() && x.feature.since().is_some())
+    {
         1
     } else {
         0
@@ -34,33 +32,50 @@ pub fn run(json: bool) -> Result<i32, CliError> {
         &mut out,
         format!(
             "landlock   {}",
-            f.landlock_abi
-                .map(|a| format!("ABI {a}"))
-                .unwrap_or_else(|| "not available".into())
+            if f.kernel_landlock_abi > 0 {
+                format!("ABI {}", f.kernel_landlock_abi)
+            } else {
+                "not available".into()
+            }
         ),
     )?;
     w(&mut out, String::new())?;
-    for x in &f.features {
-        let mark = if x.available { "ok  " } else { "MISS" };
-        let detail = if x.detail.is_empty() || x.detail == "yes" {
+    for x in f.iter() {
+        let mark = match x.status {
+            Status::Available => "ok  ",
+            Status::Off { .. } => "off ",
+            Status::Absent { .. } => "MISS",
+        };
+        let detail = if x.detail.is_empty() {
             String::new()
         } else {
             format!(" [{}]", x.detail)
         };
+        let name = x.feature.name();
         w(
             &mut out,
-            format!("{mark} {:<18} {}{}", x.name, x.purpose, detail),
+            format!("{mark} {name:<28} {}{detail}", x.feature.purpose()),
         )?;
-        if !x.available {
+        if !x.status.is_available() {
+            w(&mut out, format!("     {:<28} {}", "", x.status.why()))?;
             w(
                 &mut out,
-                format!("     {:<18} without it: {}", "", x.without),
+                format!("     {:<28} without it: {}", "", x.feature.without()),
             )?;
+            if !x.status.hint().is_empty() {
+                w(
+                    &mut out,
+                    format!("     {:<28} hint: {}", "", x.status.hint()),
+                )?;
+            }
         }
     }
     w(&mut out, String::new())?;
     w(&mut out, match code {
-        0 => "guard enforces everything it can on this machine".to_string(),
+        0 if f.iter().all(|x| x.status.is_available()) => {
+            "guard enforces everything it can on this machine".to_string()
+        }
+        0 => "guard enforces everything it can on this machine; the features marked MISS come with newer kernels".to_string(),
         1 => "guard runs here, degraded as listed above".to_string(),
         _ => "guard cannot run here: seccomp user notification is missing\nhint: use Linux 5.0 or newer with CONFIG_SECCOMP_FILTER".to_string(),
     })?;

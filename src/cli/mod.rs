@@ -73,7 +73,7 @@ pub enum Command {
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
-    Exec(Box<exec::ExecError>),
+    Exec(Box<crate::run::RunError>),
     #[error(transparent)]
     Policy(Box<crate::policy::PolicyError>),
     #[error(transparent)]
@@ -86,8 +86,8 @@ pub enum CliError {
     Stdout(#[source] std::io::Error),
 }
 
-impl From<exec::ExecError> for CliError {
-    fn from(e: exec::ExecError) -> Self {
+impl From<crate::run::RunError> for CliError {
+    fn from(e: crate::run::RunError) -> Self {
         CliError::Exec(Box::new(e))
     }
 }
@@ -107,10 +107,10 @@ impl CliError {
             return crate::launch::EXIT_GUARD_ERROR;
         };
         match e.as_ref() {
-            exec::ExecError::Command(CommandError::NotFound { .. }) => {
+            crate::run::RunError::Command(CommandError::NotFound { .. }) => {
                 crate::launch::EXIT_NOT_FOUND
             }
-            exec::ExecError::Command(CommandError::NotExecutable { .. }) => {
+            crate::run::RunError::Command(CommandError::NotExecutable { .. }) => {
                 crate::launch::EXIT_NOT_EXECUTABLE
             }
             _ => crate::launch::EXIT_GUARD_ERROR,

@@ -1,10 +1,11 @@
 //! The Landlock ruleset of a run, computed from the [`Policy`] in the parent before the fork.
 //!
-//! [`prepare`] probes the kernel's Landlock ABI, caps it (`max_abi`, so the degraded paths can be
-//! exercised on a new kernel), opens the roots (`O_PATH`, missing ones are skipped and reported)
-//! and returns a created ruleset that the child only has to `restrict_self()`, together with a
-//! [`LandlockReport`] that says honestly what is enforced at that ABI and what is not, and why.
-//! This module never confines the calling process.
+//! [`prepare`] takes the kernel's Landlock ABI and the cap of the run's options from the one
+//! feature probe ([`Features`]), opens the roots (`O_PATH`, missing ones are skipped and
+//! reported) and returns a created ruleset that the child only has to `restrict_self()`,
+//! together with a [`LandlockReport`] that says honestly what is enforced at that ABI and what
+//! is not, and why (the reasons are the features' statuses). This module never confines the
+//! calling process.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,21 +13,21 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    PathFdError, RestrictSelf, RestrictSelfAttr, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, Scope, ABI,
+    PathFdError, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
 
+use super::features::{Feature, Features};
 use super::ConfineError;
 use crate::policy::{Mode, NetTarget, Policy};
 
-/// The highest Landlock ABI whose rights guard has vetted; newer kernels are used at this ABI.
-pub const GUARD_MAX_ABI: u8 = 9;
+pub use super::features::GUARD_MAX_ABI;
 
 /// A ruleset ready for the child, and what it enforces.
 #[derive(Debug)]
 pub struct Prepared {
     /// `None` when nothing is to be enforced (observe mode, or no Landlock in this kernel).
     pub ruleset: Option<RulesetCreated>,
+    /// What it enforces and what it had to drop.
     pub report: LandlockReport,
 }
 
@@ -45,68 +46,10 @@ pub struct LandlockReport {
     pub skipped_paths: Vec<PathBuf>,
 }
 
-/// Probes the highest Landlock ABI of the running kernel that this crate knows (0: none).
-///
-/// Asks for one feature of each ABI with `CompatLevel::HardRequirement`, which fails without a
-/// syscall when the kernel lacks it (the crate queries the version once per builder).
-pub fn probe_abi() -> u8 {
-    let fs = |a: BitFlags<AccessFs>| {
-        Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(a)
-            .is_ok()
-    };
-    let restrict_self =
-        |probe: fn(RestrictSelf) -> Result<RestrictSelf, landlock::RulesetError>| {
-            probe(RestrictSelf::default().set_compatibility(CompatLevel::HardRequirement)).is_ok()
-        };
-    let probes: [(u8, bool); 9] = [
-        (9, fs(AccessFs::ResolveUnix.into())),
-        (8, restrict_self(|r| r.all_threads(true))),
-        (7, restrict_self(|r| r.log_subdomains(false))),
-        (
-            6,
-            Ruleset::default()
-                .set_compatibility(CompatLevel::HardRequirement)
-                .scope(Scope::Signal)
-                .is_ok(),
-        ),
-        (5, fs(AccessFs::IoctlDev.into())),
-        (
-            4,
-            Ruleset::default()
-                .set_compatibility(CompatLevel::HardRequirement)
-                .handle_access(AccessNet::ConnectTcp)
-                .is_ok(),
-        ),
-        (3, fs(AccessFs::Truncate.into())),
-        (2, fs(AccessFs::Refer.into())),
-        (1, fs(AccessFs::Execute.into())),
-    ];
-    probes
-        .into_iter()
-        .find_map(|(v, ok)| ok.then_some(v))
-        .unwrap_or(0)
-}
-
 /// Computes and creates the ruleset for `policy` (see the module documentation).
-pub fn prepare(policy: &Policy, max_abi: Option<u8>) -> Result<Prepared, ConfineError> {
-    let kernel_abi = if policy.mode == Mode::Observe {
-        0
-    } else {
-        probe_abi()
-    };
-    prepare_at(policy, kernel_abi, max_abi)
-}
-
-/// [`prepare`] with the kernel ABI given: the plan is computed for `min(kernel_abi, max_abi)`.
-fn prepare_at(
-    policy: &Policy,
-    kernel_abi: u8,
-    max_abi: Option<u8>,
-) -> Result<Prepared, ConfineError> {
+pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, ConfineError> {
     let mut report = LandlockReport {
-        kernel_abi,
+        kernel_abi: features.kernel_landlock_abi,
         ..LandlockReport::default()
     };
     if policy.mode == Mode::Observe {
@@ -119,36 +62,24 @@ fn prepare_at(
             report,
         });
     }
-    let cap = max_abi.unwrap_or(GUARD_MAX_ABI).min(GUARD_MAX_ABI);
-    let v = kernel_abi.min(cap);
-    if v == 0 {
-        let reason = if kernel_abi == 0 {
-            "this kernel has no landlock (abi 0): the filesystem and network roots are not \
-             enforced by the kernel\nhint: enable landlock (CONFIG_SECURITY_LANDLOCK, `lsm=` boot \
-             parameter)"
-        } else {
-            "landlock disabled by max_abi = 0: the roots are not enforced by the kernel"
-        };
-        report.degraded.push(("landlock".into(), reason.into()));
+    let Some(v) = features.landlock_abi else {
+        let reason = features.status(Feature::Landlock).describe(Some(
+            "the filesystem and network roots are not enforced by the kernel",
+        ));
+        report.degraded.push(("landlock".into(), reason));
         return Ok(Prepared {
             ruleset: None,
             report,
         });
-    }
-    report.abi = Some(v);
-    let why = |need: u8| {
-        if kernel_abi >= need {
-            format!("needs landlock abi {need}; capped at abi {v} by max_abi")
-        } else {
-            format!("needs landlock abi {need}; this kernel has abi {kernel_abi}")
-        }
     };
+    report.abi = Some(v);
+    let why = |f: Feature| features.status(f).describe(None);
     let abi = ABI::from(i32::from(v));
 
     // Filesystem.
     let handled_fs = AccessFs::from_all(abi);
     let mut read_access = AccessFs::from_read(abi);
-    if v >= 9 {
+    if features.available(Feature::LandlockFsResolveUnix) {
         // Pathname unix sockets stay reachable under the roots; the supervisor judges connect.
         read_access |= AccessFs::ResolveUnix;
     }
@@ -158,34 +89,23 @@ fn prepare_at(
         policy.fs.read.len(),
         policy.fs.write.len()
     ));
-    for (need, feature, effect) in [
-        (
-            2,
-            "landlock-fs-refer",
-            "renaming or linking across directories is refused everywhere",
-        ),
-        (
-            3,
-            "landlock-fs-truncate",
-            "truncation is not restricted by landlock",
-        ),
-        (
-            5,
-            "landlock-fs-ioctl-dev",
-            "device ioctls are not restricted by landlock",
-        ),
-        (
-            9,
-            "landlock-fs-resolve-unix",
-            "connecting to pathname unix sockets is not restricted by landlock",
-        ),
+    for feature in [
+        Feature::LandlockFsRefer,
+        Feature::LandlockFsTruncate,
+        Feature::LandlockFsIoctlDev,
+        Feature::LandlockFsResolveUnix,
     ] {
-        if v < need {
+        let status = features.status(feature);
+        if status.is_available() {
+            let need = feature.landlock_abi().unwrap_or(1);
             report
-                .degraded
-                .push((feature.into(), format!("{}: {effect}", why(need))));
+                .enforced
+                .push(format!("{} (abi {need})", feature.name()));
         } else {
-            report.enforced.push(format!("{feature} (abi {need})"));
+            report.degraded.push((
+                feature.name().into(),
+                status.describe(Some(feature.without())),
+            ));
         }
     }
 
@@ -194,7 +114,7 @@ fn prepare_at(
     let mut handled_net = BitFlags::<AccessNet>::EMPTY;
     let mut ports: BTreeMap<u16, BitFlags<AccessNet>> = BTreeMap::new();
     match &net.connect {
-        Some(allowed) if v >= 4 => {
+        Some(allowed) if features.available(Feature::LandlockNetConnect) => {
             handled_net |= AccessNet::ConnectTcp;
             for &p in allowed {
                 *ports.entry(p).or_default() |= AccessNet::ConnectTcp;
@@ -206,8 +126,10 @@ fn prepare_at(
             });
         }
         Some(_) => report.degraded.push((
-            "landlock-net-connect".into(),
-            format!("{}: tcp connect is judged by the supervisor only", why(4)),
+            Feature::LandlockNetConnect.name().into(),
+            features
+                .status(Feature::LandlockNetConnect)
+                .describe(Some(Feature::LandlockNetConnect.without())),
         )),
         None => report.degraded.push((
             "landlock-net-connect".into(),
@@ -216,7 +138,7 @@ fn prepare_at(
     }
     match &policy.net.bind {
         None => {}
-        Some(allowed) if v >= 4 => {
+        Some(allowed) if features.available(Feature::LandlockNetBind) => {
             handled_net |= AccessNet::BindTcp;
             for &p in allowed {
                 *ports.entry(p).or_default() |= AccessNet::BindTcp;
@@ -228,13 +150,15 @@ fn prepare_at(
             });
         }
         Some(_) => report.degraded.push((
-            "landlock-net-bind".into(),
-            format!("{}: tcp bind is not restricted", why(4)),
+            Feature::LandlockNetBind.name().into(),
+            features
+                .status(Feature::LandlockNetBind)
+                .describe(Some(Feature::LandlockNetBind.without())),
         )),
     }
 
     // Scopes.
-    let scopes = if v >= 6 {
+    let scopes = if features.available(Feature::LandlockScopeSignal) {
         report.enforced.push(
             "landlock-scope-signal (abi 6): no signals to processes outside the sandbox".into(),
         );
@@ -253,8 +177,11 @@ fn prepare_at(
         report.enforced.push(line);
         Scope::from_all(ABI::V6)
     } else {
-        for feature in ["landlock-scope-signal", "landlock-scope-abstract-unix"] {
-            report.degraded.push((feature.into(), why(6)));
+        for feature in [
+            Feature::LandlockScopeSignal,
+            Feature::LandlockScopeAbstractUnix,
+        ] {
+            report.degraded.push((feature.name().into(), why(feature)));
         }
         BitFlags::EMPTY
     };
@@ -274,7 +201,7 @@ fn prepare_at(
         }
     }
 
-    if v >= 9 {
+    if features.available(Feature::LandlockFsResolveUnix) {
         // Unix sockets that net.connect names outside the roots stay reachable by path.
         for dir in unix_socket_dirs(policy) {
             if let Some(fd) = open_root(&dir)? {
@@ -402,6 +329,7 @@ fn net_plan(policy: &Policy) -> NetPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::features::{Kernel, Options};
     use crate::policy::{
         EnvPolicy, FsPolicy, NetPolicy, OnDeny, OnFailure, TransactionPolicy, Vars,
     };
@@ -448,6 +376,28 @@ mod tests {
                 state: "/state".into(),
             },
         }
+    }
+
+    /// [`prepare`] as on a kernel with Landlock ABI `kernel_abi`, capped at `max_abi`.
+    fn prepare_at(
+        policy: &Policy,
+        kernel_abi: u8,
+        max_abi: Option<u8>,
+    ) -> Result<Prepared, ConfineError> {
+        let mut kernel = Kernel::probe();
+        kernel.landlock_abi = kernel_abi;
+        let options = Options {
+            max_landlock_abi: max_abi,
+            ..Options::default()
+        };
+        prepare(policy, &Features::of_kernel(&kernel, &options))
+    }
+
+    fn prepare_here(policy: &Policy) -> Result<Prepared, ConfineError> {
+        prepare(
+            policy,
+            &Features::of_kernel(&Kernel::probe(), &Options::default()),
+        )
     }
 
     fn degraded(report: &LandlockReport) -> Vec<&str> {
@@ -556,12 +506,12 @@ mod tests {
             vec![missing.join("deeper")],
             Vec::new(),
         );
-        let prepared = prepare(&p, None).unwrap();
+        let prepared = prepare_here(&p).unwrap();
         assert_eq!(
             prepared.report.skipped_paths,
             vec![missing.clone(), missing.join("deeper")]
         );
-        assert_eq!(prepared.report.kernel_abi, probe_abi());
+        assert_eq!(prepared.report.kernel_abi, Kernel::probe().landlock_abi);
     }
 
     #[test]
@@ -585,7 +535,7 @@ mod tests {
     fn observe_mode_builds_nothing_and_says_so() {
         let mut p = policy(vec!["/usr".into()], vec![], Vec::new());
         p.mode = Mode::Observe;
-        let prepared = prepare(&p, None).unwrap();
+        let prepared = prepare_here(&p).unwrap();
         assert!(prepared.ruleset.is_none());
         assert_eq!(prepared.report.abi, None);
         assert!(reason(&prepared.report, "landlock").contains("observe mode"));
@@ -602,10 +552,10 @@ mod tests {
     /// Creates a real ruleset on this kernel (it is never applied to the test process).
     #[test]
     fn a_ruleset_is_created_when_the_kernel_has_landlock() {
-        let abi = probe_abi();
+        let abi = Kernel::probe().landlock_abi;
         eprintln!("landlock abi of this kernel: {abi}");
         let p = policy(vec!["/usr".into()], vec![std::env::temp_dir()], Vec::new());
-        let prepared = prepare(&p, None).unwrap();
+        let prepared = prepare_here(&p).unwrap();
         assert_eq!(prepared.ruleset.is_some(), abi > 0);
         assert_eq!(
             prepared.report.abi,

@@ -13,6 +13,7 @@ pub mod seccomp;
 use std::path::PathBuf;
 
 pub use self::bpf::{SeccompData, SockFilter};
+pub use self::features::{Feature, Features, Status};
 pub use self::landlock::{prepare, LandlockReport, Prepared};
 pub use self::seccomp::{build, denied_syscalls, syscall_name, trapped_syscalls, FilterSpec};
 

@@ -1,40 +1,20 @@
-//! The child side of the launch (steps 3-10 of `docs/launch.md`) and the small protocol on the
-//! close-on-exec socket that tells the parent how it went.
-//!
-//! Messages (one datagram each): `L` + the listener fd as SCM_RIGHTS; `E` + stage + errno when
-//! a setup step failed; `X` + errno when `execve` failed. EOF after `L` means `execve` worked.
+//! The child side of the launch (steps 8-15 of `docs/launch.md`): confine this process, hand
+//! the seccomp listener to guard, and become the sandbox's init. A failed step is reported on
+//! the launch channel as its [`Stage`] (see `message.rs`); the parent side reads the channel
+//! with [`receive_listener`], [`receive_command_pid`] and [`wait_exec`].
 
-use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
-use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
 
+use super::message::{self, Message, Stage};
 use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR};
 use crate::sys;
 
-const STAGES: [&str; 8] = [
-    "set the parent-death signal",
-    "unblock signals",
-    "set no_new_privs",
-    "enforce the Landlock ruleset",
-    "drop capabilities",
-    "close inherited file descriptors",
-    "install the seccomp filter",
-    "hand over the seccomp listener",
-];
-
-fn fail(sock: BorrowedFd<'_>, stage: u8, err: io::Error) -> ! {
-    let errno = err.raw_os_error().unwrap_or(libc::EIO);
-    let mut msg = [b'E', stage, 0, 0, 0, 0];
-    msg[2..].copy_from_slice(&errno.to_le_bytes());
-    let _ = sendmsg::<()>(
-        sock.as_raw_fd(),
-        &[IoSlice::new(&msg)],
-        &[],
-        MsgFlags::empty(),
-        None,
-    );
+fn fail(sock: BorrowedFd<'_>, stage: Stage, err: io::Error) -> ! {
+    message::send_failure(sock, stage, &err);
     sys::process::exit_now(EXIT_GUARD_ERROR)
 }
 
@@ -58,157 +38,98 @@ fn drop_capabilities() -> io::Result<()> {
 }
 
 /// Runs in the forked child; never returns.
-pub(super) fn run(spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
+pub(super) fn run(mut spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
     let s = sock.as_raw_fd();
     // `sock` lives until exec or exit.
-    let sockb = sock_borrow(&sock);
+    let sockb = sock.as_fd();
 
-    // 3. Die with guard; if guard is already gone, stop here.
+    // 8. Die with guard; if guard is already gone, stop here.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        fail(sockb, 0, e.into());
+        fail(sockb, Stage::ParentDeathSignal, e.into());
     }
     if nix::unistd::getppid().as_raw() as u32 != parent_pid {
         sys::process::exit_now(EXIT_GUARD_ERROR);
     }
-    // 4. The command gets a clean signal mask.
+    // 9. The command gets a clean signal mask.
     if let Err(e) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
-        fail(sockb, 1, e.into());
+        fail(sockb, Stage::UnblockSignals, e.into());
     }
-    // 5. no_new_privs: required for Landlock and seccomp without CAP_SYS_ADMIN, and it makes
-    //    setuid binaries powerless.
-    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
-        fail(sockb, 2, e.into());
-    }
-    // 6. Landlock.
-    if let Some(ruleset) = spec.landlock {
-        if let Err(e) = ruleset.restrict_self() {
-            fail(sockb, 3, io::Error::other(e.to_string()));
+    if let Some(dir) = &spec.cwd {
+        if let Err(e) = nix::unistd::chdir(dir.as_c_str()) {
+            fail(sockb, Stage::WorkingDirectory, e.into());
         }
     }
-    // 7. Capabilities (root keeps its uid but not its powers).
+    // 10. no_new_privs: required for Landlock and seccomp without CAP_SYS_ADMIN, and it makes
+    //     setuid binaries powerless.
+    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
+        fail(sockb, Stage::NoNewPrivs, e.into());
+    }
+    // 11. Landlock.
+    if let Some(ruleset) = spec.landlock.take() {
+        if let Err(e) = ruleset.restrict_self() {
+            fail(sockb, Stage::Landlock, io::Error::other(e.to_string()));
+        }
+    }
+    // 12. Capabilities (root keeps its uid but not its powers).
     if spec.drop_caps {
         if let Err(e) = drop_capabilities() {
-            fail(sockb, 4, e);
+            fail(sockb, Stage::DropCaps, e);
         }
     }
-    // 8. Close every inherited descriptor but stdio and the launch socket.
+    // 13. Close every inherited descriptor but stdio and the launch socket.
     let s32 = s as u32;
     if s32 > 3 {
         if let Err(e) = sys::process::close_range(3, s32 - 1) {
-            fail(sockb, 5, e);
+            fail(sockb, Stage::CloseFds, e);
         }
     }
     if let Err(e) = sys::process::close_range(s32 + 1, u32::MAX) {
-        fail(sockb, 5, e);
+        fail(sockb, Stage::CloseFds, e);
     }
-    // 9. The seccomp filter, last: from here on judged calls wait for the supervisor.
+    // 14. The seccomp filter, last: from here on judged calls wait for the supervisor.
     let listener = match sys::notify::install_filter_with_listener(&spec.filter) {
         Ok(fd) => fd,
-        Err(e) => fail(sockb, 6, e),
+        Err(e) => fail(sockb, Stage::Seccomp, e),
     };
-    // sendmsg and close are never trapped, so the hand-over cannot wait on the supervisor.
+    // 15. sendmsg and close are never trapped, so the hand-over cannot wait on the supervisor.
     let fds = [listener.as_raw_fd()];
     let cmsg = [ControlMessage::ScmRights(&fds)];
     if let Err(e) = sendmsg::<()>(s, &[IoSlice::new(b"L")], &cmsg, MsgFlags::empty(), None) {
-        fail(sockb, 7, e.into());
+        fail(sockb, Stage::HandOver, e.into());
     }
     // The command must never hold its own listener: it could answer its own notifications.
     drop(listener);
 
-    // 10. Stay as the sandbox's init and fork the command, which reports its pid and execs
+    // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).
-    super::init::run(&spec.program, &spec.argv, &spec.envp, sock, parent_pid)
-}
-
-fn sock_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
-    use std::os::fd::AsFd;
-    fd.as_fd()
-}
-
-fn errno_of(bytes: &[u8]) -> io::Error {
-    let mut b = [0u8; 4];
-    if let Some(src) = bytes.get(..4) {
-        b.copy_from_slice(src);
-    }
-    io::Error::from_raw_os_error(i32::from_le_bytes(b))
+    super::init::run(&spec, sock, parent_pid)
 }
 
 /// Parent side: wait for `L` (the listener) or `E` (a failed setup step).
 pub(super) fn receive_listener(sock: BorrowedFd<'_>) -> Result<OwnedFd, LaunchError> {
-    let mut buf = [0u8; 16];
-    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-    let (bytes, fd) = {
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        let msg = loop {
-            match recvmsg::<()>(
-                sock.as_raw_fd(),
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            ) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                other => break other,
-            }
-        }
-        .map_err(|e| LaunchError::Channel(e.into()))?;
-        let mut fd = None;
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    for raw in fds {
-                        // Ownership of a received descriptor passes to us; it is wrapped in
-                        // an OwnedFd just below so it is closed on every path.
-                        fd = Some(raw);
-                    }
-                }
-            }
-        }
-        (msg.bytes, fd)
-    };
-    let fd = fd.map(sys::process::owned_received_fd);
-    match (bytes, buf.first()) {
-        (0, _) => Err(LaunchError::ChildVanished),
-        (_, Some(b'L')) => fd.ok_or(LaunchError::ChildVanished),
-        (_, Some(b'E')) => {
-            let stage = STAGES.get(usize::from(buf[1])).copied().unwrap_or("setup");
-            Err(LaunchError::Child {
-                stage,
-                source: errno_of(&buf[2..]),
-            })
-        }
+    match message::receive(sock).map_err(LaunchError::Channel)? {
+        Message::Listener(Some(fd)) => Ok(fd),
+        Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
         _ => Err(LaunchError::ChildVanished),
     }
 }
 
-/// Parent side: the command's pid (`P`), sent by the command itself before it execs.
-pub(super) fn receive_command_pid(sock: BorrowedFd<'_>) -> io::Result<i32> {
-    let mut buf = [0u8; 16];
-    loop {
-        match nix::unistd::read(sock.as_raw_fd(), &mut buf) {
-            Ok(n) if n >= 5 && buf[0] == b'P' => {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(&buf[1..5]);
-                return Ok(i32::from_le_bytes(b));
-            }
-            Ok(_) => return Err(io::Error::from_raw_os_error(libc::EPROTO)),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
+/// Parent side: the command's pid (`P`), sent by the command itself before it execs, or the
+/// step of the init's that failed.
+pub(super) fn receive_command_pid(sock: BorrowedFd<'_>) -> Result<i32, LaunchError> {
+    match message::receive(sock).map_err(LaunchError::Channel)? {
+        Message::CommandPid(pid) => Ok(pid),
+        Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
+        _ => Err(LaunchError::ChildVanished),
     }
 }
 
-/// Parent side: EOF means `execve` succeeded; `X` carries its errno.
+/// Parent side: end of stream means `execve` succeeded; `X` carries its errno.
 pub(super) fn wait_exec(sock: BorrowedFd<'_>) -> io::Result<()> {
-    let mut buf = [0u8; 16];
-    loop {
-        match nix::unistd::read(sock.as_raw_fd(), &mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(_) if buf[0] == b'X' => return Err(errno_of(&buf[1..])),
-            Ok(_) => return Ok(()),
-            Err(nix::errno::Errno::EINTR) => continue,
-            // ECONNRESET and friends: the child is gone after exec; treat as success and let
-            // the exit status tell the rest.
-            Err(_) => return Ok(()),
-        }
+    match message::receive(sock) {
+        Ok(Message::ExecFailed(e)) => Err(e),
+        // End of stream, or the channel broke after exec (ECONNRESET and friends): the exit
+        // status tells the rest.
+        _ => Ok(()),
     }
 }

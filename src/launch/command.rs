@@ -6,12 +6,24 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// Why the command cannot be run (found before anything is confined).
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
+    /// Not found on `PATH` (or the path given does not exist).
     #[error("command not found: {name}\nhint: check the spelling, or give the full path; PATH is {path}")]
-    NotFound { name: String, path: String },
+    NotFound {
+        /// The name given.
+        name: String,
+        /// The `PATH` searched.
+        path: String,
+    },
+    /// Found, but not an executable file.
     #[error("{path} is not executable\nhint: chmod +x {path}, or run it through its interpreter")]
-    NotExecutable { path: PathBuf },
+    NotExecutable {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The command line is empty.
     #[error("no command given\nhint: guard exec -- CMD [ARGS...]")]
     Empty,
 }

@@ -5,31 +5,40 @@
 //! it already holds. Otherwise it reaps, passes signals from guard on to the command, and ends
 //! with the command's status (exit code, or the same signal).
 //!
-//! It makes no judged call: fork, wait, kill, signalfd and reads of /proc are never trapped.
+//! When the run enforces Landlock signal scoping (ABI 6), the command runs in a nested
+//! Landlock domain that scopes signals: nothing of the tree can signal (or trace) the init, so
+//! the command cannot end the init and leave its own tree without a reaper.
+//!
+//! It makes no judged call: fork, wait, kill, signalfd, the Landlock calls and reads of /proc
+//! are never trapped.
 
-use std::ffi::CString;
-use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 
+use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::socket::{sendmsg, MsgFlags};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use super::message::{self, Stage};
 use super::signals::FORWARDED;
-use super::{EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
+use super::{LaunchSpec, EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
 use crate::sys;
 
+/// A ruleset that only scopes signals: enforced by the command on itself, it puts the command
+/// in a domain nested in the init's, which it cannot signal out of.
+fn signal_scope() -> io::Result<OwnedFd> {
+    let created = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::Signal)
+        .and_then(|r| r.create())
+        .map_err(io::Error::other)?;
+    Option::<OwnedFd>::from(created).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
 /// Fork the command and stay as its init. Never returns.
-pub(super) fn run(
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
-    sock: OwnedFd,
-    guard: u32,
-) -> ! {
-    let s = sock.as_raw_fd();
+pub(super) fn run(spec: &LaunchSpec, sock: OwnedFd, guard: u32) -> ! {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
     set.add(Signal::SIGUSR1);
@@ -43,19 +52,49 @@ pub(super) fn run(
         nix::sys::prctl::set_pdeathsig(Signal::SIGUSR1)?;
         Ok(SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC)?)
     })();
-    let Ok(sfd) = setup else {
-        sys::process::exit_now(EXIT_GUARD_ERROR);
+    let sfd = match setup {
+        Ok(sfd) => sfd,
+        Err(e) => {
+            message::send_failure(sock.as_fd(), Stage::Init, &e);
+            sys::process::exit_now(EXIT_GUARD_ERROR);
+        }
     };
     if nix::unistd::getppid().as_raw() as u32 != guard {
         sys::process::exit_now(EXIT_GUARD_ERROR);
     }
-    let command = match sys::process::fork() {
-        Ok(sys::process::Forked::Child) => exec_command(program, argv, envp, s),
-        Ok(sys::process::Forked::Parent { child }) => child,
-        Err(_) => sys::process::exit_now(EXIT_GUARD_ERROR),
+    let scope = if spec.protect_init {
+        match signal_scope() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                message::send_failure(sock.as_fd(), Stage::ProtectInit, &e);
+                sys::process::exit_now(EXIT_GUARD_ERROR);
+            }
+        }
+    } else {
+        None
+    };
+    let image = sys::process::ExecImage::new(&spec.program, &spec.argv, &spec.envp);
+    let forked = sys::process::fork_exec(
+        &image,
+        &sys::process::ExecSetup {
+            report: sock.as_fd(),
+            landlock: scope.as_ref().map(AsFd::as_fd),
+            pdeathsig: libc::SIGKILL,
+            exit_setup: EXIT_GUARD_ERROR,
+            exit_not_found: EXIT_NOT_FOUND,
+            exit_not_executable: EXIT_NOT_EXECUTABLE,
+        },
+    );
+    let command = match forked {
+        Ok(pid) => pid,
+        Err(e) => {
+            message::send_failure(sock.as_fd(), Stage::ForkCommand, &e);
+            sys::process::exit_now(EXIT_GUARD_ERROR);
+        }
     };
     // Only the command reports to guard from here on (its pid, or why exec failed).
     drop(sock);
+    drop(scope);
     let mut status: Option<WaitStatus> = None;
     loop {
         let info = match sfd.read_signal() {
@@ -93,29 +132,6 @@ pub(super) fn run(
     }
 }
 
-/// The command's side of the fork: report its pid, reset the signal setup, exec.
-fn exec_command(program: &CString, argv: &[CString], envp: &[CString], s: i32) -> ! {
-    let mut msg = [b'P', 0, 0, 0, 0];
-    msg[1..].copy_from_slice(&(std::process::id() as i32).to_le_bytes());
-    let _ = sendmsg::<()>(s, &[IoSlice::new(&msg)], &[], MsgFlags::empty(), None);
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    // The socket is close-on-exec: guard reads EOF on success.
-    let err = match nix::unistd::execve(program, argv, envp) {
-        Err(e) => io::Error::from(e),
-        Ok(never) => match never {},
-    };
-    let errno = err.raw_os_error().unwrap_or(libc::EIO);
-    let mut msg = [b'X', 0, 0, 0, 0];
-    msg[1..].copy_from_slice(&errno.to_le_bytes());
-    let _ = sendmsg::<()>(s, &[IoSlice::new(&msg)], &[], MsgFlags::empty(), None);
-    sys::process::exit_now(if errno == libc::ENOENT {
-        EXIT_NOT_FOUND
-    } else {
-        EXIT_NOT_EXECUTABLE
-    })
-}
-
 /// SIGKILL every descendant until none is left, reaping as they go.
 fn kill_all() {
     let me = std::process::id() as i32;
@@ -151,12 +167,10 @@ fn finish(st: WaitStatus) -> ! {
 fn raise_with_default_action(sig: Signal) -> nix::Result<()> {
     let mut one = SigSet::empty();
     one.add(sig);
-    let default = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::SigDfl,
-        nix::sys::signal::SaFlags::empty(),
-        SigSet::empty(),
-    );
-    sys::process::set_default_action(sig, &default)?;
+    // SIGKILL and SIGSTOP have no disposition to reset (EINVAL); they end the init anyway.
+    if !matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
+        sys::process::reset_signal_to_default(sig)?;
+    }
     sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&one), None)?;
     nix::sys::signal::raise(sig)
 }

@@ -3,11 +3,13 @@
 //! The launch sequence is written out step by step in `docs/launch.md`; [`spawn`] and the child
 //! side in `child.rs` follow it in the same order. The parent is single-threaded when it forks,
 //! so the child may allocate, but it does as little as it can before `execve`.
+#![warn(missing_docs)]
 
 mod child;
 mod command;
 mod env;
 mod init;
+mod message;
 mod signals;
 mod tree;
 
@@ -19,8 +21,9 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 pub use command::{resolve_program, CommandError};
 pub use env::sanitize_env;
+pub use message::Stage;
 pub use signals::{SignalEvent, Signals};
-pub use tree::{descendants as descendants_of, kill_descendants, kill_tree, reap, Reaped};
+pub use tree::{descendants as descendants_of, kill_tree, Reaped, RunTree};
 
 use crate::sys;
 
@@ -36,8 +39,11 @@ pub const EXIT_POLICY_STOP: i32 = 120;
 /// Everything the child needs, prepared in the parent before the fork so the child only makes
 /// system calls.
 pub struct LaunchSpec {
+    /// The program, as resolved on `PATH`.
     pub program: CString,
+    /// Its arguments, `argv[0]` included.
     pub argv: Vec<CString>,
+    /// Its environment, `NAME=value`.
     pub envp: Vec<CString>,
     /// The seccomp program (already built and checked).
     pub filter: Vec<libc::sock_filter>,
@@ -45,35 +51,53 @@ pub struct LaunchSpec {
     pub landlock: Option<landlock::RulesetCreated>,
     /// Drop every capability in the child (always, unless the profile keeps them).
     pub drop_caps: bool,
+    /// The working directory of the command (`None`: guard's own).
+    pub cwd: Option<CString>,
+    /// Put the command in a nested Landlock domain that scopes signals, so it cannot signal
+    /// the sandbox's init (needs Landlock ABI 6, with the run's ruleset enforced).
+    pub protect_init: bool,
 }
 
 /// A started child whose listener has reached the parent.
 #[derive(Debug)]
 pub struct Spawned {
-    pub pid: libc::pid_t,
-    pub pidfd: OwnedFd,
+    /// The sandbox's init (guard's child) and everything under it.
+    pub tree: RunTree,
     /// The seccomp listener, until the supervisor takes it.
     pub listener: Option<OwnedFd>,
     status: OwnedFd,
 }
 
+/// Why the sandbox could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// The socket pair to the child could not be made or read.
     #[error("cannot set up the launch channel")]
     Channel(#[source] io::Error),
+    /// fork(2) failed.
     #[error("cannot fork")]
     Fork(#[source] io::Error),
+    /// The process has more than one thread.
+    #[error("a run starts only from a single-threaded process: the sandbox's setup runs in a fork of it\nhint: start the run before the program starts threads, or run the guard binary")]
+    Threads,
+    /// A setup step failed in the child or the init.
     #[error("the sandbox could not be set up in the child: {stage} failed")]
     Child {
-        stage: &'static str,
+        /// The step.
+        stage: Stage,
+        /// Its errno.
         #[source]
         source: io::Error,
     },
+    /// The child ended without saying why.
     #[error("the child exited before handing over its seccomp listener")]
     ChildVanished,
+    /// pidfd_open(2) of the child failed.
     #[error("cannot open a pidfd for the child {pid}")]
     Pidfd {
+        /// The child.
         pid: libc::pid_t,
+        /// Why.
         #[source]
         source: io::Error,
     },
@@ -85,9 +109,13 @@ pub struct ExecFailed(pub io::Error);
 
 /// Fork the child, confine it, and receive its listener fd.
 ///
-/// Must be called while the process is single-threaded, with the signals of [`Signals`]
-/// already blocked (the child unblocks them).
+/// The process must be single-threaded (checked: [`LaunchError::Threads`]): the child does
+/// more than async-signal-safe work before it execs. Signals blocked by the caller (see
+/// [`Signals`]) are unblocked in the child.
 pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
+    if !sys::process::single_threaded().map_err(LaunchError::Fork)? {
+        return Err(LaunchError::Threads);
+    }
     let (parent_sock, child_sock) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -96,7 +124,7 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     )
     .map_err(|e| LaunchError::Channel(e.into()))?;
     let parent_pid = std::process::id();
-    match sys::process::fork().map_err(LaunchError::Fork)? {
+    match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {
         sys::process::Forked::Child => {
             drop(parent_sock);
             child::run(spec, child_sock, parent_pid)
@@ -115,8 +143,7 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
             let pidfd = sys::process::pidfd_open(child)
                 .map_err(|source| LaunchError::Pidfd { pid: child, source })?;
             Ok(Spawned {
-                pid: child,
-                pidfd,
+                tree: RunTree::new(child, pidfd),
                 listener: Some(listener),
                 status: parent_sock,
             })
@@ -126,7 +153,7 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
 
 impl Spawned {
     /// The pid of the command itself (the sandbox's init forked it): the run's root process.
-    pub fn command_pid(&self) -> io::Result<libc::pid_t> {
+    pub fn command_pid(&self) -> Result<libc::pid_t, LaunchError> {
         child::receive_command_pid(self.status.as_fd())
     }
 

@@ -1,23 +1,168 @@
-//! The process tree under guard: guard is a child subreaper, so every orphan of the tree comes
-//! back to it; [`reap`] collects exit statuses, [`kill_tree`] ends whatever is left.
+//! A run's process tree: the sandbox's init (the one child guard forks) and everything under
+//! it. The init is a subreaper inside the sandbox, so the tree is exactly the init's
+//! descendants; [`RunTree`] waits for the init through its pidfd and kills the tree without
+//! touching any other process of the program that started the run.
+//!
+//! [`kill_tree`] is the process-wide variant for a program that is nothing but the run (the
+//! CLI, which is also a child subreaper): every descendant of the process, and reaping every
+//! child.
 
 use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+
+use crate::sys;
+
+/// The sandbox's init and its descendants. Cloneable: the supervisor holds one to end the run
+/// on a `kill` verdict while the main thread waits.
+#[derive(Debug, Clone)]
+pub struct RunTree {
+    inner: Arc<TreeInner>,
+}
+
+#[derive(Debug)]
+struct TreeInner {
+    init: libc::pid_t,
+    pidfd: OwnedFd,
+    /// Set once the init is reaped: its pid may then belong to another process, so nothing is
+    /// signalled by pid any more. Held while killing, so the init cannot be reaped meanwhile.
+    reaped: Mutex<bool>,
+}
+
+impl RunTree {
+    pub(super) fn new(init: libc::pid_t, pidfd: OwnedFd) -> RunTree {
+        RunTree {
+            inner: Arc::new(TreeInner {
+                init,
+                pidfd,
+                reaped: Mutex::new(false),
+            }),
+        }
+    }
+
+    /// The init's pid.
+    pub fn init_pid(&self) -> libc::pid_t {
+        self.inner.init
+    }
+
+    /// The init's pidfd: readable once it has exited.
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.inner.pidfd.as_fd()
+    }
+
+    /// Send `sig` to the init (which passes SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH on
+    /// to the command).
+    pub fn signal(&self, sig: libc::c_int) -> io::Result<()> {
+        sys::process::pidfd_send_signal(self.pidfd(), sig)
+    }
+
+    /// SIGKILL every process of the tree: the init's descendants first, until none is left
+    /// running (the init reaps them), then the init. Does not wait for the init; its status
+    /// comes from `Running::wait`. Nothing happens once the init is reaped.
+    pub fn kill(&self) {
+        let reaped = self
+            .inner
+            .reaped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *reaped {
+            return;
+        }
+        // Until the init is reaped its pid is its own, alive or a zombie, so its children's
+        // list is this run's.
+        for _ in 0..200 {
+            let pids: Vec<i32> = descendants(self.inner.init)
+                .into_iter()
+                .filter(|p| is_running(*p))
+                .collect();
+            if pids.is_empty() {
+                break;
+            }
+            for p in pids {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = self.signal(libc::SIGKILL);
+    }
+
+    /// Block until the init has exited (its pidfd is readable), without reaping it.
+    pub(crate) fn wait_exit(&self, timeout: PollTimeout) -> io::Result<bool> {
+        let mut fds = [PollFd::new(self.pidfd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(n) => Ok(n > 0),
+            Err(nix::errno::Errno::EINTR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reap the init through its pidfd (waiting for it to exit) and return its status. Only
+    /// this run's child is waited for; no other child of the process is touched.
+    pub(crate) fn reap(&self) -> io::Result<Reaped> {
+        while !self.wait_exit(PollTimeout::NONE)? {}
+        let mut reaped = self
+            .inner
+            .reaped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let status = loop {
+            match waitid(Id::PIDFd(self.pidfd()), WaitPidFlag::WEXITED) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other?,
+            }
+        };
+        *reaped = true;
+        Ok(match status {
+            WaitStatus::Exited(pid, code) => Reaped {
+                pid: pid.as_raw(),
+                status: code,
+                signal: None,
+            },
+            WaitStatus::Signaled(pid, sig, _) => Reaped {
+                pid: pid.as_raw(),
+                status: 128 + sig as i32,
+                signal: Some(sig as i32),
+            },
+            _ => Reaped {
+                pid: self.inner.init,
+                status: 128,
+                signal: None,
+            },
+        })
+    }
+}
+
+/// A process that exists and is not a zombie.
+fn is_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
 
 /// One reaped process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
+    /// Its pid.
     pub pid: i32,
     /// Exit code, or 128 + signal number.
     pub status: i32,
+    /// The signal that ended it, if one did.
     pub signal: Option<i32>,
 }
 
-/// Reap every child that has exited, without blocking.
-pub fn reap() -> Vec<Reaped> {
+/// Reap every child of the process that has exited, without blocking.
+fn reap() -> Vec<Reaped> {
     let mut out = Vec::new();
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
@@ -120,8 +265,9 @@ fn descendants_by_scan(root: i32) -> Vec<i32> {
     out
 }
 
-/// SIGKILL every descendant of guard and reap them, until none is left. Returns the processes
-/// reaped on the way.
+/// SIGKILL every descendant of this process and reap every child, until none is left. Returns
+/// the processes reaped on the way. Process-wide: only for a program that is nothing but the
+/// run and a child subreaper (the CLI), where orphans of a tree whose init died come back.
 pub fn kill_tree() -> Vec<Reaped> {
     let me = std::process::id() as i32;
     let mut reaped = Vec::new();
@@ -145,19 +291,4 @@ pub fn kill_tree() -> Vec<Reaped> {
         }
     }
     reaped
-}
-
-/// SIGKILL every descendant of guard now, without reaping (the main thread reaps). Used by the
-/// supervisor when policy ends the run.
-pub fn kill_descendants() {
-    let me = std::process::id() as i32;
-    for _ in 0..3 {
-        let pids = descendants(me);
-        if pids.is_empty() {
-            break;
-        }
-        for pid in pids {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
 }

@@ -76,6 +76,8 @@ struct Core {
     created: Mutex<HashSet<PathBuf>>,
     /// The run's root process.
     root: u32,
+    /// The run's process tree.
+    tree: crate::launch::RunTree,
     /// Held by the one worker that polls and receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
@@ -113,6 +115,8 @@ pub struct Setup {
     pub journal: Option<Journal>,
     /// The pid of the run's root process (the command guard started).
     pub root: u32,
+    /// The run's process tree, killed on a `kill` verdict.
+    pub tree: crate::launch::RunTree,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -132,6 +136,7 @@ impl Supervisor {
             inject,
             journal,
             root,
+            tree,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         Supervisor {
@@ -146,6 +151,7 @@ impl Supervisor {
                 inject,
                 created: Mutex::new(HashSet::new()),
                 root,
+                tree,
                 tx: Mutex::new(TxState {
                     journal,
                     txn: txn::Txn::new(root),
@@ -466,7 +472,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
         Action::Kill => {
             // End the run before the caller can run on past its denied call.
             core.shared.policy_stop.store(true, Ordering::SeqCst);
-            crate::launch::kill_descendants();
+            core.tree.kill();
             answer(core, n.id, Answer::Errno(verdict.errno));
         }
     }

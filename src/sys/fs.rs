@@ -1,7 +1,28 @@
-//! File-system calls without a safe `nix` wrapper: the FICLONE reflink ioctl.
+//! File-system calls whose result `nix` hands out as a raw descriptor, or that have no safe
+//! `nix` wrapper: `openat` returning an owned descriptor, and the FICLONE reflink ioctl.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use nix::NixPath;
+
+/// openat(2): open `path` relative to `dir` (the current directory when `None`, as `AT_FDCWD`;
+/// ignored for an absolute path) and own the new descriptor. The errno comes back exactly as
+/// the kernel reported it. Add `O_CLOEXEC` to `flags` unless the descriptor is meant to be
+/// inherited.
+pub fn openat<P: ?Sized + NixPath>(
+    dir: Option<BorrowedFd<'_>>,
+    path: &P,
+    flags: OFlag,
+    mode: Mode,
+) -> nix::Result<OwnedFd> {
+    let fd = nix::fcntl::openat(dir.map(|d| d.as_raw_fd()), path, flags, mode)?;
+    // SAFETY: openat just returned this descriptor; it is new and nothing else refers to it,
+    // so the OwnedFd is its only owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
 /// ioctl(FICLONE): make `dst` share `src`'s extents (a copy-on-write clone of the whole file).
 /// Fails with EOPNOTSUPP / EINVAL / EXDEV when the filesystem cannot clone these two files; the
@@ -14,4 +35,35 @@ pub fn ficlone(dst: BorrowedFd<'_>, src: BorrowedFd<'_>) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn openat_owns_the_descriptor_and_keeps_the_errno() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), b"x").expect("write");
+        let d = std::fs::File::open(dir.path()).expect("open dir");
+        let f = openat(
+            Some(d.as_fd()),
+            "f",
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("openat");
+        assert!(nix::sys::stat::fstat(f.as_raw_fd()).is_ok());
+        let missing = openat(Some(d.as_fd()), "nope", OFlag::O_RDONLY, Mode::empty());
+        assert_eq!(missing.err(), Some(nix::errno::Errno::ENOENT));
+        let abs = dir.path().join("f");
+        assert!(openat(
+            None,
+            abs.as_path(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty()
+        )
+        .is_ok());
+    }
 }

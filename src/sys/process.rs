@@ -1,7 +1,7 @@
-//! Process-level calls without a safe `nix` wrapper: fork, pidfds, close_range, openat2 and the
-//! Landlock ABI probe.
+//! Process-level calls without a safe `nix` wrapper: fork (checked for a single thread, or
+//! straight into exec), pidfds, close_range, openat2 and the Landlock ABI probe.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
@@ -15,23 +15,182 @@ fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The result of [`fork`].
+/// The result of a fork.
+#[derive(Debug)]
 pub enum Forked {
-    Parent { child: libc::pid_t },
+    /// In the parent, with the child's pid.
+    Parent {
+        /// The child's pid.
+        child: libc::pid_t,
+    },
+    /// In the child.
     Child,
 }
 
-/// fork(2). The caller must be single-threaded (guard forks before it starts any thread), so
-/// the child may allocate; it still keeps the work between fork and exec small.
-pub fn fork() -> io::Result<Forked> {
-    // SAFETY: fork has no memory arguments; guard calls it before spawning threads, so the child
-    // inherits no lock held by another thread.
+/// fork(2).
+///
+/// # Safety
+///
+/// The calling process must have no other thread: the child is a copy of the calling thread
+/// alone, and a lock any other thread held at the fork (the allocator's, stdio's, the
+/// environment's) stays locked in the child for good. Otherwise the child may only make
+/// async-signal-safe calls until it execs or exits.
+unsafe fn fork() -> io::Result<Forked> {
+    // SAFETY: fork has no memory arguments; the caller guarantees what the child may do.
     let pid = unsafe { libc::fork() };
     match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(Forked::Child),
         child => Ok(Forked::Parent { child }),
     }
+}
+
+/// Whether no other task shares this process's memory: `unshare(CLONE_VM)` changes nothing
+/// and fails with EINVAL exactly when another thread (or a `CLONE_VM` child) exists. Where a
+/// seccomp filter refuses `unshare`, the threads in /proc/self/task are counted instead.
+pub fn single_threaded() -> io::Result<bool> {
+    // SAFETY: unshare takes flags only; with CLONE_VM alone it unshares nothing (the kernel
+    // only checks that the caller is the sole user of its memory).
+    let rc = unsafe { libc::unshare(libc::CLONE_VM) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EINVAL) {
+        return Ok(false);
+    }
+    Ok(std::fs::read_dir("/proc/self/task")?.count() == 1)
+}
+
+/// fork(2) for a single-threaded process, checked: fails with `EAGAIN` and a message when the
+/// process has other threads (the child of a multi-threaded fork could block on a lock that
+/// another thread held). The child may then do anything the parent could.
+pub fn fork_single_threaded() -> io::Result<Forked> {
+    if !single_threaded()? {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the process has more than one thread",
+        ));
+    }
+    // SAFETY: checked just above that no other thread exists; only this thread runs, so none
+    // can be started between the check and the fork.
+    unsafe { fork() }
+}
+
+/// A command to exec, with every pointer `execve` needs built before the fork, so the child
+/// of [`fork_exec`] allocates nothing.
+pub struct ExecImage {
+    program: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl ExecImage {
+    /// The image of `program` with `argv` and `envp` (`NAME=value`).
+    pub fn new(program: &CStr, argv: &[CString], envp: &[CString]) -> ExecImage {
+        let strings: Vec<CString> = argv.iter().chain(envp).cloned().collect();
+        let ptrs = |range: std::ops::Range<usize>| {
+            let mut v: Vec<*const libc::c_char> =
+                strings[range].iter().map(|s| s.as_ptr()).collect();
+            v.push(std::ptr::null());
+            v
+        };
+        let argv_ptrs = ptrs(0..argv.len());
+        let envp_ptrs = ptrs(argv.len()..strings.len());
+        ExecImage {
+            program: program.to_owned(),
+            _strings: strings,
+            argv: argv_ptrs,
+            envp: envp_ptrs,
+        }
+    }
+}
+
+/// What the child of [`fork_exec`] does before `execve`, and where it reports. Its messages
+/// (one `send` each on `report`): `P` + its pid (i32, little endian) right before `execve`;
+/// `S` + errno (i32 LE) when enforcing `landlock` failed (then it exits with `exit_setup`);
+/// `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
+/// `exit_not_executable`).
+pub struct ExecSetup<'a> {
+    /// The socket the child reports on.
+    pub report: BorrowedFd<'a>,
+    /// A Landlock ruleset to enforce first (`landlock_restrict_self`); no_new_privs must
+    /// already be set.
+    pub landlock: Option<BorrowedFd<'a>>,
+    /// The parent-death signal to set.
+    pub pdeathsig: libc::c_int,
+    /// The exit status when enforcing `landlock` failed.
+    pub exit_setup: i32,
+    /// The exit status when `execve` failed with ENOENT.
+    pub exit_not_found: i32,
+    /// The exit status when `execve` failed otherwise.
+    pub exit_not_executable: i32,
+}
+
+/// Fork a child that enforces `setup.landlock`, reports its pid, sets its parent-death
+/// signal, clears its signal mask and execs `image`; returns its pid. The child makes only
+/// async-signal-safe system calls on memory prepared before the fork, so this is sound in
+/// any process.
+pub fn fork_exec(image: &ExecImage, setup: &ExecSetup<'_>) -> io::Result<libc::pid_t> {
+    // SAFETY: the child below only makes async-signal-safe system calls on memory that
+    // exists before the fork (`image`, `setup`, stack buffers) and then execs or exits.
+    match unsafe { fork() }? {
+        Forked::Parent { child } => Ok(child),
+        Forked::Child => exec_child(image, setup),
+    }
+}
+
+fn send_tagged(sock: BorrowedFd<'_>, tag: u8, value: i32) {
+    let mut msg = [tag, 0, 0, 0, 0];
+    msg[1..].copy_from_slice(&value.to_le_bytes());
+    // SAFETY: `msg` is a live stack buffer of the given length; send only reads it.
+    unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// The child side of [`fork_exec`]: system calls only.
+fn exec_child(image: &ExecImage, setup: &ExecSetup<'_>) -> ! {
+    if let Some(ruleset) = setup.landlock {
+        // SAFETY: integer arguments only: the ruleset descriptor and no flags.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
+        if rc != 0 {
+            send_tagged(setup.report, b'S', errno());
+            exit_now(setup.exit_setup);
+        }
+    }
+    // SAFETY: getpid has no arguments and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    send_tagged(setup.report, b'P', pid);
+    // SAFETY: PR_SET_PDEATHSIG takes the signal number by value.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, setup.pdeathsig as libc::c_ulong) };
+    // SAFETY: an all-zero sigset_t is the empty set on Linux; the kernel reads it and writes
+    // nothing (no old set is asked for).
+    let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `empty` is a valid, live sigset_t; the old mask pointer is null.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) };
+    // SAFETY: `program` is NUL-terminated; `argv` and `envp` are null-terminated arrays of
+    // pointers to NUL-terminated strings owned by `image`, alive for the call.
+    unsafe {
+        libc::execve(
+            image.program.as_ptr(),
+            image.argv.as_ptr(),
+            image.envp.as_ptr(),
+        )
+    };
+    let e = errno();
+    send_tagged(setup.report, b'X', e);
+    exit_now(if e == libc::ENOENT {
+        setup.exit_not_found
+    } else {
+        setup.exit_not_executable
+    })
 }
 
 /// pidfd_open(2) (Linux 5.3).
@@ -127,9 +286,10 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Take ownership of a descriptor that a system call just created for us (received with
-/// SCM_RIGHTS, or returned by `nix`'s openat, which hands out raw descriptors).
-pub fn owned_received_fd(fd: RawFd) -> OwnedFd {
+/// Take ownership of a descriptor that a system call just created for us, as returned by
+/// `nix`'s openat. Crate-internal and on its way out: [`super::fs::openat`] returns an
+/// `OwnedFd` itself. Sound only for a descriptor nothing else owns.
+pub(crate) fn owned_received_fd(fd: RawFd) -> OwnedFd {
     // SAFETY: callers pass a descriptor the kernel just created for this process and that
     // nothing else refers to, so wrapping it transfers sole ownership.
     unsafe { OwnedFd::from_raw_fd(fd) }
@@ -158,11 +318,13 @@ pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
 
 /// Put `sig` back to its default disposition (so raising it ends the process the way it ended
 /// the command).
-pub fn set_default_action(
-    sig: nix::sys::signal::Signal,
-    action: &nix::sys::signal::SigAction,
-) -> nix::Result<()> {
+pub fn reset_signal_to_default(sig: nix::sys::signal::Signal) -> nix::Result<()> {
+    let default = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::SigDfl,
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
     // SAFETY: the action is SIG_DFL, which installs no handler code, so no async-signal-safety
     // requirement applies.
-    unsafe { nix::sys::signal::sigaction(sig, action) }.map(drop)
+    unsafe { nix::sys::signal::sigaction(sig, &default) }.map(drop)
 }

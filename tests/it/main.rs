@@ -8,6 +8,7 @@ mod emulation;
 mod fs_boundary;
 mod git;
 mod journal_limits;
+mod library;
 mod process;
 mod profiles;
 mod recovery;

@@ -1,0 +1,142 @@
+//! What a run reports: [`Notice`]s while it goes (an interrupted earlier run, a command that
+//! could not be executed, the automatic rollback), and its [`Outcome`] at the end.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::audit;
+
+/// Something a run tells its user while it goes. The CLI prints each one as `guard: {notice}`;
+/// a program that sets no handler gets them as `tracing` warnings.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Notice {
+    /// An earlier run on this workspace was interrupted (its guard died) and its changes are
+    /// still in place; [`recover`](super::History::recover) restores the workspace.
+    InterruptedRun {
+        /// The interrupted run's id.
+        run: String,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// `execve` of the command failed in the sandbox (EPERM: the profile denies this exec).
+    /// The run still ends normally, with the status 126 or 127 the command's side exits with.
+    ExecFailed {
+        /// The program, as resolved on `PATH`.
+        program: PathBuf,
+        /// The errno of `execve`.
+        error: io::Error,
+    },
+    /// An entry the automatic rollback could not undo or verify (it went on with the rest).
+    RollbackProblem(String),
+    /// After the automatic rollback the workspace's digest differs from the run's start.
+    DigestDiffers,
+    /// The workspace was rolled back to the run's start.
+    RolledBack {
+        /// Changes undone.
+        entries_undone: u64,
+    },
+    /// The automatic rollback failed; it can be run again.
+    RollbackFailed {
+        /// The run.
+        run: String,
+        /// Why it failed.
+        error: String,
+    },
+    /// Policy stopped the run (a `kill` rule, or `on-deny = "kill"`).
+    PolicyStop,
+}
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Notice::InterruptedRun { run, workspace } => write!(
+                f,
+                "warning: run {run} on this workspace was interrupted (guard died) and its changes are still in place\nhint: `guard recover -w {}` restores the workspace to where that run started",
+                workspace.display()
+            ),
+            Notice::ExecFailed { program, error } => {
+                write!(f, "cannot execute {}: {error}", program.display())?;
+                if error.raw_os_error() == Some(libc::EPERM) {
+                    f.write_str("\nhint: the profile denies this exec; see `guard log --denied`")?;
+                }
+                Ok(())
+            }
+            Notice::RollbackProblem(p) => write!(f, "rollback: {p}"),
+            Notice::DigestDiffers => {
+                f.write_str("rollback: the workspace digest differs from the run's start")
+            }
+            Notice::RolledBack { entries_undone } => write!(
+                f,
+                "rolled the workspace back to the run's start ({entries_undone} change(s) undone)"
+            ),
+            Notice::RollbackFailed { run, error } => write!(
+                f,
+                "rollback failed: {error}\nhint: run `guard rollback {run}` to retry"
+            ),
+            Notice::PolicyStop => {
+                f.write_str("the run was stopped by policy; see `guard log --denied`")
+            }
+        }
+    }
+}
+
+/// A rollback of a run: the automatic one at its end (`on-failure = "rollback"`,
+/// `on-deny = "kill"`, `--atomic`), or one asked for after it ended
+/// ([`History::rollback`](super::History::rollback)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollbackOutcome {
+    /// The checkpoint the workspace was restored to (the run's start for an automatic one).
+    pub checkpoint: u32,
+    /// Changes undone.
+    pub entries_undone: u64,
+    /// Restored entries checked against what the journal recorded.
+    pub verified: u64,
+    /// Entries that could not be undone or verified, one line each.
+    pub problems: Vec<String>,
+    /// The workspace's digest after the rollback.
+    pub digest_after: Option<String>,
+    /// Why the rollback failed, if it did (it can be run again).
+    pub error: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The run's id (its directory under the state directory).
+    pub run_id: String,
+    /// The run's directory: `run.json`, `audit.jsonl`, `summary.json`, `journal/`.
+    pub run_dir: PathBuf,
+    /// The run's audit log (JSONL, `docs/audit-format.md`), in the run directory.
+    pub audit_log: PathBuf,
+    /// The command's status: its exit code, or 128 + N when signal N ended it.
+    pub status: i32,
+    /// The signal that ended the command, if one did.
+    pub signal: Option<i32>,
+    /// Exited, signalled, stopped by policy, or not executed at all.
+    pub kind: audit::Outcome,
+    /// The automatic rollback, when one happened.
+    pub rollback: Option<RollbackOutcome>,
+    /// The run summary, as written to `summary.json`: counts per verdict, the first denied
+    /// calls, checkpoints, rollbacks, files changed, tree digests.
+    pub summary: audit::Summary,
+}
+
+impl Outcome {
+    /// The status guard exits with: the command's, or
+    /// [`EXIT_POLICY_STOP`](crate::launch::EXIT_POLICY_STOP) (120) when policy stopped the run.
+    pub fn exit_code(&self) -> i32 {
+        self.summary.status
+    }
+
+    /// True when policy stopped the run.
+    pub fn policy_stop(&self) -> bool {
+        self.kind == audit::Outcome::PolicyKill
+    }
+
+    /// Decisions per verdict (suppressed ones included).
+    pub fn counts(&self) -> audit::Counts {
+        self.summary.counts
+    }
+}

@@ -1,0 +1,247 @@
+//! Starting a run, in the order of `docs/launch.md`: everything that can fail with a clear
+//! message happens before the fork (`prepare.rs`); the process is single-threaded when it
+//! forks; the threads (audit writer, supervisor) start after. On an error the run directory is
+//! marked failed, the private temporary directory removed, and a tree already started is
+//! killed.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::builder::{NoticeFn, RunBuilder};
+use super::prepare::{cstring, dirs, policy};
+use super::running::{Active, ProcessState, Running};
+use super::{start, Notice, RunError};
+use crate::audit::{self, AuditWriter, Event};
+use crate::confine::{self, features, Feature, Features};
+use crate::journal::{self, Journal, RunMeta};
+use crate::launch::{self, LaunchSpec, RunTree};
+use crate::policy;
+use crate::supervisor::{Inject, Setup, Shared, Supervisor};
+use crate::sys;
+
+fn notify(notices: &mut Option<NoticeFn>, notice: Notice) {
+    match notices {
+        Some(handler) => handler(&notice),
+        None => tracing::warn!("{notice}"),
+    }
+}
+
+/// Start the run (see the module documentation).
+pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, RunError> {
+    let started = Instant::now();
+    if argv.is_empty() {
+        return Err(launch::CommandError::Empty.into());
+    }
+    let mut d = dirs(&b)?;
+    let policy = policy(&mut b, &d)?;
+    for run in journal::interrupted_runs(&d.state, &d.workspace) {
+        let workspace = d.workspace.clone();
+        notify(&mut b.notices, Notice::InterruptedRun { run, workspace });
+    }
+    // When a rollback may happen on its own, record the tree's digest to prove it afterwards.
+    let may_roll_back = policy.transaction.on_deny != policy::OnDeny::Errno
+        || policy.transaction.on_failure == policy::OnFailure::Rollback;
+    let digest_before = if may_roll_back {
+        journal::tree_digest(&d.workspace, &policy.transaction.exclude).ok()
+    } else {
+        None
+    };
+    // The journal: every change inside the workspace is recorded before it happens.
+    let mut journal = Journal::create(
+        &d.run_dir.path,
+        &d.workspace,
+        &policy.transaction,
+        policy.transaction.fsync,
+    )?;
+    let run_start = journal.checkpoint("run start", None)?;
+
+    // 3. The command and its environment.
+    let base_env: Vec<(OsString, OsString)> = match b.environment.take() {
+        Some(env) => env,
+        None => std::env::vars_os().collect(),
+    };
+    let path_var = base_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let name = match &b.current_dir {
+        // A relative program path names a file in the command's working directory.
+        Some(cwd) if argv[0].as_bytes().contains(&b'/') => cwd.join(&argv[0]).into_os_string(),
+        _ => argv[0].clone(),
+    };
+    let program = launch::resolve_program(&name, path_var.as_deref())?;
+    let extra = [
+        ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
+        ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
+        (
+            "GUARD_WORKSPACE".to_string(),
+            d.workspace.as_os_str().to_os_string(),
+        ),
+    ];
+    let envp = launch::sanitize_env(base_env, &policy.env, &extra);
+    let c_argv: Vec<CString> = argv.iter().map(|a| cstring(a.clone().into_vec())).collect();
+
+    // 4. The confinement, built in the parent, from one probe of the kernel.
+    let kernel = features::Kernel::probe();
+    let sizes = kernel
+        .notif_sizes
+        .map_err(|errno| RunError::NoNotify(io::Error::from_raw_os_error(errno)))?;
+    let features = Features::of_kernel(&kernel, &b.features);
+    let prepared = confine::landlock::prepare(&policy, &features)?;
+    let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
+    let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
+
+    // 5. run.json.
+    let start_time = audit::Timestamp::now();
+    let meta = RunMeta {
+        v: 1,
+        id: d.run_dir.id.clone(),
+        workspace: d.workspace.clone(),
+        command: argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        profile: policy.name.clone(),
+        started: start_time.to_string(),
+        guard_pid: std::process::id(),
+        state: "running".into(),
+        status: None,
+    };
+    d.run_dir.write_meta(&meta)?;
+
+    // 6. Process-wide settings the caller asked for, then fork while single-threaded.
+    let process = ProcessState::enter(b.forward_signals, b.subreaper)?;
+    let spec = LaunchSpec {
+        program: cstring(program.as_os_str().as_bytes().to_vec()),
+        argv: c_argv,
+        envp,
+        filter,
+        protect_init: prepared.ruleset.is_some()
+            && features.available(Feature::LandlockScopeSignal),
+        landlock: prepared.ruleset,
+        drop_caps: !b.keep_caps,
+        cwd: b
+            .current_dir
+            .as_ref()
+            .map(|c| cstring(c.as_os_str().as_bytes().to_vec())),
+    };
+    let mut spawned = launch::spawn(spec)?;
+    let tree = spawned.tree.clone();
+    let abandon = |tree: &RunTree| {
+        tree.kill();
+        let _ = tree.reap();
+    };
+
+    // 7. Threads: audit writer, then the supervisor.
+    let mut sinks = vec![d.run_dir.audit_log()];
+    sinks.extend(b.audit_log.clone());
+    let writer = match AuditWriter::start(sinks, d.run_dir.id.clone(), audit::Limits::default()) {
+        Ok(w) => w,
+        Err(e) => {
+            abandon(&tree);
+            return Err(e.into());
+        }
+    };
+    let listener_fd = spawned.listener.take().expect("spawn returns the listener");
+    let listener = sys::Listener::new(listener_fd, sizes);
+    let caps = features::probe_listener(&listener, b.features.sync_wake_up);
+    let features = features.with_listener(Some(&caps), &b.features);
+    let inject = if features.available(Feature::AddFdSend) {
+        Inject::AddFdSend
+    } else if features.available(Feature::AddFd) {
+        Inject::AddFd
+    } else {
+        Inject::Continue
+    };
+    let handle = writer.handle();
+    handle.emit(Event::RunStart(start::run_start(
+        &policy,
+        &d.workspace,
+        &argv,
+        &features,
+        &prepared.report,
+    )));
+    handle.emit(Event::Checkpoint(audit::Checkpoint {
+        id: run_start.0.to_string(),
+        reason: "run start".into(),
+        pid: None,
+    }));
+    // The command's pid: the sandbox's init forked it (launch/init.rs).
+    let command_pid = match spawned.command_pid() {
+        Ok(pid) => pid,
+        Err(e) => {
+            abandon(&tree);
+            return Err(e.into());
+        }
+    };
+    let shared = Arc::new(Shared::default());
+    let (stop_r, stop_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(pair) => pair,
+        Err(e) => {
+            abandon(&tree);
+            return Err(RunError::Setup {
+                what: "create the stop pipe",
+                source: e.into(),
+            });
+        }
+    };
+    let supervisor = Supervisor::new(Setup {
+        listener,
+        policy: Arc::clone(&policy),
+        audit: handle.clone(),
+        shared: Arc::clone(&shared),
+        stop: stop_r,
+        inject,
+        journal: Some(journal),
+        root: command_pid as u32,
+        tree: tree.clone(),
+    })
+    .spawn();
+    let supervisor = match supervisor {
+        Ok(s) => s,
+        Err(source) => {
+            abandon(&tree);
+            return Err(RunError::Setup {
+                what: "start the supervisor thread",
+                source,
+            });
+        }
+    };
+
+    // 8. Did the command start?
+    let mut exec_failed = false;
+    if let Err(launch::ExecFailed(error)) = spawned.wait_exec() {
+        exec_failed = true;
+        notify(&mut b.notices, Notice::ExecFailed { program, error });
+    }
+    d.armed = false;
+    Ok(Running::new(Active {
+        workspace: std::mem::take(&mut d.workspace),
+        state: std::mem::take(&mut d.state),
+        run_dir: d.run_dir.clone(),
+        tmp: std::mem::take(&mut d.tmp),
+        argv,
+        policy,
+        tree,
+        command_pid,
+        process,
+        writer: Some(writer),
+        handle,
+        supervisor: Some(supervisor),
+        shared,
+        stop: stop_w,
+        exec_failed,
+        run_start,
+        digest_before,
+        started,
+        start_time,
+        meta,
+        summary_path: b.summary.take(),
+        keep_runs: b.keep_runs,
+        notices: b.notices.take(),
+        progress: b.progress.take(),
+    }))
+}
