@@ -1,5 +1,6 @@
 //! Integration tests: the real `guard` binary on real commands in temporary workspaces.
 
+mod bins;
 mod util;
 
 mod attacks;
