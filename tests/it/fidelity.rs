@@ -169,9 +169,24 @@ pub fn differences(
     format!("{what}: {n} differ\n{}\n", lines.join("\n"))
 }
 
-/// The directory both sides run in: the same path, so that paths recorded in outputs agree.
+/// The directory both sides run in: the workspace itself, as a checkout would be (so the
+/// profile's `transaction.exclude` paths, `target/` and the like, apply as they do for a user),
+/// and the same path on both sides, so that paths recorded in outputs agree.
 pub fn run_dir(w: &Workspace) -> PathBuf {
-    w.ws.join("run")
+    w.ws.clone()
+}
+
+/// Remove everything inside `dir`, keeping `dir`.
+fn clear(dir: &Path) {
+    for e in std::fs::read_dir(dir).expect("read run dir").flatten() {
+        let p = e.path();
+        let gone = if e.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        gone.unwrap_or_else(|err| panic!("remove {}: {err}", p.display()));
+    }
 }
 
 /// Run `argv` bare, then under guard (without `--keep-caps`), each time in a fresh
@@ -190,8 +205,7 @@ pub fn both<R>(
     setup(&dir);
     let bare = run_bare(argv, &dir, false);
     let rb = collect("bare", &dir, &bare);
-    std::fs::remove_dir_all(&dir).expect("remove the bare side's run dir");
-    std::fs::create_dir_all(&dir).expect("mkdir run");
+    clear(&dir);
     setup(&dir);
     let guarded = run_guarded(w, argv, &dir, extra_read, false);
     let rg = collect("guard", &dir, &guarded);

@@ -7,6 +7,8 @@ mod attacks;
 mod audit_log;
 mod emulation;
 mod fidelity;
+mod fidelity_builds;
+mod fidelity_suites;
 mod fs_boundary;
 mod git;
 mod journal_limits;
