@@ -57,18 +57,34 @@ fn tail(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Run `script` with `sh -c` on both sides and compare, with `normalize` applied to the trees;
-/// the bare side must print every line of `expect` (the workflow works at all).
+/// One workflow: the shell script both sides run and what it needs.
+struct Workflow<'a> {
+    /// PATH on both sides.
+    path: &'a str,
+    /// More environment on both sides.
+    env: &'a [(&'a str, String)],
+    script: &'a str,
+    /// Read roots the test layer adds under guard (the toolchain).
+    read: &'a [&'a Path],
+    /// Lines the bare side must print: the workflow works at all.
+    expect: &'a [&'a str],
+}
+
+/// Run the workflow's script with `sh -c` on both sides, each time after `setup`, and compare,
+/// with `normalize` applied to the trees.
 fn compare(
     w: &Workspace,
-    path: &str,
-    extra_env: &[(&str, String)],
+    wf: &Workflow,
     setup: impl Fn(&Path),
-    script: &str,
-    read: &[&Path],
     normalize: impl Fn(&Path, &str) -> Option<String>,
-    expect: &[&str],
 ) -> String {
+    let Workflow {
+        path,
+        env: extra_env,
+        script,
+        read,
+        expect,
+    } = *wf;
     let dir = crate::fidelity::run_dir(w);
     // HOME and TMPDIR inside the run directory: writable on both sides, left out of the trees.
     let mut argv = clean_env(path, &dir.join(".home"), &dir.join(".tmp"));
@@ -196,11 +212,21 @@ fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under
                   echo \"test exit $?\"; grep -E '^test .* \\.\\.\\. ' test.out | sort";
     let report = compare(
         &w,
-        &path,
-        &env,
+        &Workflow {
+            path: &path,
+            env: &env,
+            script,
+            read: &[&sysroot],
+            expect: &[
+                "build exit 0",
+                "42",
+                "test exit 101",
+                "test tests::fails_on_purpose ... FAILED",
+                "test tests::generated ... ok",
+                "test twice ... ok",
+            ],
+        },
         write_crate,
-        script,
-        &[&sysroot],
         |p, desc| {
             let s = p.display().to_string();
             if s.starts_with(".cargo-home")
@@ -216,14 +242,6 @@ fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under
             }
             Some(desc.to_string())
         },
-        &[
-            "build exit 0",
-            "42",
-            "test exit 101",
-            "test tests::fails_on_purpose ... FAILED",
-            "test tests::generated ... ok",
-            "test twice ... ok",
-        ],
     );
     assert!(report.is_empty(), "cargo differs under guard\n{report}");
 }
@@ -301,8 +319,13 @@ fn npm_install_of_a_fresh_checkout_gives_the_same_results_bare_and_under_guard()
                   npm test --silent; echo \"test exit $?\"; ./node_modules/.bin/fid-a";
     let report = compare(
         &w,
-        "/usr/bin:/bin",
-        &env,
+        &Workflow {
+            path: "/usr/bin:/bin",
+            env: &env,
+            script,
+            read: &[],
+            expect: &["install exit 0", "a 4 b 7", "test exit 0", "fid-a 42"],
+        },
         |d| {
             write(d, "package.json", &package);
             write(
@@ -312,8 +335,6 @@ fn npm_install_of_a_fresh_checkout_gives_the_same_results_bare_and_under_guard()
                  console.log('a', a(2), 'b', b.value);\n",
             );
         },
-        script,
-        &[],
         |p, desc| {
             let s = p.display().to_string();
             if s.starts_with(".npm-cache") || s.starts_with("install.") {
@@ -321,7 +342,6 @@ fn npm_install_of_a_fresh_checkout_gives_the_same_results_bare_and_under_guard()
             }
             Some(desc.to_string())
         },
-        &["install exit 0", "a 4 b 7", "test exit 0", "fid-a 42"],
     );
     assert!(report.is_empty(), "npm differs under guard\n{report}");
 }
@@ -388,11 +408,14 @@ fn venv_and_pip_install_give_the_same_results_bare_and_under_guard() {
     );
     let report = compare(
         &w,
-        &path,
-        &env,
+        &Workflow {
+            path: &path,
+            env: &env,
+            script: &script,
+            read: &[&prefix],
+            expect: &["venv exit 0", "pip exit 0", "fidpkg 42", "8", "fidpkg==1.0"],
+        },
         |_| {},
-        &script,
-        &[&prefix],
         |p, desc| {
             let s = p.display().to_string();
             if s.ends_with(".err") {
@@ -404,7 +427,6 @@ fn venv_and_pip_install_give_the_same_results_bare_and_under_guard() {
             }
             Some(desc.to_string())
         },
-        &["venv exit 0", "pip exit 0", "fidpkg 42", "8", "fidpkg==1.0"],
     );
     assert!(report.is_empty(), "venv + pip differ under guard\n{report}");
 }
