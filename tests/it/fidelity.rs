@@ -51,25 +51,37 @@ pub fn run_bare(argv: &[OsString], dir: &Path, keep_caps: bool) -> Out {
         .expect("spawn bare command"))
 }
 
-/// Run `argv` under `guard exec -p agent` plus the test layer and `extra_read` as read roots,
-/// from `dir` inside the workspace.
+/// Extra roots a comparison's test layer adds to `agent`: what the tools it runs need to read
+/// (their installation) and, rarely, to write.
+#[derive(Default, Clone, Copy)]
+pub struct Roots<'a> {
+    pub read: &'a [&'a Path],
+    pub write: &'a [&'a Path],
+}
+
+/// Run `argv` under `guard exec -p agent` plus the test layer and `roots`, from `dir` inside
+/// the workspace.
 pub fn run_guarded(
     w: &Workspace,
     argv: &[OsString],
     dir: &Path,
-    extra_read: &[&Path],
+    roots: Roots,
     keep_caps: bool,
 ) -> Out {
     let layer = w.root.join("fidelity.toml");
-    let roots: Vec<String> = extra_read
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
+    let list = |paths: &[&Path]| -> String {
+        paths
+            .iter()
+            .map(|p| format!("{:?}", p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     std::fs::write(
         &layer,
         format!(
-            "# Test layer: the tools the comparison runs.\nname = \"fidelity\"\n[fs]\nread = [{}]\n",
-            roots.join(", ")
+            "# Test layer: the tools the comparison runs.\nname = \"fidelity\"\n[fs]\nread = [{}]\nwrite = [{}]\n",
+            list(roots.read),
+            list(roots.write)
         ),
     )
     .expect("write fidelity layer");
@@ -103,7 +115,7 @@ fn bare_wrapper_leaves_the_credentials_guard_leaves() {
         .collect();
     for keep_caps in [false, true] {
         let bare = run_bare(&argv, &w.ws, keep_caps);
-        let guarded = run_guarded(&w, &argv, &w.ws, &[], keep_caps);
+        let guarded = run_guarded(&w, &argv, &w.ws, Roots::default(), keep_caps);
         guarded.expect_code(0);
         assert!(!credentials(&bare).is_empty(), "{}", bare.stderr());
         assert_eq!(
@@ -197,7 +209,7 @@ pub fn both<R>(
     w: &Workspace,
     setup: impl Fn(&Path),
     argv: &[OsString],
-    extra_read: &[&Path],
+    roots: Roots,
     collect: impl Fn(&str, &Path, &Out) -> R,
 ) -> ((Out, R), (Out, R)) {
     let dir = run_dir(w);
@@ -207,7 +219,7 @@ pub fn both<R>(
     let rb = collect("bare", &dir, &bare);
     clear(&dir);
     setup(&dir);
-    let guarded = run_guarded(w, argv, &dir, extra_read, false);
+    let guarded = run_guarded(w, argv, &dir, roots, false);
     let rg = collect("guard", &dir, &guarded);
     ((bare, rb), (guarded, rg))
 }

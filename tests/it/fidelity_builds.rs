@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fidelity::{args, both, clean_env, differences, keyed, kind, tree};
+use crate::fidelity::{args, both, clean_env, differences, keyed, kind, tree, Roots};
 use crate::fidelity_suites::python;
 use crate::util::{tool, Out, Workspace};
 
@@ -102,7 +102,7 @@ fn compare(
             setup(d);
         },
         &argv,
-        read,
+        Roots { read, write: &[] },
         |_, d, out| Side {
             stdout: out.stdout(),
             tree: keyed(&tree(d, |p, desc| {

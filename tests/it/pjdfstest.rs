@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fidelity::{artifacts, clean_env, run_bare, run_guarded};
+use crate::fidelity::{artifacts, clean_env, run_bare, run_guarded, Roots};
 use crate::util::{is_root, tool, Workspace};
 
 /// Test scripts whose failing assertions are the same bare and under guard today, one or more
@@ -193,7 +193,7 @@ fn compare(label: &str, tests: &[String]) -> String {
     let bare = run_bare(&argv, &bare_dir, true);
     let guard_dir = w.ws.join("run");
     std::fs::create_dir_all(&guard_dir).expect("mkdir run");
-    let guarded = run_guarded(&w, &argv, &guard_dir, &[], true);
+    let guarded = run_guarded(&w, &argv, &guard_dir, Roots::default(), true);
 
     let keep = artifacts(&format!("pjdfstest-{label}"));
     std::fs::write(keep.join("bare.tap"), bare.stdout()).expect("write bare.tap");
