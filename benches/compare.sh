@@ -8,7 +8,7 @@
 # 2. fixed cost of a transaction (an empty run: journal begin + seal) on a one-file workspace
 #    and on a 10,000-file tree, and with --atomic (which digests the tree at start);
 # 3. cost of one system call, trapped and judged by guard or not, with guard-callloop
-#    (benches/callloop.rs) run bare, under guard (default, without SYNC_WAKE_UP, without
+#    (tests/helpers/src/bin/guard-callloop.rs) run bare, under guard (default, without SYNC_WAKE_UP, without
 #    ADDFD), under strace; including calls that make the journal save a pre-image;
 # 4. `rm -rf` of a 10,000-file tree bare and under guard, `guard rollback` of that run (checked
 #    against a manifest of the pristine tree), and for context `cp -a` and a first git commit;
@@ -33,8 +33,8 @@ log() { printf '== %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------------------------------------
 # Build.
-log "building guard (cargo build --release)"
-cargo build --release --bins >&2
+log "building guard and its benchmark helper (cargo build --release)"
+cargo build --release -p guard -p guard-test-helpers --bins >&2
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 GUARD="$TARGET_DIR/release/guard"
 CALLLOOP="$TARGET_DIR/release/guard-callloop"
@@ -214,7 +214,7 @@ run_loop() {   # run_loop MODE OP: prints ns/call
         --summary "$WORK/summary.json" -- ./guard-callloop "$op" "$CALLS") ;;
     strace) line=$(cd "$WS" && strace -f -o /dev/null ./guard-callloop "$op" "$CALLS") ;;
     esac
-    # unlink-existing and create-new leave their directory behind: remove it outside guard.
+    # The loop leaves its scratch directory behind: remove it outside guard.
     rm -rf "$WS"/guard-callloop-[0-9]*
     line=$(printf '%s\n' "$line" | grep "^$op $CALLS " | tail -n 1)
     [[ -n $line ]] || { echo "guard-callloop $op under $mode printed no result" >&2; exit 1; }
@@ -497,7 +497,7 @@ $(cat "$FIXED_MD")
 
 ## 3. Cost of one system call
 
-\`guard-callloop OP $CALLS\` (\`benches/callloop.rs\`) makes the call $CALLS times after a short
+\`guard-callloop OP $CALLS\` (\`tests/helpers/src/bin/guard-callloop.rs\`) makes the call $CALLS times after a short
 warm-up and prints the mean time per call; each cell is the median of $REPS such runs, with the
 smallest and largest in brackets; repetitions are interleaved across calls and modes. Under guard
 it runs with the default \`agent\` profile, in the workspace.
@@ -507,8 +507,9 @@ it runs with the default \`agent\` profile, in the workspace.
   left to Landlock).
 - \`unlink-missing\`: \`unlinkat\` of a missing name in the workspace: trapped, judged, performed
   by guard, which answers ENOENT; nothing to journal.
-- \`open-write\`: \`openat(O_WRONLY|O_CREAT)\` + \`close\` of one existing (empty) workspace file:
-  trapped and judged; the first one saves the file's pre-image, the others find it saved. By
+- \`open-write\`: \`openat(O_WRONLY|O_CREAT)\` + \`close\` of one (empty) workspace file in the
+  loop's scratch directory: trapped and judged; the first one (in the warm-up) creates it and
+  the journal records the new name, the others find it recorded. By
   default guard opens the file itself and injects the descriptor (ADDFD); with
   \`GUARD_NO_ADDFD=1\` it lets the kernel continue the call instead.
 - \`unlink-existing\` (new): $CALLS empty files are created in a fresh directory before the clock
@@ -575,7 +576,8 @@ startup_ms() {   # startup_ms NAME: median ms of that start-up row, or "-"
 cat >>"$REPORT" <<NOTES
 - **Calls guard does not trap cost nothing extra.** \`getpid\` and \`open-read\` run at the bare
   speed under guard (within this run's noise, see the ranges: +$ADD_GETPID and +$ADD_OPENR µs), and guard's summary counts only the
-  \`exec\` (and, for open-read, the one write-open that creates the file) as judged. Reads are
+  \`exec\` (and, for open-read, the mkdir of its scratch directory and the one write-open that
+  creates the file) as judged. Reads are
   confined by Landlock in the kernel and never reach the supervisor.
 - **Fixed cost of a transaction.** An empty run takes $(fixed_ms "guard, 1-file ws") ms under
   guard against $(fixed_ms "true (bare)") ms bare ($(fixed_ms "guard -p observe, 1-file ws") ms

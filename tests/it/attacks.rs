@@ -598,10 +598,27 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// 32 threads x 1,000 unlinks: three times the audit writer's burst (10,000 events), so some
+/// decisions are suppressed unless the run takes over 11 s (2,000 written per second after the
+/// burst), while `cargo test` stays quick.
 #[test]
 fn a_flood_of_judged_calls_is_answered_bounded_and_counted() {
+    flood(32, 1_000);
+}
+
+/// The full flood, 64 threads x 10,000 unlinks (640,000 judged calls, about a minute here):
+/// CI runs it as a second command (`.ci/run`).
+#[test]
+#[ignore = "slow: the 640k-call flood, run by .ci/run with --ignored"]
+fn a_full_flood_of_640k_judged_calls_is_answered_bounded_and_counted() {
+    flood(64, 10_000);
+}
+
+/// THREADS threads each unlink a missing file CALLS times under `agent`: every call is
+/// answered (ENOENT), guard's memory stays bounded, and the audit log accounts for every judged
+/// call (written + suppressed = judged).
+fn flood(threads: usize, calls: usize) {
     let w = Workspace::new();
-    let (threads, calls) = (64usize, 10_000usize);
     let mut g = w.exec(&["agent"]);
     g.cmd
         .arg("--")

@@ -1,14 +1,19 @@
 //! Integration tests: the real `guard` binary on real commands in temporary workspaces.
 
+mod bins;
 mod util;
 
 mod attacks;
 mod audit_log;
 mod emulation;
+mod fidelity;
+mod fidelity_builds;
+mod fidelity_suites;
 mod fs_boundary;
 mod git;
 mod journal_limits;
 mod library;
+mod pjdfstest;
 mod process;
 mod profiles;
 mod recovery;

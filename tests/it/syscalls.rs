@@ -62,7 +62,7 @@ fn calls_no_agent_needs_fail_with_eperm() {
 fn the_same_calls_work_without_guard_where_the_kernel_allows_them() {
     // Guards against a probe that fails for reasons of its own: unshare(CLONE_NEWUSER) and
     // io_uring_setup succeed here outside the sandbox (when the kernel allows them).
-    let probe = crate::util::PROBE;
+    let probe = &crate::util::bins().probe;
     let out = std::process::Command::new(probe)
         .arg("io_uring_setup")
         .output()

@@ -8,8 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
-pub const PROBE: &str = env!("CARGO_BIN_EXE_guard-probe");
+pub use crate::bins::{bins, GUARD};
 
 /// The unprivileged account tests drop to when they run as root.
 pub const UNPRIV_USER: &str = "nobody";
@@ -19,7 +18,8 @@ pub fn is_root() -> bool {
 }
 
 /// A temporary test area: `root/ws` (the workspace), `root/state`, `root/home`, `root/bin`
-/// (readable and executable under the test profile, holding the probe), `root/outside`.
+/// (readable and executable under the test profile), `root/outside`. The probe and the copy of
+/// guard the unprivileged user runs are shared by every workspace (see [`bins`]).
 pub struct Workspace {
     /// Removes the whole area when the test ends.
     _dir: tempfile::TempDir,
@@ -61,15 +61,13 @@ impl Workspace {
             sub("bin"),
             sub("outside"),
         );
-        std::fs::copy(PROBE, bin.join("guard-probe")).expect("copy probe");
-        // The unprivileged user may not be able to reach the build directory: give it a copy.
-        std::fs::copy(GUARD, bin.join("guard")).expect("copy guard");
         let profile = root.join("test.toml");
         std::fs::write(
             &profile,
             format!(
-                "# Test layer: lets the sandbox run the probe.\nname = \"test\"\n[fs]\nread = [\"{}\"]\n",
-                bin.display()
+                "# Test layer: lets the sandbox run the probe.\nname = \"test\"\n[fs]\nread = [\"{}\", \"{}\"]\n",
+                bin.display(),
+                bins().dir.display()
             ),
         )
         .expect("write test profile");
@@ -98,7 +96,7 @@ impl Workspace {
     }
 
     pub fn probe(&self) -> String {
-        self.bin.join("guard-probe").display().to_string()
+        bins().probe.display().to_string()
     }
 
     pub fn write(&self, rel: &str, content: &str) -> PathBuf {
@@ -144,7 +142,8 @@ impl Workspace {
                 "--clear-groups",
                 "--",
             ]);
-            c.arg(self.bin.join("guard"));
+            // The build directory may be out of its reach: it runs the shared copy.
+            c.arg(&bins().guard);
             c
         } else {
             Command::new(GUARD)

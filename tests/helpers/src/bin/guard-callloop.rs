@@ -9,8 +9,8 @@
 //! Operations:
 //! - `unlink-missing`: unlinkat(AT_FDCWD, a missing name, 0): trapped and judged by guard,
 //!   allowed; the kernel answers ENOENT.
-//! - `open-write`: openat(O_WRONLY|O_CREAT) of one file in the cwd, then close: the open is
-//!   trapped and judged (close is not).
+//! - `open-write`: openat(O_WRONLY|O_CREAT) of one file in a fresh directory
+//!   `guard-callloop-PID/`, then close: the open is trapped and judged (close is not).
 //! - `open-read`: openat(O_RDONLY) of the same file, then close: never trapped, for contrast.
 //! - `getpid`: the raw getpid system call, never trapped: the baseline.
 //! - `unlink-existing`: creates N files (plus the warm-up's) in a fresh directory
@@ -19,8 +19,9 @@
 //! - `create-new`: openat(O_WRONLY|O_CREAT|O_EXCL) of N new names in a fresh directory
 //!   `guard-callloop-PID/`, then close: guard journals each new name and creates the file.
 //!
-//! The last two leave their directory behind (under guard, removing it would be journaled too);
-//! the caller removes it.
+//! Every operation that makes files makes them in its fresh directory (in the cwd, so that under
+//! guard they are in the workspace and journaled) and leaves it behind: under guard, removing it
+//! would be journaled too. The caller removes it.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -29,7 +30,8 @@ use std::process::exit;
 use std::time::Instant;
 
 const MISSING: &CStr = c"guard-callloop-missing";
-const FILE: &CStr = c"guard-callloop-file";
+/// The file of `open-write` and `open-read`, in the scratch directory.
+static FILE: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -58,7 +60,7 @@ fn open_close(flags: i32) -> Result<(), &'static str> {
     let fd = unsafe {
         libc::openat(
             libc::AT_FDCWD,
-            FILE.as_ptr(),
+            FILE.get().expect("the file's name is set first").as_ptr(),
             flags | libc::O_CLOEXEC,
             0o644,
         )
@@ -98,14 +100,20 @@ fn unlink(path: &CStr) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// `unlink-existing` and `create-new`: each call works on its own name, so the loop cannot
-/// reuse `call()`.
-fn numbered_loop(op: &str, n: u32) -> f64 {
+/// Create the fresh directory `guard-callloop-PID` in the cwd and return its name.
+fn scratch_dir(op: &str) -> String {
     let dir = format!("guard-callloop-{}", std::process::id());
     let cdir = std::ffi::CString::new(dir.clone()).expect("no NUL in the name");
     if unsafe { libc::mkdir(cdir.as_ptr(), 0o755) } != 0 {
         fail(op, "mkdir");
     }
+    dir
+}
+
+/// `unlink-existing` and `create-new`: each call works on its own name, so the loop cannot
+/// reuse `call()`.
+fn numbered_loop(op: &str, n: u32) -> f64 {
+    let dir = scratch_dir(op);
     let warm = (n / 20).max(10);
     let total = warm + n;
     let names: Vec<_> = (0..total).map(|i| numbered(&dir, i)).collect();
@@ -172,6 +180,11 @@ fn main() {
             exit(2);
         }
     };
+    if op.starts_with("open-") {
+        let file = format!("{}/file", scratch_dir(op));
+        let file = std::ffi::CString::new(file).expect("no NUL in the name");
+        FILE.set(file).expect("set once");
+    }
     if op == "open-read" {
         // The file must exist; creating it is one judged call, outside the timed loop.
         if let Err(what) = open_close(libc::O_WRONLY | libc::O_CREAT) {
