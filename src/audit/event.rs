@@ -1,6 +1,7 @@
 //! The audit log wire format, version 1: one JSON object per line,
-//! `{"v":1,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",...}` followed
-//! by the fields of that kind. Field names are snake_case, `type` values and enumerated values are
+//! `{"v":1,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",
+//! "prev":"sha256:<hex>",...}` followed by the fields of that kind (`prev` links the line to the
+//! one before it: see [`super::chain`]). Field names are snake_case, `type` values and enumerated values are
 //! kebab-case. Optional fields are omitted when absent (except `landlock_abi`, which is always
 //! present and `null` without Landlock). Paths, argv elements and `comm` are [`PathText`]: a JSON
 //! string, or `{"base64": "..."}` when the bytes are not UTF-8. Readers must ignore fields they do
@@ -263,50 +264,69 @@ struct Line<'a, T> {
     kind: &'static str,
     time: Timestamp,
     run: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prev: Option<&'a str>,
     #[serde(flatten)]
     body: &'a T,
 }
 
-/// One line (no trailing newline) for `event`, stamped now.
+/// One line (no trailing newline) for `event`, stamped now, outside any chain.
 pub fn encode(event: &Event, run: &str) -> String {
     encode_at(event, run, Timestamp::now())
 }
 
-/// One line (no trailing newline) for `event`, stamped `time`. Never panics.
+/// One line (no trailing newline) for `event`, stamped `time`, outside any chain. Never
+/// panics.
 pub fn encode_at(event: &Event, run: &str, time: Timestamp) -> String {
-    fn line<T: Serialize>(kind: &'static str, run: &str, time: Timestamp, body: &T) -> String {
-        let line = Line {
-            v: VERSION,
-            kind,
-            time,
-            run,
-            body,
-        };
-        serde_json::to_string(&line).unwrap_or_else(|e| {
-            // Unreachable with these types (string keys only), but a log line beats a panic.
-            let fallback = ErrorEvent {
-                message: format!("cannot encode {kind} event: {e}"),
-            };
-            let line = Line {
-                v: VERSION,
-                kind: "error",
-                time,
-                run,
-                body: &fallback,
-            };
-            serde_json::to_string(&line).unwrap_or_default()
-        })
-    }
+    encode_line(event, run, time, None)
+}
+
+/// One line (no trailing newline) for `event`, stamped `time`, whose `prev` is the link to
+/// the line before it (see [`super::chain`]). Never panics.
+pub fn encode_chained(event: &Event, run: &str, time: Timestamp, prev: &str) -> String {
+    encode_line(event, run, time, Some(prev))
+}
+
+fn encode_line(event: &Event, run: &str, time: Timestamp, prev: Option<&str>) -> String {
+    let envelope = |kind| (kind, time, run, prev);
     let kind = event.kind();
     match event {
-        Event::RunStart(e) => line(kind, run, time, e),
-        Event::Decision(e) => line(kind, run, time, e),
-        Event::Checkpoint(e) => line(kind, run, time, e),
-        Event::Rollback(e) => line(kind, run, time, e),
-        Event::Suppressed(e) => line(kind, run, time, e),
-        Event::RunEnd(e) => line(kind, run, time, e),
-        Event::Error(e) => line(kind, run, time, e),
+        Event::RunStart(e) => line(envelope(kind), e),
+        Event::Decision(e) => line(envelope(kind), e),
+        Event::Checkpoint(e) => line(envelope(kind), e),
+        Event::Rollback(e) => line(envelope(kind), e),
+        Event::Suppressed(e) => line(envelope(kind), e),
+        Event::RunEnd(e) => line(envelope(kind), e),
+        Event::Error(e) => line(envelope(kind), e),
     }
+}
+
+type Envelope<'a> = (&'static str, Timestamp, &'a str, Option<&'a str>);
+
+fn line<T: Serialize>((kind, time, run, prev): Envelope<'_>, body: &T) -> String {
+    let line = Line {
+        v: VERSION,
+        kind,
+        time,
+        run,
+        prev,
+        body,
+    };
+    serde_json::to_string(&line).unwrap_or_else(|e| {
+        // Unreachable with these types (string keys only), but a log line beats a panic.
+        let fallback = ErrorEvent {
+            message: format!("cannot encode {kind} event: {e}"),
+        };
+        let line = Line {
+            v: VERSION,
+            kind: "error",
+            time,
+            run,
+            prev,
+            body: &fallback,
+        };
+        serde_json::to_string(&line).unwrap_or_default()
+    })
 }
 
 /// A decoded line: the envelope and the event.
@@ -315,6 +335,9 @@ pub struct Record {
     pub v: u32,
     pub time: Timestamp,
     pub run: String,
+    /// The link to the line before (absent in logs written before the chain existed).
+    #[serde(default)]
+    pub prev: Option<String>,
     #[serde(flatten)]
     pub event: Event,
 }

@@ -1,13 +1,16 @@
-//! The audit log: a versioned JSONL wire format ([`event`]), a writer that never blocks the
-//! sandboxed program and counts what it cannot write ([`writer`]), the reader behind `guard log`
-//! ([`reader`]) and the run summary for CI ([`summary`]). This module depends on no other guard
+//! The audit log: a versioned JSONL wire format ([`event`]) whose lines are hash-chained
+//! ([`chain`]), a writer that never blocks the sandboxed program and counts what it cannot
+//! write ([`writer`]), the reader and queries behind `guard log` ([`reader`], [`query`]) and the
+//! run summary for CI ([`summary`]). This module depends on no other guard
 //! module: callers translate their types into the wire types here.
 
 use std::io;
 use std::path::PathBuf;
 
+pub mod chain;
 pub mod event;
 mod limit;
+pub mod query;
 pub mod reader;
 pub mod summary;
 pub mod text;
@@ -15,10 +18,11 @@ pub mod time;
 pub mod writer;
 
 pub use event::{
-    decode, encode, encode_at, errno_name, Checkpoint, Counts, Decision, Degraded, ErrorEvent,
-    Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
+    decode, encode, encode_at, encode_chained, errno_name, Checkpoint, Counts, Decision, Degraded,
+    ErrorEvent, Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
 };
-pub use reader::{follow, follow_with, format_human, read_events, Filter};
+pub use query::{PathGlobs, Query};
+pub use reader::{follow, follow_with, format_human, read_events, read_lines, LogLine};
 pub use summary::{DeniedEntry, Summary};
 pub use text::{escape_for_terminal, PathText};
 pub use time::Timestamp;

@@ -9,6 +9,8 @@
 //! - Every decision is counted per verdict before any limit, so `run-end.counts` is exact.
 //! - At most once a second, and at the end, the writer writes a `suppressed` line per kind with
 //!   the count since the previous one; the counts add up to `run-end.suppressed`.
+//! - Lines are hash-chained in the order written (see [`super::chain`]); every sink gets the
+//!   same lines, so each copy verifies on its own.
 //! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes).
 //!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`)
 //!   and flushes whenever it finds the queue empty, so `guard log --follow` sees events within
@@ -26,7 +28,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::event::{encode_at, Counts, Decision, Event, RunEnd, Suppressed, Verdict};
+use super::chain;
+use super::event::{encode_chained, Counts, Decision, Event, RunEnd, Suppressed, Verdict};
 use super::limit::RateLimit;
 use super::summary::{DeniedEntry, MAX_DENIED};
 use super::time::Timestamp;
@@ -89,6 +92,8 @@ pub struct AuditStats {
     pub denied: Vec<DeniedEntry>,
     /// Sinks that failed (each at its first failure); they received no further lines.
     pub sink_errors: Vec<AuditError>,
+    /// The link to the last line written (`run-end`'s): the head of the run's hash chain.
+    pub chain_head: String,
 }
 
 enum Msg {
@@ -155,7 +160,10 @@ impl AuditWriter {
             sinks,
             run,
             shared: Arc::clone(&shared),
-            stats: AuditStats::default(),
+            stats: AuditStats {
+                chain_head: chain::ANCHOR.to_owned(),
+                ..AuditStats::default()
+            },
             since: Timestamp::now(),
             last_report: Instant::now(),
         };
@@ -343,7 +351,8 @@ impl WriterThread {
             Event::Rollback(_) => self.stats.rollbacks += 1,
             _ => {}
         }
-        let mut line = encode_at(event, &self.run, time);
+        let mut line = encode_chained(event, &self.run, time, &self.stats.chain_head);
+        self.stats.chain_head = chain::link(&line);
         line.push('\n');
         for sink in self.sinks.iter_mut().filter(|s| !s.failed) {
             if let Err(source) = sink.out.write_all(line.as_bytes()) {
@@ -495,6 +504,10 @@ mod tests {
                 (1, 1, 0)
             );
             assert_eq!(read_events(sink).expect("read").len(), 4);
+            let lines = crate::audit::reader::read_lines(sink).expect("read");
+            let runs = crate::audit::chain::verify(&lines).expect("the chain holds");
+            assert_eq!(runs[0].head, stats.chain_head);
+            assert!(runs[0].ended);
             let mode = std::fs::metadata(sink).expect("stat").permissions();
             assert_eq!(
                 std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,

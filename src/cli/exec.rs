@@ -156,11 +156,14 @@ fn exec(args: ExecArgs) -> Result<i32, ExecError> {
     }
     let result = exec_in(&args, &workspace, &state, &run_dir, &tmp, started);
     if result.is_err() {
-        // Nothing of the command ran: this run is not one to recover.
-        if let Ok(mut meta) = run_dir.read_meta() {
-            meta.state = "failed".into();
-            let _ = run_dir.write_meta(&meta);
-        }
+        // Nothing of the command ran: this run is not one to recover, nor a default for
+        // `guard log`/`diff`/`rollback`.
+        let command: Vec<String> = args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        run_dir.record_failed_start(&workspace, &command, &args.profile.join(","));
         run_dir.mark_inactive(&state);
     }
     if let Err(e) = std::fs::remove_dir_all(&tmp) {
@@ -573,6 +576,7 @@ fn exec_in(
         files_changed,
         digest_before,
         digest_after,
+        audit_chain_head: Some(stats.chain_head.clone()),
     };
     let _ = report;
     summary.write(&run_dir.summary())?;

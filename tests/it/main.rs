@@ -4,6 +4,8 @@ mod util;
 
 mod attacks;
 mod audit_log;
+mod audit_query;
+mod conventions;
 mod emulation;
 mod fs_boundary;
 mod git;
