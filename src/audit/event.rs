@@ -186,9 +186,10 @@ pub struct Rollback {
 
 /// `suppressed`: events that were counted but not written. `count` (integer): how many since
 /// `since` (time); `what` (string): `decision` for decisions over the rate limit, `overflow` for
-/// events of any type dropped because the writer's queue was full. Written at most once a second
-/// per `what`, and at the end of the run; the counts of all `suppressed` lines add up to
-/// `run-end.suppressed`.
+/// events of any type dropped because the writer's queue was full, `otlp` for lines written
+/// here but not delivered to the OTLP collector. Written at most once a second per `what`, and
+/// at the end of the run; the counts of the `decision` and `overflow` lines add up to
+/// `run-end.suppressed`, those of the `otlp` lines to `run-end.otlp_dropped`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suppressed {
     pub count: u64,
@@ -205,6 +206,8 @@ pub struct Suppressed {
 ///   suppressed ones included.
 /// - `suppressed` (integer): events counted but not written over the whole run.
 /// - `duration_ms` (integer): wall time of the run.
+/// - `otlp_dropped` (integer, optional): with an OTLP exporter, lines written here that it did
+///   not deliver (the sum of the `suppressed` lines with `what: otlp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEnd {
     pub status: i32,
@@ -214,6 +217,8 @@ pub struct RunEnd {
     pub counts: Counts,
     pub suppressed: u64,
     pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_dropped: Option<u64>,
 }
 
 /// `run-end.outcome` on the wire.
@@ -396,6 +401,7 @@ pub(crate) mod tests {
             counts: Counts::default(),
             suppressed: 0,
             duration_ms: 1200,
+            otlp_dropped: None,
         }
     }
 

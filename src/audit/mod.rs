@@ -1,7 +1,8 @@
 //! The audit log: a versioned JSONL wire format ([`event`]) whose lines are hash-chained
 //! ([`chain`]), a writer that never blocks the sandboxed program and counts what it cannot
 //! write ([`writer`]), the reader and queries behind `guard log` ([`reader`], [`query`]) and the
-//! run summary for CI ([`summary`]). This module depends on no other guard
+//! run summary for CI ([`summary`]). Lines can also go to an OpenTelemetry collector
+//! ([`otlp`] says what and where, a private exporter thread sends them). This module depends on no other guard
 //! module: callers translate their types into the wire types here.
 
 use std::io;
@@ -9,7 +10,9 @@ use std::path::PathBuf;
 
 pub mod chain;
 pub mod event;
+mod export;
 mod limit;
+pub mod otlp;
 pub mod query;
 pub mod reader;
 pub mod summary;
@@ -21,6 +24,7 @@ pub use event::{
     decode, encode, encode_at, encode_chained, errno_name, Checkpoint, Counts, Decision, Degraded,
     ErrorEvent, Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
 };
+pub use otlp::{OtlpConfig, OtlpConfigError};
 pub use query::{PathGlobs, Query};
 pub use reader::{follow, follow_with, format_human, read_events, read_lines, LogLine};
 pub use summary::{DeniedEntry, Summary};
@@ -74,6 +78,8 @@ pub enum AuditError {
     },
     #[error("the audit writer thread panicked")]
     WriterPanicked,
+    #[error(transparent)]
+    Otlp(#[from] OtlpConfigError),
     #[error("cannot write run summary {}", path.display())]
     Summary {
         path: PathBuf,

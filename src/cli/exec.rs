@@ -40,6 +40,11 @@ pub struct ExecArgs {
     /// Write the run summary (JSON) to FILE.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Also send every audit event to an OpenTelemetry collector (OTLP/HTTP logs), e.g.
+    /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, else
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT). Never slows the command: what cannot be sent is counted.
+    #[arg(long, value_name = "URL")]
+    pub audit_otlp: Option<String>,
     /// Roll the whole run back if the command fails or a call is denied.
     #[arg(long)]
     pub atomic: bool,
@@ -225,6 +230,10 @@ fn exec_in(
         policy.transaction.on_failure = policy::OnFailure::Rollback;
     }
     let policy = Arc::new(policy);
+    let otlp = audit::OtlpConfig::detect(args.audit_otlp.as_deref(), &run_dir.id, &|name| {
+        std::env::var(name).ok()
+    })
+    .map_err(audit::AuditError::from)?;
 
     for id in journal::interrupted_runs(state, workspace) {
         eprintln!(
@@ -314,13 +323,14 @@ fn exec_in(
     if let Some(extra) = &args.audit_log {
         sinks.push(extra.clone());
     }
-    let writer = match AuditWriter::start(sinks, run_dir.id.clone(), audit::Limits::default()) {
-        Ok(w) => w,
-        Err(e) => {
-            launch::kill_tree();
-            return Err(e.into());
-        }
-    };
+    let writer =
+        match AuditWriter::start_with(sinks, run_dir.id.clone(), audit::Limits::default(), otlp) {
+            Ok(w) => w,
+            Err(e) => {
+                launch::kill_tree();
+                return Err(e.into());
+            }
+        };
     let listener_fd = spawned.listener.take().expect("spawn returns the listener");
     let listener = sys::Listener::new(listener_fd, sizes);
     let mut enforced = prepared.report.enforced.clone();
@@ -556,6 +566,7 @@ fn exec_in(
         counts: Default::default(),
         suppressed: 0,
         duration_ms,
+        otlp_dropped: None,
     })?;
     let summary = audit::Summary {
         v: 1,

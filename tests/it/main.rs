@@ -10,6 +10,7 @@ mod emulation;
 mod fs_boundary;
 mod git;
 mod journal_limits;
+mod otlp;
 mod process;
 mod profiles;
 mod recovery;
