@@ -1,7 +1,7 @@
 //! The audit log: a versioned JSONL wire format ([`event`]) whose lines are hash-chained
 //! ([`chain`]), a writer that never blocks the sandboxed program and counts what it cannot
 //! write ([`writer`]), the reader and queries behind `guard log` ([`reader`], [`query`]) and the
-//! run summary for CI ([`summary`]). Lines can also go to an OpenTelemetry collector
+//! run summary and refusal reports for CI ([`summary`], [`report`]). Lines can also go to an OpenTelemetry collector
 //! ([`otlp`] says what and where, a private exporter thread sends them). This module depends on no other guard
 //! module: callers translate their types into the wire types here.
 
@@ -15,6 +15,7 @@ mod limit;
 pub mod otlp;
 pub mod query;
 pub mod reader;
+pub mod report;
 pub mod summary;
 pub mod text;
 pub mod time;
@@ -27,6 +28,7 @@ pub use event::{
 pub use otlp::{OtlpConfig, OtlpConfigError};
 pub use query::{PathGlobs, Query};
 pub use reader::{follow, follow_with, format_human, read_events, read_lines, LogLine};
+pub use report::Report;
 pub use summary::{DeniedEntry, Summary};
 pub use text::{escape_for_terminal, PathText};
 pub use time::Timestamp;

@@ -9,6 +9,7 @@ mod exec;
 mod log;
 mod profile;
 mod progress;
+mod report;
 mod runs;
 mod txn;
 
@@ -58,6 +59,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Show a run's audit log (the newest run by default).
     Log(log::LogArgs),
+    /// A run's refused calls for CI: Markdown, GitHub annotations and job summary, GitLab.
+    Report(report::ReportArgs),
     /// What a run changed in its workspace: added, modified, deleted, metadata.
     Diff(txn::DiffArgs),
     /// Undo a run (or roll it back to a checkpoint) after it ended.
@@ -170,6 +173,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Exec(args) => exec::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Log(args) => log::run(args),
+        Command::Report(args) => report::run(args),
         Command::Diff(args) => txn::diff(args),
         Command::Rollback(args) => txn::rollback(args),
         Command::Recover(args) => txn::recover(args),

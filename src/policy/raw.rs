@@ -119,6 +119,9 @@ pub struct RawEnv {
     pub keep: Vec<String>,
     #[serde(default)]
     pub drop: Vec<String>,
+    /// Exact variable names passed even though a `drop` pattern matches them.
+    #[serde(default)]
+    pub allow: Vec<String>,
     #[serde(default)]
     pub set: BTreeMap<String, String>,
 }

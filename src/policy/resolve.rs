@@ -3,7 +3,7 @@
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
 //! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `transaction.exclude`,
-//!   `env.keep`, `env.drop`) are appended to the parent's, exact duplicates removed;
+//!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
 //! - scalars (`mode`, `net.dns`, `net.bind` as a whole, `transaction.on-deny`, `on-failure`,
 //!   `max-preimage-size`, `name`) override the parent's when the child sets them;
 //! - `env.set` merges key by key, the child winning;
@@ -41,6 +41,7 @@ const REPLACEABLE: &[&str] = &[
     "transaction.exclude",
     "env.keep",
     "env.drop",
+    "env.allow",
     "env.set",
     "rule",
 ];
@@ -85,6 +86,7 @@ struct Acc {
     fsync: bool,
     keep: Option<Vec<String>>,
     drop: Vec<String>,
+    allow: Vec<String>,
     set: Vec<(String, String)>,
     rules: Vec<Rule>,
     /// Every rule id seen so far: the profile that defined it, and the rule as written.
@@ -110,6 +112,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         fsync: false,
         keep: None,
         drop: Vec::new(),
+        allow: Vec::new(),
         set: Vec::new(),
         rules: Vec::new(),
         rule_ids: Vec::new(),
@@ -154,6 +157,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         env: EnvPolicy {
             keep: acc.keep.unwrap_or_else(|| vec!["*".to_string()]),
             drop: acc.drop,
+            allow: acc.allow,
             set: acc.set,
         },
         rules: acc.rules,
@@ -177,6 +181,7 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "transaction.exclude" => acc.exclude.clear(),
             "env.keep" => acc.keep = Some(Vec::new()),
             "env.drop" => acc.drop.clear(),
+            "env.allow" => acc.allow.clear(),
             "env.set" => acc.set.clear(),
             "rule" => {
                 acc.rules.clear();
@@ -286,6 +291,16 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
     for entry in &env.drop {
         cx.glob("env.drop", entry, false)?;
         push_unique(&mut acc.drop, entry.clone());
+    }
+    for name in &env.allow {
+        if name.is_empty() || name.contains(['=', '\0', '*', '?', '[', '{']) {
+            return Err(cx.bad_value(
+                "env.allow",
+                name,
+                "not a variable name (allow takes exact names, not patterns)".into(),
+            ));
+        }
+        push_unique(&mut acc.allow, name.clone());
     }
     for (key, value) in &env.set {
         if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {

@@ -5,6 +5,7 @@ mod util;
 mod attacks;
 mod audit_log;
 mod audit_query;
+mod ci_kit;
 mod conventions;
 mod emulation;
 mod fs_boundary;
