@@ -1,7 +1,7 @@
 //! `guard log`: read one run's audit log, query across runs, follow a live run, or verify the
 //! hash chain of a log. Which runs: RUN (an id, a prefix of one, or a log file), every run with
-//! `--all` (or when only `--since`/`--until` narrow the search), else the newest run that
-//! started. Printing only; reading, querying and verifying live in `audit`.
+//! `--all` (or, without `--follow`, when only `--since`/`--until` narrow the search), else the
+//! newest run that started. Printing only; reading, querying and verifying live in `audit`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -72,7 +72,9 @@ fn sources(args: &LogArgs) -> Result<Vec<Source>, CliError> {
             return Ok(vec![Source { path: p, run: None }]);
         }
     }
-    let across = args.all || (args.run.is_none() && (args.since.is_some() || args.until.is_some()));
+    // --follow reads one run; --since/--until without RUN look at every run otherwise.
+    let across = args.all
+        || (!args.follow && args.run.is_none() && (args.since.is_some() || args.until.is_some()));
     if across {
         let state = journal::state_dir()?;
         let mut runs = journal::list_runs(&state);
@@ -133,7 +135,9 @@ pub fn run(args: LogArgs) -> Result<i32, CliError> {
     let query = query(&args)?;
     let mut out = std::io::stdout().lock();
     if args.follow {
-        let source = sources.first().expect("one run when following");
+        let Some(source) = sources.first() else {
+            return Err(CliError::Usage("no run to follow".into()));
+        };
         if !source.path.exists() {
             eprintln!(
                 "guard: waiting for {} to appear",
