@@ -1,4 +1,5 @@
-//! guard's entry point: parse the command line, run, map errors to exit status 125.
+//! guard's entry point: parse the command line, run, map errors to exit status 125. A closed
+//! stdout (`guard log | head -1`) ends guard quietly with status 0.
 
 use std::error::Error;
 
@@ -17,16 +18,10 @@ fn main() {
             });
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .init();
+    guard::cli::init_diagnostics(&cli.log_level);
     let code = match guard::cli::run(cli) {
         Ok(code) => code,
+        Err(e) if e.is_broken_pipe() => 0,
         Err(e) => {
             eprintln!("guard: error: {e}");
             let mut source = e.source();

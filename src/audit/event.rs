@@ -1,6 +1,7 @@
 //! The audit log wire format, version 1: one JSON object per line,
-//! `{"v":1,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",...}` followed
-//! by the fields of that kind. Field names are snake_case, `type` values and enumerated values are
+//! `{"v":1,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",
+//! "prev":"sha256:<hex>",...}` followed by the fields of that kind (`prev` links the line to the
+//! one before it: see [`super::chain`]). Field names are snake_case, `type` values and enumerated values are
 //! kebab-case. Optional fields are omitted when absent (except `landlock_abi`, which is always
 //! present and `null` without Landlock). Paths, argv elements and `comm` are [`PathText`]: a JSON
 //! string, or `{"base64": "..."}` when the bytes are not UTF-8. Readers must ignore fields they do
@@ -185,9 +186,10 @@ pub struct Rollback {
 
 /// `suppressed`: events that were counted but not written. `count` (integer): how many since
 /// `since` (time); `what` (string): `decision` for decisions over the rate limit, `overflow` for
-/// events of any type dropped because the writer's queue was full. Written at most once a second
-/// per `what`, and at the end of the run; the counts of all `suppressed` lines add up to
-/// `run-end.suppressed`.
+/// events of any type dropped because the writer's queue was full, `otlp` for lines written
+/// here but not delivered to the OTLP collector. Written at most once a second per `what`, and
+/// at the end of the run; the counts of the `decision` and `overflow` lines add up to
+/// `run-end.suppressed`, those of the `otlp` lines to `run-end.otlp_dropped`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suppressed {
     pub count: u64,
@@ -204,6 +206,8 @@ pub struct Suppressed {
 ///   suppressed ones included.
 /// - `suppressed` (integer): events counted but not written over the whole run.
 /// - `duration_ms` (integer): wall time of the run.
+/// - `otlp_dropped` (integer, optional): with an OTLP exporter, lines written here that it did
+///   not deliver (the sum of the `suppressed` lines with `what: otlp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEnd {
     pub status: i32,
@@ -213,6 +217,8 @@ pub struct RunEnd {
     pub counts: Counts,
     pub suppressed: u64,
     pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_dropped: Option<u64>,
 }
 
 /// `run-end.outcome` on the wire.
@@ -263,50 +269,69 @@ struct Line<'a, T> {
     kind: &'static str,
     time: Timestamp,
     run: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prev: Option<&'a str>,
     #[serde(flatten)]
     body: &'a T,
 }
 
-/// One line (no trailing newline) for `event`, stamped now.
+/// One line (no trailing newline) for `event`, stamped now, outside any chain.
 pub fn encode(event: &Event, run: &str) -> String {
     encode_at(event, run, Timestamp::now())
 }
 
-/// One line (no trailing newline) for `event`, stamped `time`. Never panics.
+/// One line (no trailing newline) for `event`, stamped `time`, outside any chain. Never
+/// panics.
 pub fn encode_at(event: &Event, run: &str, time: Timestamp) -> String {
-    fn line<T: Serialize>(kind: &'static str, run: &str, time: Timestamp, body: &T) -> String {
-        let line = Line {
-            v: VERSION,
-            kind,
-            time,
-            run,
-            body,
-        };
-        serde_json::to_string(&line).unwrap_or_else(|e| {
-            // Unreachable with these types (string keys only), but a log line beats a panic.
-            let fallback = ErrorEvent {
-                message: format!("cannot encode {kind} event: {e}"),
-            };
-            let line = Line {
-                v: VERSION,
-                kind: "error",
-                time,
-                run,
-                body: &fallback,
-            };
-            serde_json::to_string(&line).unwrap_or_default()
-        })
-    }
+    encode_line(event, run, time, None)
+}
+
+/// One line (no trailing newline) for `event`, stamped `time`, whose `prev` is the link to
+/// the line before it (see [`super::chain`]). Never panics.
+pub fn encode_chained(event: &Event, run: &str, time: Timestamp, prev: &str) -> String {
+    encode_line(event, run, time, Some(prev))
+}
+
+fn encode_line(event: &Event, run: &str, time: Timestamp, prev: Option<&str>) -> String {
+    let envelope = |kind| (kind, time, run, prev);
     let kind = event.kind();
     match event {
-        Event::RunStart(e) => line(kind, run, time, e),
-        Event::Decision(e) => line(kind, run, time, e),
-        Event::Checkpoint(e) => line(kind, run, time, e),
-        Event::Rollback(e) => line(kind, run, time, e),
-        Event::Suppressed(e) => line(kind, run, time, e),
-        Event::RunEnd(e) => line(kind, run, time, e),
-        Event::Error(e) => line(kind, run, time, e),
+        Event::RunStart(e) => line(envelope(kind), e),
+        Event::Decision(e) => line(envelope(kind), e),
+        Event::Checkpoint(e) => line(envelope(kind), e),
+        Event::Rollback(e) => line(envelope(kind), e),
+        Event::Suppressed(e) => line(envelope(kind), e),
+        Event::RunEnd(e) => line(envelope(kind), e),
+        Event::Error(e) => line(envelope(kind), e),
     }
+}
+
+type Envelope<'a> = (&'static str, Timestamp, &'a str, Option<&'a str>);
+
+fn line<T: Serialize>((kind, time, run, prev): Envelope<'_>, body: &T) -> String {
+    let line = Line {
+        v: VERSION,
+        kind,
+        time,
+        run,
+        prev,
+        body,
+    };
+    serde_json::to_string(&line).unwrap_or_else(|e| {
+        // Unreachable with these types (string keys only), but a log line beats a panic.
+        let fallback = ErrorEvent {
+            message: format!("cannot encode {kind} event: {e}"),
+        };
+        let line = Line {
+            v: VERSION,
+            kind: "error",
+            time,
+            run,
+            prev,
+            body: &fallback,
+        };
+        serde_json::to_string(&line).unwrap_or_default()
+    })
 }
 
 /// A decoded line: the envelope and the event.
@@ -315,6 +340,9 @@ pub struct Record {
     pub v: u32,
     pub time: Timestamp,
     pub run: String,
+    /// The link to the line before (absent in logs written before the chain existed).
+    #[serde(default)]
+    pub prev: Option<String>,
     #[serde(flatten)]
     pub event: Event,
 }
@@ -373,6 +401,7 @@ pub(crate) mod tests {
             counts: Counts::default(),
             suppressed: 0,
             duration_ms: 1200,
+            otlp_dropped: None,
         }
     }
 

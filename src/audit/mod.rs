@@ -1,24 +1,34 @@
-//! The audit log: a versioned JSONL wire format ([`event`]), a writer that never blocks the
-//! sandboxed program and counts what it cannot write ([`writer`]), the reader behind `guard log`
-//! ([`reader`]) and the run summary for CI ([`summary`]). This module depends on no other guard
+//! The audit log: a versioned JSONL wire format ([`event`]) whose lines are hash-chained
+//! ([`chain`]), a writer that never blocks the sandboxed program and counts what it cannot
+//! write ([`writer`]), the reader and queries behind `guard log` ([`reader`], [`query`]) and the
+//! run summary and refusal reports for CI ([`summary`], [`report`]). Lines can also go to an OpenTelemetry collector
+//! ([`otlp`] says what and where, a private exporter thread sends them). This module depends on no other guard
 //! module: callers translate their types into the wire types here.
 
 use std::io;
 use std::path::PathBuf;
 
+pub mod chain;
 pub mod event;
+mod export;
 mod limit;
+pub mod otlp;
+pub mod query;
 pub mod reader;
+pub mod report;
 pub mod summary;
 pub mod text;
 pub mod time;
 pub mod writer;
 
 pub use event::{
-    decode, encode, encode_at, errno_name, Checkpoint, Counts, Decision, Degraded, ErrorEvent,
-    Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
+    decode, encode, encode_at, encode_chained, errno_name, Checkpoint, Counts, Decision, Degraded,
+    ErrorEvent, Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
 };
-pub use reader::{follow, follow_with, format_human, read_events, Filter};
+pub use otlp::{OtlpConfig, OtlpConfigError};
+pub use query::{PathGlobs, Query};
+pub use reader::{follow, follow_with, format_human, read_events, read_lines, LogLine};
+pub use report::Report;
 pub use summary::{DeniedEntry, Summary};
 pub use text::{escape_for_terminal, PathText};
 pub use time::Timestamp;
@@ -70,6 +80,8 @@ pub enum AuditError {
     },
     #[error("the audit writer thread panicked")]
     WriterPanicked,
+    #[error(transparent)]
+    Otlp(#[from] OtlpConfigError),
     #[error("cannot write run summary {}", path.display())]
     Summary {
         path: PathBuf,

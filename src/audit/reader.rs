@@ -1,5 +1,6 @@
-//! Reading audit logs back, for `guard log`: whole files ([`read_events`]), live tails
-//! ([`follow`]) and one human-readable line per event ([`format_human`]). Events stay
+//! Reading audit logs back, for `guard log`: whole files ([`read_lines`]), live tails
+//! ([`follow`], which waits for a log that does not exist yet) and one human-readable line per
+//! event ([`format_human`]). Events stay
 //! `serde_json::Value`s so that a newer log (unknown types or fields) still reads. Promises: a
 //! truncated last line (guard crashed mid-write) is skipped, any other malformed line is an error
 //! naming the file and line; human output never contains a control character from the log, so a
@@ -13,33 +14,30 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::query::Query;
 use super::text::escape_for_terminal;
 use super::AuditError;
 
 /// How often [`follow`] looks for new lines.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Which events `guard log` shows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Filter {
-    /// Only decisions whose verdict is `deny` or `kill`.
-    pub denied_only: bool,
-}
-
-impl Filter {
-    /// With `denied_only`: decisions that refused a call, leaving out calls that failed only
-    /// because their path does not resolve (rule `resolve`: the kernel's own answer).
-    pub fn matches(&self, v: &Value) -> bool {
-        !self.denied_only
-            || (v["type"] == "decision"
-                && matches!(v["verdict"].as_str(), Some("deny" | "kill"))
-                && v["rule"] != "resolve")
-    }
+/// One line of a log as read back: its 1-based number in the file, its exact text (what the
+/// hash chain covers) and its decoded value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub number: usize,
+    pub text: String,
+    pub value: Value,
 }
 
 /// Every event of the log at `path`, in order. A last line without its newline that does not
 /// parse is taken for a crash mid-write and skipped.
 pub fn read_events(path: &Path) -> Result<Vec<Value>, AuditError> {
+    Ok(read_lines(path)?.into_iter().map(|l| l.value).collect())
+}
+
+/// Every line of the log at `path` with its number and text; see [`read_events`].
+pub fn read_lines(path: &Path) -> Result<Vec<LogLine>, AuditError> {
     let bytes = std::fs::read(path).map_err(|source| AuditError::Read {
         path: path.to_owned(),
         source,
@@ -47,13 +45,17 @@ pub fn read_events(path: &Path) -> Result<Vec<Value>, AuditError> {
     let complete = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     let last = lines.len() - 1;
-    let mut events = Vec::new();
+    let mut out = Vec::new();
     for (i, line) in lines.into_iter().enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match serde_json::from_slice(line) {
-            Ok(v) => events.push(v),
+            Ok(value) => out.push(LogLine {
+                number: i + 1,
+                text: String::from_utf8_lossy(line).into_owned(),
+                value,
+            }),
             Err(_) if i == last && !complete => break,
             Err(source) => {
                 return Err(AuditError::Parse {
@@ -64,35 +66,47 @@ pub fn read_events(path: &Path) -> Result<Vec<Value>, AuditError> {
             }
         }
     }
-    Ok(events)
+    Ok(out)
 }
 
-/// Tails the log at `path`, writing [`format_human`] lines of the events `filter` keeps to
+/// Tails the log at `path`, writing [`format_human`] lines of the events `query` keeps to
 /// `out`, until a `run-end` event has been read or `stop()` returns true (checked every 100 ms).
+/// A log that does not exist yet is waited for.
 pub fn follow(
     path: &Path,
-    filter: Filter,
+    query: &Query,
     out: &mut dyn Write,
     stop: &dyn Fn() -> bool,
 ) -> Result<(), AuditError> {
-    follow_with(path, filter, stop, &mut |v| {
-        writeln!(out, "{}", format_human(v))?;
+    follow_with(path, query, stop, &mut |line| {
+        writeln!(out, "{}", format_human(&line.value))?;
         out.flush()
     })
 }
 
-/// Like [`follow`], handing each kept event to `on_event` (e.g. to print raw JSON).
+/// Like [`follow`], handing each kept line to `on_line` (e.g. to print the raw JSON).
 pub fn follow_with(
     path: &Path,
-    filter: Filter,
+    query: &Query,
     stop: &dyn Fn() -> bool,
-    on_event: &mut dyn FnMut(&Value) -> io::Result<()>,
+    on_line: &mut dyn FnMut(&LogLine) -> io::Result<()>,
 ) -> Result<(), AuditError> {
     let read_err = |source| AuditError::Read {
         path: path.to_owned(),
         source,
     };
-    let mut file = File::open(path).map_err(read_err)?;
+    let mut file = loop {
+        match File::open(path) {
+            Ok(file) => break file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if stop() {
+                    return Ok(());
+                }
+                std::thread::sleep(POLL);
+            }
+            Err(e) => return Err(read_err(e)),
+        }
+    };
     let mut pending = Vec::new();
     let mut line_no = 0;
     loop {
@@ -105,15 +119,22 @@ pub fn follow_with(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let v: Value = serde_json::from_slice(line).map_err(|source| AuditError::Parse {
-                path: path.to_owned(),
-                line: line_no,
-                source,
-            })?;
-            if filter.matches(&v) {
-                on_event(&v).map_err(|source| AuditError::Output { source })?;
+            let value: Value =
+                serde_json::from_slice(line).map_err(|source| AuditError::Parse {
+                    path: path.to_owned(),
+                    line: line_no,
+                    source,
+                })?;
+            let ended = value["type"] == "run-end";
+            if query.matches(&value) {
+                let line = LogLine {
+                    number: line_no,
+                    text: String::from_utf8_lossy(line).into_owned(),
+                    value,
+                };
+                on_line(&line).map_err(|source| AuditError::Output { source })?;
             }
-            if v["type"] == "run-end" {
+            if ended {
                 return Ok(());
             }
         }
@@ -294,16 +315,6 @@ mod tests {
     }
 
     #[test]
-    fn filter_keeps_denials_only() {
-        let f = Filter { denied_only: true };
-        assert!(f.matches(&value(Event::Decision(sample(1, Verdict::Kill)))));
-        assert!(!f.matches(&value(Event::Decision(sample(1, Verdict::Allow)))));
-        let end = value(Event::RunEnd(crate::audit::event::tests::run_end()));
-        assert!(!f.matches(&end));
-        assert!(Filter::default().matches(&end));
-    }
-
-    #[test]
     fn read_tolerates_a_truncated_last_line_only() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("audit.jsonl");
@@ -341,7 +352,7 @@ mod tests {
             })
         };
         let mut out = Vec::new();
-        follow(&path, Filter::default(), &mut out, &|| false).expect("follow");
+        follow(&path, &Query::default(), &mut out, &|| false).expect("follow");
         appender.join().expect("appender");
         let out = String::from_utf8(out).expect("utf8");
         let kinds: Vec<_> = out.lines().map(|l| l.split(' ').nth(1)).collect();
@@ -358,7 +369,34 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         std::fs::write(&path, "").expect("write");
         let mut out = Vec::new();
-        follow(&path, Filter::default(), &mut out, &|| true).expect("follow");
+        follow(&path, &Query::default(), &mut out, &|| true).expect("follow");
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn follow_waits_for_a_log_that_does_not_exist_yet() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let writer = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                // Written only once the reader has looked and found nothing.
+                rx.recv().expect("the reader looked");
+                let end = line(Event::RunEnd(crate::audit::event::tests::run_end()));
+                std::fs::write(&path, format!("{end}\n")).expect("write");
+            })
+        };
+        let mut out = Vec::new();
+        let looked = std::cell::Cell::new(false);
+        let stop = || {
+            if !looked.replace(true) {
+                tx.send(()).expect("writer waits");
+            }
+            false
+        };
+        follow(&path, &Query::default(), &mut out, &stop).expect("follow");
+        writer.join().expect("writer");
+        assert!(String::from_utf8(out).expect("utf8").contains("run-end"));
     }
 }

@@ -46,6 +46,10 @@ pub struct Summary {
     pub files_changed: Option<u64>,
     pub digest_before: Option<String>,
     pub digest_after: Option<String>,
+    /// The head of the audit log's hash chain (the link to its `run-end` line), so that
+    /// `guard log --verify` also catches lines cut from the end. Absent in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_chain_head: Option<String>,
 }
 
 /// One denied call: `syscall`, `op`, `target` (the path, `path -> path2`, the address, or the
@@ -157,6 +161,7 @@ mod tests {
             files_changed: None,
             digest_before: None,
             digest_after: Some("sha256:00".into()),
+            audit_chain_head: Some(crate::audit::chain::ANCHOR.into()),
         }
     }
 

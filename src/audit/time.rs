@@ -1,14 +1,14 @@
 //! UTC timestamps for the audit log, as RFC 3339 text with microsecond precision
-//! (`2026-12-02T11:02:32.123456Z`). Owns the calendar arithmetic (days <-> civil date, proleptic
-//! Gregorian) so the wire format needs no date crate. Promises: formatting never panics, every
-//! value is clamped to years 0000..=9999 so the text is always valid RFC 3339, and
-//! `parse(format(t)) == t` for every [`Timestamp`].
+//! (`2026-12-02T11:02:32.123456Z`). The calendar is jiff's; this file owns only the wire shape.
+//! Promises: formatting never panics, every value is clamped to years 0000..=9999 so the text is
+//! always valid RFC 3339, and `parse(format(t)) == t` for every [`Timestamp`]. Query bounds
+//! (`guard log --since`) are read by [`Timestamp::parse_bound`], which is more lenient.
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const MICROS_PER_SEC: i64 = 1_000_000;
-const SECS_PER_DAY: i64 = 86_400;
+use jiff::civil::DateTime;
+use jiff::{SignedDuration, Span, SpanRelativeTo};
 
 /// A point in time, microseconds since the Unix epoch, UTC, within years 0000..=9999.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,11 +16,14 @@ pub struct Timestamp {
     micros: i64,
 }
 
+/// 1970-01-01T00:00:00, the civil time the micros count from.
+const EPOCH: DateTime = jiff::civil::date(1970, 1, 1).at(0, 0, 0, 0);
+
 impl Timestamp {
     /// 0000-01-01T00:00:00.000000Z
-    const MIN_MICROS: i64 = days_from_civil(0, 1, 1) * SECS_PER_DAY * MICROS_PER_SEC;
+    const MIN_MICROS: i64 = -62_167_219_200_000_000;
     /// 9999-12-31T23:59:59.999999Z
-    const MAX_MICROS: i64 = days_from_civil(10_000, 1, 1) * SECS_PER_DAY * MICROS_PER_SEC - 1;
+    const MAX_MICROS: i64 = 253_402_300_799_999_999;
 
     pub fn now() -> Timestamp {
         Timestamp::from_system(SystemTime::now())
@@ -53,66 +56,59 @@ impl Timestamp {
     /// the audit log is UTC only.
     pub fn parse(s: &str) -> Option<Timestamp> {
         let b = s.as_bytes();
-        if b.len() < 20 {
+        let shape = b.len() >= 20
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && b[10].eq_ignore_ascii_case(&b'T')
+            && b[b.len() - 1].eq_ignore_ascii_case(&b'Z')
+            && match &b[19..b.len() - 1] {
+                [] => true,
+                [b'.', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+                _ => false,
+            };
+        if !shape {
             return None;
         }
-        let num = |range: std::ops::Range<usize>| -> Option<i64> {
-            let digits = b.get(range)?;
-            digits.iter().try_fold(0i64, |acc, &c| {
-                c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-            })
-        };
-        let sep = |i: usize, c: u8| b.get(i).is_some_and(|x| x.eq_ignore_ascii_case(&c));
-        if !(sep(4, b'-') && sep(7, b'-') && sep(10, b'T') && sep(13, b':') && sep(16, b':')) {
+        let civil: DateTime = s[..s.len() - 1].parse().ok()?;
+        Some(Timestamp::from_civil(civil))
+    }
+
+    /// A bound for a query: RFC 3339 with any offset (`2026-05-01T08:00:00+02:00`), a UTC date
+    /// (`2026-05-01`, its midnight), or a span back from `now` (`90s`, `30m`, `2h`, `7d`, `1w`,
+    /// `1d12h`).
+    pub fn parse_bound(s: &str, now: Timestamp) -> Option<Timestamp> {
+        if let Ok(t) = s.parse::<jiff::Timestamp>() {
+            return Some(Timestamp::from_unix_micros(t.as_microsecond()));
+        }
+        if let Ok(date) = s.parse::<jiff::civil::Date>() {
+            return Some(Timestamp::from_civil(
+                date.to_datetime(jiff::civil::Time::midnight()),
+            ));
+        }
+        let span: Span = s.parse().ok()?;
+        if span.is_negative() {
             return None;
         }
-        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month)
-            || day < 1
-            || day > days_in_month(year, month)
-            || hour > 23
-            || minute > 59
-            || second > 59
-        {
-            return None;
-        }
-        let mut rest = &b[19..];
-        let mut micros = 0i64;
-        if let Some(frac) = rest.strip_prefix(b".") {
-            let len = frac.iter().take_while(|c| c.is_ascii_digit()).count();
-            if !(1..=9).contains(&len) {
-                return None;
-            }
-            for i in 0..6 {
-                let digit = frac.get(i).filter(|_| i < len).map_or(0, |&c| c - b'0');
-                micros = micros * 10 + i64::from(digit);
-            }
-            rest = &frac[len..];
-        }
-        if !rest.eq_ignore_ascii_case(b"z") {
-            return None;
-        }
-        let days = days_from_civil(year, month, day);
-        let secs = days * SECS_PER_DAY + hour * 3600 + minute * 60 + second;
-        Some(Timestamp::from_unix_micros(secs * MICROS_PER_SEC + micros))
+        let back = span.to_duration(SpanRelativeTo::days_are_24_hours()).ok()?;
+        Some(Timestamp::from_unix_micros(
+            now.micros
+                .saturating_sub(i64::try_from(back.as_micros()).ok()?),
+        ))
+    }
+
+    fn from_civil(civil: DateTime) -> Timestamp {
+        let micros = i64::try_from(EPOCH.duration_until(civil).as_micros()).unwrap_or(i64::MAX);
+        Timestamp::from_unix_micros(micros)
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.micros.div_euclid(MICROS_PER_SEC);
-        let micros = self.micros.rem_euclid(MICROS_PER_SEC);
-        let days = secs.div_euclid(SECS_PER_DAY);
-        let of_day = secs.rem_euclid(SECS_PER_DAY);
-        let (year, month, day) = civil_from_days(days);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            of_day / 3600,
-            of_day / 60 % 60,
-            of_day % 60
-        )
+        // Always in range: the clamp keeps micros within years 0000..=9999, which a civil
+        // DateTime covers.
+        match EPOCH.checked_add(SignedDuration::from_micros(self.micros)) {
+            Ok(civil) => write!(f, "{}", civil.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")),
+            Err(_) => write!(f, "1970-01-01T00:00:00.000000Z"),
+        }
     }
 }
 
@@ -129,50 +125,6 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
             serde::de::Error::custom(format_args!("invalid RFC 3339 UTC time {text:?}"))
         })
     }
-}
-
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-// Both conversions count in 400-year eras (146,097 days each) of years that start on March 1st,
-// so the leap day is the last day of its year and month lengths follow a fixed 153-day pattern
-// per five months.
-
-/// Days since 1970-01-01 of a civil date.
-const fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y.rem_euclid(400);
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    // 719,468 days separate 0000-03-01 from 1970-01-01.
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// Civil date (year, month 1-12, day 1-31) of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = (month_from_march + 2) % 12 + 1;
-    let year = era * 400 + year_of_era + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -203,20 +155,23 @@ mod tests {
     }
 
     #[test]
-    fn civil_round_trip_over_many_days() {
-        let mut expected = (1900, 1, 1);
-        for days in days_from_civil(1900, 1, 1)..days_from_civil(2401, 1, 1) {
-            assert_eq!(civil_from_days(days), expected);
-            assert_eq!(days_from_civil(expected.0, expected.1, expected.2), days);
-            let (y, m, d) = expected;
-            expected = if d < days_in_month(y, m) {
-                (y, m, d + 1)
-            } else if m < 12 {
-                (y, m + 1, 1)
-            } else {
-                (y + 1, 1, 1)
-            };
+    fn every_day_of_four_centuries_round_trips() {
+        // One instant per day from 1900 to 2400 (leap years of every kind), at 23:59:59.5.
+        let day = 86_400_000_000i64;
+        let start = Timestamp::parse("1900-01-01T23:59:59.5Z")
+            .expect("start")
+            .micros;
+        let end = Timestamp::parse("2401-01-01T00:00:00Z")
+            .expect("end")
+            .micros;
+        let mut previous = String::new();
+        for micros in (start..end).step_by(day as usize) {
+            let text = at(micros);
+            assert!(text > previous, "{text} after {previous}");
+            assert_eq!(Timestamp::parse(&text).map(|t| t.micros), Some(micros));
+            previous = text;
         }
+        assert_eq!(previous, "2400-12-31T23:59:59.500000Z");
     }
 
     #[test]
@@ -244,15 +199,43 @@ mod tests {
             "",
             "2026-12-02T11:02:32",
             "2026-12-02T11:02:32+01:00",
+            "2026-12-02T11:02:32+01:00Z",
+            "2026-12-02 11:02:32Z",
             "2026-02-29T00:00:00Z",
             "2026-13-01T00:00:00Z",
             "2026-12-02T24:00:00Z",
             "2026-12-02T11:02:32.Z",
             "2026-12-02T11:02:32.1234567890Z",
             "+026-12-02T11:02:32Z",
+            "+002026-12-02T11:02:32Z",
             "2026-12-02T11:02:32Zjunk",
         ] {
             assert_eq!(Timestamp::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_bounds() {
+        let now = Timestamp::parse("2026-12-02T11:00:00Z").expect("now");
+        let bound = |s: &str| Timestamp::parse_bound(s, now).map(|t| t.to_string());
+        assert_eq!(bound("2h").as_deref(), Some("2026-12-02T09:00:00.000000Z"));
+        assert_eq!(bound("7d").as_deref(), Some("2026-11-25T11:00:00.000000Z"));
+        assert_eq!(bound("1w").as_deref(), Some("2026-11-25T11:00:00.000000Z"));
+        assert_eq!(
+            bound("1d12h").as_deref(),
+            Some("2026-11-30T23:00:00.000000Z")
+        );
+        assert_eq!(bound("90s").as_deref(), Some("2026-12-02T10:58:30.000000Z"));
+        assert_eq!(
+            bound("2026-12-02T12:00:00+02:00").as_deref(),
+            Some("2026-12-02T10:00:00.000000Z")
+        );
+        assert_eq!(
+            bound("2026-12-01").as_deref(),
+            Some("2026-12-01T00:00:00.000000Z")
+        );
+        for bad in ["", "yesterday", "2 fortnights", "-2h", "1mo"] {
+            assert_eq!(bound(bad), None, "{bad}");
         }
     }
 }

@@ -9,12 +9,18 @@
 //! - Every decision is counted per verdict before any limit, so `run-end.counts` is exact.
 //! - At most once a second, and at the end, the writer writes a `suppressed` line per kind with
 //!   the count since the previous one; the counts add up to `run-end.suppressed`.
+//! - Lines are hash-chained in the order written (see [`super::chain`]); every sink gets the
+//!   same lines, so each copy verifies on its own.
 //! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes).
 //!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`)
 //!   and flushes whenever it finds the queue empty, so `guard log --follow` sees events within
 //!   about 20 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
 //!   other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the failures.
 //! - Events emitted after [`AuditWriter::finish`] has been called are discarded.
+//! - With an OTLP exporter ([`AuditWriter::start_with`]), every line written is also offered
+//!   to it; lines it could not deliver are counted in `suppressed` lines with `what: otlp`
+//!   (kept out of `run-end.suppressed`: the local log has them) and in `run-end.otlp_dropped`.
+//!   `finish` waits at most [`EXPORT_WAIT`] for the exporter, twice.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write as _};
@@ -26,8 +32,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::event::{encode_at, Counts, Decision, Event, RunEnd, Suppressed, Verdict};
+use super::chain;
+use super::event::{encode_chained, Counts, Decision, Event, RunEnd, Suppressed, Verdict};
+use super::export::Exporter;
 use super::limit::RateLimit;
+use super::otlp::OtlpConfig;
 use super::summary::{DeniedEntry, MAX_DENIED};
 use super::time::Timestamp;
 use super::AuditError;
@@ -40,6 +49,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// this tick; `finish` unparks it.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
 const SINK_BUFFER: usize = 64 * 1024;
+/// How long `finish` waits for the exporter to deliver what is queued (before the last lines,
+/// and after them): one export request's timeout and a little more.
+pub const EXPORT_WAIT: Duration = Duration::from_secs(6);
 
 /// Bounds on what the sandboxed program can make the writer do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +101,12 @@ pub struct AuditStats {
     pub denied: Vec<DeniedEntry>,
     /// Sinks that failed (each at its first failure); they received no further lines.
     pub sink_errors: Vec<AuditError>,
+    /// The link to the last line written (`run-end`'s): the head of the run's hash chain.
+    pub chain_head: String,
+    /// Lines the OTLP exporter did not deliver, as counted in the log (`run-end.otlp_dropped`).
+    pub otlp_dropped: u64,
+    /// Lines it did not deliver after `run-end` was written (so not counted in the log).
+    pub otlp_dropped_after_end: u64,
 }
 
 enum Msg {
@@ -138,6 +156,17 @@ impl AuditWriter {
         run: String,
         limits: Limits,
     ) -> Result<AuditWriter, AuditError> {
+        AuditWriter::start_with(sinks, run, limits, None)
+    }
+
+    /// Like [`AuditWriter::start`], also exporting every line over OTLP when `otlp` is given.
+    pub fn start_with(
+        sinks: Vec<PathBuf>,
+        run: String,
+        limits: Limits,
+        otlp: Option<OtlpConfig>,
+    ) -> Result<AuditWriter, AuditError> {
+        let exporter = otlp.map(Exporter::start).transpose()?;
         let sinks = sinks
             .into_iter()
             .map(Sink::open)
@@ -153,9 +182,13 @@ impl AuditWriter {
         let thread_state = WriterThread {
             fsync: limits.fsync,
             sinks,
+            exporter,
             run,
             shared: Arc::clone(&shared),
-            stats: AuditStats::default(),
+            stats: AuditStats {
+                chain_head: chain::ANCHOR.to_owned(),
+                ..AuditStats::default()
+            },
             since: Timestamp::now(),
             last_report: Instant::now(),
         };
@@ -255,6 +288,7 @@ impl Sink {
 struct WriterThread {
     fsync: bool,
     sinks: Vec<Sink>,
+    exporter: Option<Exporter>,
     run: String,
     shared: Arc<Shared>,
     stats: AuditStats,
@@ -279,6 +313,9 @@ impl WriterThread {
                     self.report_suppressed(true);
                     self.flush();
                     self.sync();
+                    if let Some(exporter) = self.exporter.take() {
+                        exporter.stop(EXPORT_WAIT);
+                    }
                     return self.stats;
                 }
             };
@@ -297,13 +334,27 @@ impl WriterThread {
     }
 
     fn finish(mut self, mut end: RunEnd) -> AuditStats {
+        if let Some(exporter) = &self.exporter {
+            // Delivered or counted, so the last `suppressed` lines account for it.
+            exporter.flush(EXPORT_WAIT);
+        }
         self.report_suppressed(true);
         end.counts = self.shared.counts();
         end.suppressed = self.stats.suppressed;
+        end.otlp_dropped = self.exporter.as_ref().map(|_| self.stats.otlp_dropped);
         self.stats.counts = end.counts;
         self.write(&Event::RunEnd(end), Timestamp::now());
         self.flush();
         self.sync();
+        if let Some(exporter) = self.exporter.take() {
+            self.stats.otlp_dropped_after_end = exporter.stop(EXPORT_WAIT);
+            if self.stats.otlp_dropped_after_end > 0 {
+                tracing::warn!(
+                    "{} audit events written after the last count were not exported",
+                    self.stats.otlp_dropped_after_end
+                );
+            }
+        }
         self.stats
     }
 
@@ -315,14 +366,20 @@ impl WriterThread {
         let since = self.since;
         self.since = Timestamp::now();
         self.last_report = Instant::now();
-        for what in ["decision", "overflow"] {
-            let counter = match what {
-                "decision" => &self.shared.rate_limited,
-                _ => &self.shared.overflow,
+        for what in ["decision", "overflow", "otlp"] {
+            let counter = match (what, &self.exporter) {
+                ("decision", _) => &self.shared.rate_limited,
+                ("overflow", _) => &self.shared.overflow,
+                (_, Some(exporter)) => exporter.dropped(),
+                (_, None) => continue,
             };
             let count = counter.swap(0, Ordering::Relaxed);
             if count > 0 {
-                self.stats.suppressed += count;
+                if what == "otlp" {
+                    self.stats.otlp_dropped += count;
+                } else {
+                    self.stats.suppressed += count;
+                }
                 let event = Event::Suppressed(Suppressed {
                     count,
                     what: what.to_owned(),
@@ -343,7 +400,11 @@ impl WriterThread {
             Event::Rollback(_) => self.stats.rollbacks += 1,
             _ => {}
         }
-        let mut line = encode_at(event, &self.run, time);
+        let mut line = encode_chained(event, &self.run, time, &self.stats.chain_head);
+        self.stats.chain_head = chain::link(&line);
+        if let Some(exporter) = &self.exporter {
+            exporter.offer(&line);
+        }
         line.push('\n');
         for sink in self.sinks.iter_mut().filter(|s| !s.failed) {
             if let Err(source) = sink.out.write_all(line.as_bytes()) {
@@ -495,6 +556,10 @@ mod tests {
                 (1, 1, 0)
             );
             assert_eq!(read_events(sink).expect("read").len(), 4);
+            let lines = crate::audit::reader::read_lines(sink).expect("read");
+            let runs = crate::audit::chain::verify(&lines).expect("the chain holds");
+            assert_eq!(runs[0].head, stats.chain_head);
+            assert!(runs[0].ended);
             let mode = std::fs::metadata(sink).expect("stat").permissions();
             assert_eq!(
                 std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,

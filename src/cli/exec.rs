@@ -28,6 +28,11 @@ pub struct ExecArgs {
     /// Write the run summary (JSON) to FILE.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Also send every audit event to an OpenTelemetry collector (OTLP/HTTP logs), e.g.
+    /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, else
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT). Never slows the command: what cannot be sent is counted.
+    #[arg(long, value_name = "URL")]
+    pub audit_otlp: Option<String>,
     /// Roll the whole run back if the command fails or a call is denied.
     #[arg(long)]
     pub atomic: bool,
@@ -79,6 +84,9 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
     }
     if let Some(file) = args.audit_log {
         run = run.audit_log(file);
+    }
+    if let Some(url) = args.audit_otlp {
+        run = run.audit_otlp(url);
     }
     if let Some(file) = args.summary {
         run = run.summary(file);

@@ -3,11 +3,13 @@
 //! Every subcommand returns the process exit status or a [`CliError`], which `main` prints
 //! (with its source chain and hint) and maps to status 125.
 
+mod conventions;
 mod doctor;
 mod exec;
 mod log;
 mod profile;
 mod progress;
+mod report;
 mod runs;
 mod txn;
 
@@ -16,11 +18,31 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub use conventions::init_diagnostics;
 pub use exec::ExecArgs;
+
+/// The exit statuses, listed under `guard --help`.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  N        guard exec: the command's own status (128+N when signal N ended it)
+  120      guard exec: the run was stopped by policy (on-deny = kill, --atomic)
+  125      guard itself failed: usage, profile, setup, state directory
+  126      guard exec: the command cannot be executed
+  127      guard exec: the command was not found
+  1        guard log --verify: a hash chain does not hold;
+           guard explain: the profile would refuse the call;
+           guard doctor: guard runs here, degraded (2: it cannot run here)
+  0        everything else that succeeded";
 
 /// guard: run commands and AI agents in a transactional, audited sandbox.
 #[derive(Debug, Parser)]
-#[command(name = "guard", version, about, long_about = None)]
+#[command(
+    name = "guard",
+    version = env!("GUARD_VERSION"),
+    about,
+    long_about = None,
+    after_help = EXIT_STATUS_HELP
+)]
 pub struct Cli {
     /// Diagnostic output on stderr: error, warn, info, debug, trace.
     #[arg(long, global = true, env = "GUARD_LOG", default_value = "warn")]
@@ -33,10 +55,12 @@ pub struct Cli {
 pub enum Command {
     /// Run CMD under a profile: Landlock, seccomp, judged calls, audit log.
     Exec(ExecArgs),
-    /// List recorded runs, newest first.
-    Runs,
+    /// List recorded runs, newest first, one line each.
+    Runs(runs::RunsArgs),
     /// Show a run's audit log (the newest run by default).
     Log(log::LogArgs),
+    /// A run's refused calls for CI: Markdown, GitHub annotations and job summary, GitLab.
+    Report(report::ReportArgs),
     /// What a run changed in its workspace: added, modified, deleted, metadata.
     Diff(txn::DiffArgs),
     /// Undo a run (or roll it back to a checkpoint) after it ended.
@@ -68,6 +92,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (guard.1), or write every page (guard.1, guard-exec.1, ...) to DIR.
+    Man {
+        /// Write guard.1 and one page per subcommand to DIR.
+        #[arg(short, long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +116,12 @@ pub enum CliError {
     Usage(String),
     #[error("cannot write to stdout")]
     Stdout(#[source] std::io::Error),
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<crate::run::RunError> for CliError {
@@ -99,6 +137,17 @@ impl From<crate::policy::PolicyError> for CliError {
 }
 
 impl CliError {
+    /// Whether this is a write to a closed pipe on stdout (`guard log | head -1`): not an
+    /// error, the reader has seen enough.
+    pub fn is_broken_pipe(&self) -> bool {
+        let io = match self {
+            CliError::Stdout(e) => e,
+            CliError::Audit(crate::audit::AuditError::Output { source }) => source,
+            _ => return false,
+        };
+        io.kind() == std::io::ErrorKind::BrokenPipe
+    }
+
     /// The exit status for this error: 127 / 126 when the command cannot be found or executed
     /// (as shells and `env` report it), 125 for everything else guard could not do.
     pub fn exit_code(&self) -> i32 {
@@ -122,8 +171,9 @@ impl CliError {
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Exec(args) => exec::run(args),
-        Command::Runs => runs::run(),
+        Command::Runs(args) => runs::run(args),
         Command::Log(args) => log::run(args),
+        Command::Report(args) => report::run(args),
         Command::Diff(args) => txn::diff(args),
         Command::Rollback(args) => txn::rollback(args),
         Command::Recover(args) => txn::recover(args),
@@ -135,6 +185,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             command,
         } => profile::explain(&profile, workspace, &command),
         Command::Doctor { json } => doctor::run(json),
+        Command::Completions { shell } => conventions::completions(shell),
+        Command::Man { out_dir } => conventions::man(out_dir.as_deref()),
     }
 }
 

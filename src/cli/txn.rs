@@ -10,12 +10,14 @@ use super::CliError;
 use crate::audit;
 use crate::journal::{self, CheckpointId, Journal, RunDir};
 
-/// Which run: an id or a unique prefix of one; the newest when absent.
+/// Which run: an id or a unique prefix of one; when absent, the newest run that started (one
+/// that failed to start is never the default).
 pub fn find_run(run: Option<&str>) -> Result<RunDir, CliError> {
     let state = journal::state_dir()?;
     let runs = journal::list_runs(&state);
+    let newest_started = journal::default_run(&state);
     let found: Vec<&RunDir> = match run {
-        None => runs.first().into_iter().collect(),
+        None => newest_started.iter().collect(),
         Some(id) => runs
             .iter()
             .filter(|r| r.id == id || r.id.starts_with(id))

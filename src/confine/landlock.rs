@@ -366,6 +366,7 @@ mod tests {
             env: EnvPolicy {
                 keep: Vec::new(),
                 drop: Vec::new(),
+                allow: Vec::new(),
                 set: Vec::new(),
             },
             rules: Vec::new(),

@@ -50,6 +50,6 @@ mod scenarios;
 pub use digest::tree_digest;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
 pub use report::{Conflict, Diff};
-pub use rundir::{list_runs, state_dir, RunDir, RunMeta, StateError};
+pub use rundir::{default_run, list_runs, state_dir, RunDir, RunMeta, StateError};
 pub use runs::{interrupted_runs, prune, recover, PruneReport, Recovered};
 pub use undo::RollbackReport;

@@ -54,7 +54,9 @@ pub struct RunMeta {
     pub profile: String,
     pub started: String,
     pub guard_pid: u32,
-    /// `running` until the run ends, then `ended`.
+    /// `running` until the run ends, then `ended`; `failed` when guard could not start the
+    /// command (nothing ran; such a run is never the default of `log`, `diff`, `rollback`);
+    /// `recovered` after `guard recover`.
     pub state: String,
     pub status: Option<i32>,
 }
@@ -159,6 +161,31 @@ impl RunDir {
         })
     }
 
+    /// Records that guard could not start the command of this run: keeps the metadata already
+    /// written (or writes what is known) with state `failed`.
+    pub fn record_failed_start(&self, workspace: &Path, command: &[String], profile: &str) {
+        let meta = match self.read_meta() {
+            Ok(meta) => RunMeta {
+                state: "failed".into(),
+                ..meta
+            },
+            Err(_) => RunMeta {
+                v: 1,
+                id: self.id.clone(),
+                workspace: workspace.to_path_buf(),
+                command: command.to_vec(),
+                profile: profile.to_owned(),
+                started: crate::audit::Timestamp::now().to_string(),
+                guard_pid: std::process::id(),
+                state: "failed".into(),
+                status: None,
+            },
+        };
+        if let Err(e) = self.write_meta(&meta) {
+            tracing::warn!("cannot record the failed start of run {}: {e}", self.id);
+        }
+    }
+
     pub fn read_meta(&self) -> Result<RunMeta, StateError> {
         let path = self.path.join("run.json");
         let text = std::fs::read_to_string(&path).map_err(|source| StateError::Read {
@@ -187,6 +214,14 @@ pub fn active_runs(state: &Path) -> Vec<RunDir> {
         .unwrap_or_default();
     out.sort_by(|a, b| b.id.cmp(&a.id));
     out
+}
+
+/// The run that `guard log`, `diff` and `rollback` take when none is named: the newest one
+/// that started (it has metadata and its state is not `failed`).
+pub fn default_run(state: &Path) -> Option<RunDir> {
+    list_runs(state)
+        .into_iter()
+        .find(|r| r.read_meta().is_ok_and(|m| m.state != "failed"))
 }
 
 /// Every run under `state`, newest first.

@@ -1,5 +1,6 @@
 //! Environment sanitisation: the command sees only the variables the profile keeps, without the
-//! ones it drops (credentials, agent sockets, loader hooks), plus the ones guard sets.
+//! ones it drops (credentials, agent sockets, loader hooks) unless it allows them by name, plus
+//! the ones guard sets.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStringExt;
@@ -31,7 +32,8 @@ pub fn sanitize_env(
     let mut out: Vec<(OsString, OsString)> = Vec::new();
     for (k, v) in vars {
         let name = k.to_string_lossy();
-        if keep.is_match(name.as_ref()) && !drop.is_match(name.as_ref()) {
+        let allowed = policy.allow.iter().any(|a| *a == name);
+        if keep.is_match(name.as_ref()) && (allowed || !drop.is_match(name.as_ref())) {
             out.push((k, v));
         }
     }
@@ -63,7 +65,8 @@ mod tests {
     fn drops_secrets_keeps_the_rest_and_sets_extra() {
         let policy = EnvPolicy {
             keep: vec!["*".into()],
-            drop: vec!["AWS_*".into(), "SSH_AUTH_SOCK".into()],
+            drop: vec!["AWS_*".into(), "SSH_AUTH_SOCK".into(), "*_TOKEN".into()],
+            allow: vec!["NPM_TOKEN".into()],
             set: vec![("FOO".into(), "bar".into())],
         };
         let vars = [
@@ -71,6 +74,8 @@ mod tests {
             ("AWS_SECRET_ACCESS_KEY", "x"),
             ("SSH_AUTH_SOCK", "/tmp/s"),
             ("TMPDIR", "/tmp"),
+            ("NPM_TOKEN", "n"),
+            ("GH_TOKEN", "g"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let env = sanitize_env(vars, &policy, &[("TMPDIR".into(), "/run/t".into())]);
@@ -78,6 +83,9 @@ mod tests {
             .iter()
             .map(|c| c.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(env, ["PATH=/bin", "FOO=bar", "TMPDIR=/run/t"]);
+        assert_eq!(
+            env,
+            ["PATH=/bin", "NPM_TOKEN=n", "FOO=bar", "TMPDIR=/run/t"]
+        );
     }
 }

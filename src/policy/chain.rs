@@ -137,7 +137,7 @@ fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyEr
     };
     let raw = raw::parse(&text).map_err(|error| PolicyError::Parse {
         profile: display.clone(),
-        error,
+        problem: super::diagnose::describe(&text, &error),
     })?;
     Ok(Unit {
         display,

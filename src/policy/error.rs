@@ -13,11 +13,22 @@ pub enum PolicyError {
         source: std::io::Error,
     },
 
-    /// The toml crate's message carries the line, the column and the offending key.
-    #[error("invalid profile {profile}: {error}")]
+    /// The line, the key, what was expected and what was found (see `diagnose`).
+    #[error("invalid profile {profile}: {problem}")]
     Parse {
         profile: String,
-        error: toml::de::Error,
+        problem: super::diagnose::Problem,
+    },
+
+    #[error(
+        "profile {profile}: rule id `{id}` is already used by a different rule in {first}\n\
+         hint: give this rule its own id; to drop every inherited rule instead, add \
+         `replace = [\"rule\"]`"
+    )]
+    DuplicateRule {
+        profile: String,
+        id: String,
+        first: String,
     },
 
     #[error(

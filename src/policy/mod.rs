@@ -2,13 +2,14 @@
 //! [`Policy`]; and the pure [`decide`] function. No I/O besides reading profile files.
 //!
 //! The pipeline inside: `chain` loads the files of a profile chain (`raw` is their schema),
-//! `resolve` merges and validates them into the `model` types (with `paths`, `net`, `argv` and
+//! `resolve` merges and validates them (`diagnose` words parse errors) into the `model` types (with `paths`, `net`, `argv` and
 //! `errno` compiling the pieces), `decide` judges requests, `render` shows the result.
 
 mod argv;
 mod builtin;
 mod chain;
 mod decide;
+mod diagnose;
 mod errno;
 mod error;
 mod model;
@@ -21,6 +22,7 @@ mod resolve;
 pub use argv::ArgvPattern;
 pub use builtin::{builtin_names, builtin_source};
 pub use decide::decide;
+pub use diagnose::Problem;
 pub use error::PolicyError;
 pub use model::*;
 pub use net::NetMatcher;

@@ -129,6 +129,8 @@ pub enum Oversize {
 pub struct EnvPolicy {
     pub keep: Vec<String>,
     pub drop: Vec<String>,
+    /// Exact names passed even though a `drop` pattern matches them (a `keep` one must still).
+    pub allow: Vec<String>,
     pub set: Vec<(String, String)>,
 }
 

@@ -4,8 +4,9 @@
 //! so that a child profile says only what it changes.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde::Deserialize;
+use serde::{de, Deserialize};
 
 use super::model::{Action, Op};
 
@@ -61,8 +62,7 @@ pub struct RawNet {
 }
 
 /// A bind entry: a port number, or a string (`"*"` or digits).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawPort {
     Number(i64),
     Text(String),
@@ -106,8 +106,7 @@ pub enum RawOversize {
 }
 
 /// A size: bytes as an integer, or a string with a unit (`"64MiB"`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawSize {
     Bytes(i64),
     Text(String),
@@ -120,11 +119,14 @@ pub struct RawEnv {
     pub keep: Vec<String>,
     #[serde(default)]
     pub drop: Vec<String>,
+    /// Exact variable names passed even though a `drop` pattern matches them.
+    #[serde(default)]
+    pub allow: Vec<String>,
     #[serde(default)]
     pub set: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawRule {
     pub id: String,
@@ -141,11 +143,92 @@ pub struct RawRule {
 }
 
 /// A value written either alone or as a list.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
+}
+
+/// How an error message names what a [`OneOrMany`] of this type expects.
+pub trait Expected {
+    const ONE_OR_MANY: &'static str;
+}
+
+impl Expected for Op {
+    const ONE_OR_MANY: &'static str =
+        "an operation (exec, delete, rename, write, create, link, chmod, connect) or a list of them";
+}
+
+impl Expected for String {
+    const ONE_OR_MANY: &'static str = "a string or a list of strings";
+}
+
+// The schema's either-or values are read by hand rather than with `#[serde(untagged)]`, whose
+// only error is "data did not match any variant": these say what was expected.
+
+impl<'de, T: Deserialize<'de> + Expected> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + Expected> de::Visitor<'de> for Visit<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(T::ONE_OR_MANY)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                T::deserialize(de::value::StrDeserializer::<E>::new(s)).map(OneOrMany::One)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(OneOrMany::Many)
+            }
+        }
+        d.deserialize_any(Visit(std::marker::PhantomData))
+    }
+}
+
+/// Reads an integer or a string, as `RawPort` and `RawSize` are written.
+struct NumberOrText<T> {
+    expecting: &'static str,
+    number: fn(i64) -> T,
+    text: fn(String) -> T,
+}
+
+impl<T> de::Visitor<'_> for NumberOrText<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<T, E> {
+        Ok((self.number)(n))
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<T, E> {
+        i64::try_from(n)
+            .map(self.number)
+            .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<T, E> {
+        Ok((self.text)(s.to_owned()))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawPort {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumberOrText {
+            expecting: "a port number or \"*\"",
+            number: RawPort::Number,
+            text: RawPort::Text,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumberOrText {
+            expecting: "a size in bytes or a string such as \"64MiB\"",
+            number: RawSize::Bytes,
+            text: RawSize::Text,
+        })
+    }
 }
 
 impl<T> OneOrMany<T> {

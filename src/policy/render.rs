@@ -87,6 +87,7 @@ pub fn render(policy: &Policy) -> String {
     line(w, format_args!("\n[env]"));
     list(w, "keep", policy.env.keep.iter().cloned());
     list(w, "drop", policy.env.drop.iter().cloned());
+    list(w, "allow", policy.env.allow.iter().cloned());
     let set: Vec<String> = policy
         .env
         .set

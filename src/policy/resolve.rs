@@ -3,12 +3,13 @@
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
 //! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `transaction.exclude`,
-//!   `env.keep`, `env.drop`) are appended to the parent's, exact duplicates removed;
+//!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
 //! - scalars (`mode`, `net.dns`, `net.bind` as a whole, `transaction.on-deny`, `on-failure`,
 //!   `max-preimage-size`, `name`) override the parent's when the child sets them;
 //! - `env.set` merges key by key, the child winning;
 //! - rules: the child's rules come before the parent's, and the first matching rule wins, so a
-//!   child can always override a parent's rule;
+//!   child can always override a parent's rule; every rule has its own id (a different rule
+//!   under an id already taken in the chain is an error; the very same rule twice is kept once);
 //! - `replace = ["env.keep", "rule", ...]` makes the profile replace the named inherited lists
 //!   instead of appending to them (the only way for a child to narrow a list).
 //!
@@ -40,6 +41,7 @@ const REPLACEABLE: &[&str] = &[
     "transaction.exclude",
     "env.keep",
     "env.drop",
+    "env.allow",
     "env.set",
     "rule",
 ];
@@ -84,8 +86,11 @@ struct Acc {
     fsync: bool,
     keep: Option<Vec<String>>,
     drop: Vec<String>,
+    allow: Vec<String>,
     set: Vec<(String, String)>,
     rules: Vec<Rule>,
+    /// Every rule id seen so far: the profile that defined it, and the rule as written.
+    rule_ids: Vec<(String, String, RawRule)>,
 }
 
 fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, PolicyError> {
@@ -107,8 +112,10 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         fsync: false,
         keep: None,
         drop: Vec::new(),
+        allow: Vec::new(),
         set: Vec::new(),
         rules: Vec::new(),
+        rule_ids: Vec::new(),
     };
     for unit in units {
         apply(&mut acc, unit, vars)?;
@@ -150,6 +157,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         env: EnvPolicy {
             keep: acc.keep.unwrap_or_else(|| vec!["*".to_string()]),
             drop: acc.drop,
+            allow: acc.allow,
             set: acc.set,
         },
         rules: acc.rules,
@@ -173,8 +181,12 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "transaction.exclude" => acc.exclude.clear(),
             "env.keep" => acc.keep = Some(Vec::new()),
             "env.drop" => acc.drop.clear(),
+            "env.allow" => acc.allow.clear(),
             "env.set" => acc.set.clear(),
-            "rule" => acc.rules.clear(),
+            "rule" => {
+                acc.rules.clear();
+                acc.rule_ids.clear();
+            }
             other => {
                 return Err(cx.bad_value(
                     "replace",
@@ -280,6 +292,16 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         cx.glob("env.drop", entry, false)?;
         push_unique(&mut acc.drop, entry.clone());
     }
+    for name in &env.allow {
+        if name.is_empty() || name.contains(['=', '\0', '*', '?', '[', '{']) {
+            return Err(cx.bad_value(
+                "env.allow",
+                name,
+                "not a variable name (allow takes exact names, not patterns)".into(),
+            ));
+        }
+        push_unique(&mut acc.allow, name.clone());
+    }
     for (key, value) in &env.set {
         if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
             return Err(cx.bad_value("env.set", key, "not a valid variable".into()));
@@ -293,6 +315,22 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
 
     let mut rules = Vec::with_capacity(raw.rule.len() + acc.rules.len());
     for rule in &raw.rule {
+        // An id names one rule. The same rule arriving twice (two built-ins that share it,
+        // layered with -p) is kept once; a different rule under a taken id is refused, since
+        // the first to match would silently take the other's place.
+        match acc.rule_ids.iter().find(|(id, _, _)| *id == rule.id) {
+            Some((_, _, seen)) if seen == rule => continue,
+            Some((_, first, _)) => {
+                return Err(PolicyError::DuplicateRule {
+                    profile: unit.display.clone(),
+                    id: rule.id.clone(),
+                    first: first.clone(),
+                })
+            }
+            None => acc
+                .rule_ids
+                .push((rule.id.clone(), unit.display.clone(), rule.clone())),
+        }
         if let Some(r) = cx.rule(rule)? {
             rules.push(r);
         }
@@ -741,6 +779,43 @@ action = "allow"
         assert!(p.fs.read.iter().all(|r| !r.starts_with("/home")));
         assert!(p.rules.iter().all(|r| !r.id.starts_with("no-rm-home")));
         assert!(p.rules.iter().any(|r| r.id == "no-rm-workspace"));
+    }
+
+    #[test]
+    fn a_rule_id_names_one_rule() {
+        let dir = files(&[
+            (
+                "shadow.toml",
+                "extends = \"ci\"\n[[rule]]\nid = \"no-force-push\"\nwhen = \"exec\"\nargv = [\"git\", \"push\"]\naction = \"allow\"\n",
+            ),
+            (
+                "twice.toml",
+                "[[rule]]\nid = \"a\"\nwhen = \"exec\"\naction = \"deny\"\n[[rule]]\nid = \"a\"\nwhen = \"delete\"\naction = \"deny\"\n",
+            ),
+            (
+                "replaced.toml",
+                "extends = \"ci\"\nreplace = [\"rule\"]\n[[rule]]\nid = \"no-force-push\"\nwhen = \"exec\"\naction = \"deny\"\n",
+            ),
+        ]);
+        let err = load(&[spec(&dir, "shadow.toml")], &vars()).unwrap_err();
+        assert!(
+            matches!(err, PolicyError::DuplicateRule { ref id, ref first, .. } if id == "no-force-push" && first == "ci"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("hint:"), "{err}");
+        let err = load(&[spec(&dir, "twice.toml")], &vars()).unwrap_err();
+        assert!(matches!(err, PolicyError::DuplicateRule { .. }), "{err}");
+        let p = load(&[spec(&dir, "replaced.toml")], &vars())
+            .expect("replace drops the inherited rules");
+        assert_eq!(p.rules.len(), 1);
+        // agent and ci share their force-push rules word for word: layered, each is kept once.
+        let p = load(&["agent".into(), "ci".into()], &vars()).expect("agent + ci");
+        let ids: Vec<&str> = p.rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids.iter().filter(|i| **i == "no-force-push").count(),
+            1,
+            "{ids:?}"
+        );
     }
 
     #[test]

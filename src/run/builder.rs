@@ -53,6 +53,7 @@ impl Run {
             state_dir: None,
             atomic: false,
             audit_log: None,
+            audit_otlp: None,
             summary: None,
             features: features::Options::default(),
             keep_caps: false,
@@ -76,6 +77,7 @@ pub struct RunBuilder {
     pub(super) state_dir: Option<PathBuf>,
     pub(super) atomic: bool,
     pub(super) audit_log: Option<PathBuf>,
+    pub(super) audit_otlp: Option<String>,
     pub(super) summary: Option<PathBuf>,
     pub(super) features: features::Options,
     pub(super) keep_caps: bool,
@@ -118,6 +120,15 @@ impl RunBuilder {
     /// Also write the audit log to `path` (it is always kept in the run directory).
     pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
         self.audit_log = Some(path.into());
+        self
+    }
+
+    /// Also send every audit event to the OpenTelemetry collector at `url` (OTLP/HTTP logs).
+    /// Without it, the standard `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` and
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` variables of guard's own environment are used. The
+    /// exporter never slows the command: what cannot be sent is counted in the log.
+    pub fn audit_otlp(mut self, url: impl Into<String>) -> Self {
+        self.audit_otlp = Some(url.into());
         self
     }
 

@@ -90,6 +90,7 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
         counts: Default::default(),
         suppressed: 0,
         duration_ms,
+        otlp_dropped: None,
     })?;
     let summary = audit::Summary {
         v: 1,
@@ -110,6 +111,7 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
         files_changed,
         digest_before: a.digest_before.clone(),
         digest_after: rollback.as_ref().and_then(|r| r.digest_after.clone()),
+        audit_chain_head: Some(stats.chain_head.clone()),
     };
     summary.write(&a.run_dir.summary())?;
     if let Some(path) = &a.summary_path {

@@ -19,6 +19,9 @@ pub(super) struct Dirs {
     pub run_dir: RunDir,
     pub tmp: PathBuf,
     pub armed: bool,
+    /// The command and profile selection, for the record of a run that failed to start.
+    pub command: Vec<String>,
+    pub profile: String,
 }
 
 impl Drop for Dirs {
@@ -26,11 +29,10 @@ impl Drop for Dirs {
         if !self.armed {
             return;
         }
-        // Nothing of the command ran: this run is not one to recover.
-        if let Ok(mut meta) = self.run_dir.read_meta() {
-            meta.state = "failed".into();
-            let _ = self.run_dir.write_meta(&meta);
-        }
+        // Nothing of the command ran: this run is not one to recover, nor a default for
+        // `guard log`/`diff`/`rollback`.
+        self.run_dir
+            .record_failed_start(&self.workspace, &self.command, &self.profile);
         self.run_dir.mark_inactive(&self.state);
         remove_tmp(&self.tmp);
     }
@@ -87,6 +89,8 @@ pub(super) fn dirs(b: &RunBuilder) -> Result<Dirs, RunError> {
         run_dir,
         tmp,
         armed: true,
+        command: Vec::new(),
+        profile: String::new(),
     };
     {
         use std::os::unix::fs::DirBuilderExt;

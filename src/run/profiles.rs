@@ -50,6 +50,15 @@ impl Profiles {
         }
     }
 
+    /// The selection in words, for the record of a run (`agent`, `agent,./extra.toml`).
+    pub(crate) fn describe(&self) -> String {
+        match &self.source {
+            Source::Specs(specs) if specs.is_empty() => DEFAULT_PROFILE.to_string(),
+            Source::Specs(specs) => specs.join(","),
+            Source::Resolver(_) => "(resolved by the embedding program)".to_string(),
+        }
+    }
+
     /// Resolve the selection with the run's variables.
     pub(crate) fn resolve(self, vars: &Vars) -> Result<Policy, PolicyError> {
         match self.source {

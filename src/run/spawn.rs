@@ -36,7 +36,16 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         return Err(launch::CommandError::Empty.into());
     }
     let mut d = dirs(&b)?;
+    d.command = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    d.profile = b.profiles.describe();
     let policy = policy(&mut b, &d)?;
+    let otlp = audit::OtlpConfig::detect(b.audit_otlp.as_deref(), &d.run_dir.id, &|name| {
+        std::env::var(name).ok()
+    })
+    .map_err(audit::AuditError::from)?;
     for run in journal::interrupted_runs(&d.state, &d.workspace) {
         let workspace = d.workspace.clone();
         notify(&mut b.notices, Notice::InterruptedRun { run, workspace });
@@ -138,7 +147,12 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     // 7. Threads: audit writer, then the supervisor.
     let mut sinks = vec![d.run_dir.audit_log()];
     sinks.extend(b.audit_log.clone());
-    let writer = match AuditWriter::start(sinks, d.run_dir.id.clone(), audit::Limits::default()) {
+    let writer = match AuditWriter::start_with(
+        sinks,
+        d.run_dir.id.clone(),
+        audit::Limits::default(),
+        otlp,
+    ) {
         Ok(w) => w,
         Err(e) => {
             abandon(&tree);

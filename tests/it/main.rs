@@ -5,6 +5,9 @@ mod util;
 
 mod attacks;
 mod audit_log;
+mod audit_query;
+mod ci_kit;
+mod conventions;
 mod emulation;
 mod fidelity;
 mod fidelity_builds;
@@ -13,6 +16,7 @@ mod fs_boundary;
 mod git;
 mod journal_limits;
 mod library;
+mod otlp;
 mod pjdfstest;
 mod process;
 mod profiles;
