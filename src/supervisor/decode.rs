@@ -1,7 +1,8 @@
 //! Decoding a trapped call into a policy [`Request`]: which operation it is, its paths resolved
 //! as the caller sees them, its argv and executable, or its socket address.
 //!
-//! The table in [`shape_of`] names, for every trapped system call, where its arguments are.
+//! Where each trapped system call keeps its arguments is read from the one syscall table
+//! ([`crate::confine::syscalls`]), the table the seccomp filter is built from.
 //! Anything that cannot be read or makes no sense is an error, and the caller denies the call
 //! (fail closed).
 
@@ -15,443 +16,9 @@ use crate::sys::Notif;
 
 use super::memory::{self, PATH_MAX};
 use super::resolve::{self, Target};
+use crate::confine::syscalls::{self, Follow, OpenFlags, Shape as Call};
 
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
-
-/// Where a trapped call keeps its arguments. `Option<usize>` dirfds are `None` for the legacy
-/// calls that take none (relative to the cwd).
-#[derive(Debug, Clone, Copy)]
-enum Call {
-    /// unlink/rmdir/unlinkat; `flags`: the unlinkat flags argument (AT_REMOVEDIR), `rmdir`: the
-    /// legacy rmdir.
-    Unlink {
-        dirfd: Option<usize>,
-        path: usize,
-        flags: Option<usize>,
-        rmdir: bool,
-    },
-    Rename {
-        from: (Option<usize>, usize),
-        to: (Option<usize>, usize),
-        flags: Option<usize>,
-    },
-    Link {
-        from: (Option<usize>, usize),
-        to: (Option<usize>, usize),
-        flags: Option<usize>,
-    },
-    Symlink {
-        target: usize,
-        dirfd: Option<usize>,
-        path: usize,
-    },
-    Mkdir {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-    },
-    Mknod {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-        dev: usize,
-    },
-    Chmod {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-        follow: Follow,
-    },
-    Chown {
-        dirfd: Option<usize>,
-        path: usize,
-        uid: usize,
-        follow: Follow,
-    },
-    Truncate {
-        path: usize,
-        len: usize,
-    },
-    /// utime/utimes/futimesat/utimensat/xattrs: metadata the supervisor records, then continues.
-    Meta {
-        dirfd: Option<usize>,
-        path: usize,
-        follow: Follow,
-        empty_ok: bool,
-    },
-    Open {
-        dirfd: Option<usize>,
-        path: usize,
-        flags: OpenFlags,
-        mode: Option<usize>,
-    },
-    Exec {
-        dirfd: Option<usize>,
-        path: usize,
-        argv: usize,
-        flags: Option<usize>,
-    },
-    Connect,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Follow {
-    Always,
-    Never,
-    /// Follow unless the flags argument at this index has AT_SYMLINK_NOFOLLOW.
-    UnlessFlagged(usize),
-}
-
-#[derive(Debug, Clone, Copy)]
-enum OpenFlags {
-    Arg(usize),
-    Creat,
-    /// openat2: `struct open_how` at this argument.
-    How(usize),
-}
-
-/// The argument layout of a trapped system call, and its name.
-fn call_of(nr: i64) -> Option<(&'static str, Call)> {
-    use Follow::*;
-    let c = match nr {
-        libc::SYS_unlinkat => (
-            "unlinkat",
-            Call::Unlink {
-                dirfd: Some(0),
-                path: 1,
-                flags: Some(2),
-                rmdir: false,
-            },
-        ),
-        libc::SYS_renameat2 => (
-            "renameat2",
-            Call::Rename {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_linkat => (
-            "linkat",
-            Call::Link {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_symlinkat => (
-            "symlinkat",
-            Call::Symlink {
-                target: 0,
-                dirfd: Some(1),
-                path: 2,
-            },
-        ),
-        libc::SYS_mkdirat => (
-            "mkdirat",
-            Call::Mkdir {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-            },
-        ),
-        libc::SYS_mknodat => (
-            "mknodat",
-            Call::Mknod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                dev: 3,
-            },
-        ),
-        libc::SYS_fchmodat => (
-            "fchmodat",
-            Call::Chmod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                follow: Always,
-            },
-        ),
-        452 => (
-            "fchmodat2",
-            Call::Chmod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                follow: UnlessFlagged(3),
-            },
-        ),
-        libc::SYS_fchownat => (
-            "fchownat",
-            Call::Chown {
-                dirfd: Some(0),
-                path: 1,
-                uid: 2,
-                follow: UnlessFlagged(4),
-            },
-        ),
-        libc::SYS_truncate => ("truncate", Call::Truncate { path: 0, len: 1 }),
-        libc::SYS_utimensat => (
-            "utimensat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(3),
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_setxattr => (
-            "setxattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_lsetxattr => (
-            "lsetxattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Never,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_removexattr => (
-            "removexattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_lremovexattr => (
-            "lremovexattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Never,
-                empty_ok: false,
-            },
-        ),
-        // setxattrat(dfd, path, at_flags, name, args, size) and removexattrat(dfd, path,
-        // at_flags, name), Linux 6.13; the libc crate has no constants for them yet.
-        463 => (
-            "setxattrat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(2),
-                empty_ok: true,
-            },
-        ),
-        466 => (
-            "removexattrat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(2),
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_openat => (
-            "openat",
-            Call::Open {
-                dirfd: Some(0),
-                path: 1,
-                flags: OpenFlags::Arg(2),
-                mode: Some(3),
-            },
-        ),
-        libc::SYS_openat2 => (
-            "openat2",
-            Call::Open {
-                dirfd: Some(0),
-                path: 1,
-                flags: OpenFlags::How(2),
-                mode: None,
-            },
-        ),
-        libc::SYS_execve => (
-            "execve",
-            Call::Exec {
-                dirfd: None,
-                path: 0,
-                argv: 1,
-                flags: None,
-            },
-        ),
-        libc::SYS_execveat => (
-            "execveat",
-            Call::Exec {
-                dirfd: Some(0),
-                path: 1,
-                argv: 2,
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_connect => ("connect", Call::Connect),
-        _ => return legacy_call_of(nr),
-    };
-    Some(c)
-}
-
-/// The pre-*at entry points, which only x86_64 has.
-#[cfg(target_arch = "x86_64")]
-fn legacy_call_of(nr: i64) -> Option<(&'static str, Call)> {
-    use Follow::*;
-    let c = match nr {
-        libc::SYS_unlink => (
-            "unlink",
-            Call::Unlink {
-                dirfd: None,
-                path: 0,
-                flags: None,
-                rmdir: false,
-            },
-        ),
-        libc::SYS_rmdir => (
-            "rmdir",
-            Call::Unlink {
-                dirfd: None,
-                path: 0,
-                flags: None,
-                rmdir: true,
-            },
-        ),
-        libc::SYS_rename => (
-            "rename",
-            Call::Rename {
-                from: (None, 0),
-                to: (None, 1),
-                flags: None,
-            },
-        ),
-        libc::SYS_renameat => (
-            "renameat",
-            Call::Rename {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: None,
-            },
-        ),
-        libc::SYS_link => (
-            "link",
-            Call::Link {
-                from: (None, 0),
-                to: (None, 1),
-                flags: None,
-            },
-        ),
-        libc::SYS_symlink => (
-            "symlink",
-            Call::Symlink {
-                target: 0,
-                dirfd: None,
-                path: 1,
-            },
-        ),
-        libc::SYS_mkdir => (
-            "mkdir",
-            Call::Mkdir {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-            },
-        ),
-        libc::SYS_mknod => (
-            "mknod",
-            Call::Mknod {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-                dev: 2,
-            },
-        ),
-        libc::SYS_chmod => (
-            "chmod",
-            Call::Chmod {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-                follow: Always,
-            },
-        ),
-        libc::SYS_chown => (
-            "chown",
-            Call::Chown {
-                dirfd: None,
-                path: 0,
-                uid: 1,
-                follow: Always,
-            },
-        ),
-        libc::SYS_lchown => (
-            "lchown",
-            Call::Chown {
-                dirfd: None,
-                path: 0,
-                uid: 1,
-                follow: Never,
-            },
-        ),
-        libc::SYS_utime => (
-            "utime",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_utimes => (
-            "utimes",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_futimesat => (
-            "futimesat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: Always,
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_open => (
-            "open",
-            Call::Open {
-                dirfd: None,
-                path: 0,
-                flags: OpenFlags::Arg(1),
-                mode: Some(2),
-            },
-        ),
-        libc::SYS_creat => (
-            "creat",
-            Call::Open {
-                dirfd: None,
-                path: 0,
-                flags: OpenFlags::Creat,
-                mode: Some(1),
-            },
-        ),
-        _ => return None,
-    };
-    Some(c)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn legacy_call_of(_nr: i64) -> Option<(&'static str, Call)> {
-    None
-}
 
 /// The address to connect to, as bytes for the kernel: a relative unix socket path is made
 /// absolute (guard connects from its own cwd, not the caller's).
@@ -648,7 +215,9 @@ fn same_file_on_disk(n: &Notif, dirfd: Option<usize>, raw: &[u8], exe: &std::pat
 /// Decode notification `n`.
 pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
     let nr = i64::from(n.nr);
-    let Some((name, call)) = call_of(nr) else {
+    let Some((name, call)) =
+        syscalls::trapped(syscalls::NATIVE, nr).and_then(|s| Some((s.name, s.trapped_shape()?)))
+    else {
         return Err(DecodeError {
             syscall: "unknown",
             errno: libc::ENOSYS,
@@ -945,15 +514,15 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             d.cwd = resolve::caller_cwd(n.pid).ok();
             d
         }
-        Call::Connect => {
-            let len = (n.args[2] as usize).min(128);
+        Call::Connect { sock, addr, len } => {
+            let len = (n.args[len] as usize).min(128);
             if len < 2 {
                 return Err(fail(
                     io::Error::from_raw_os_error(libc::EINVAL),
                     "address too short",
                 ));
             }
-            let raw = memory::read_bytes(n.pid, n.args[1], len)
+            let raw = memory::read_bytes(n.pid, n.args[addr], len)
                 .map_err(|e| fail(e, "cannot read the address"))?;
             let addr = decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             let wire = absolute_unix(&raw, &addr);
@@ -961,7 +530,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
                 name,
                 Op::Connect,
                 Act::Connect {
-                    sock: n.args[0] as i32,
+                    sock: n.args[sock] as i32,
                     addr: wire,
                 },
             );
