@@ -145,8 +145,38 @@ pub struct DecodeError {
     pub syscall: &'static str,
     pub errno: i32,
     pub what: String,
-    /// The errno is what the kernel itself answers for this path (it does not resolve).
-    pub natural: bool,
+    pub kind: FailureKind,
+}
+
+/// Why a call could not be judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
+    /// the errno the kernel itself gives it, not by policy.
+    Unresolved,
+    /// guard could not read or make sense of the call: refused, fail closed.
+    Undecodable,
+}
+
+impl DecodeError {
+    /// `resolving`: `e` came from resolving a path argument (reading it, or walking it).
+    fn new(syscall: &'static str, e: &io::Error, what: &str, resolving: bool) -> Self {
+        let errno = e.raw_os_error().unwrap_or(libc::EPERM);
+        let natural = matches!(
+            errno,
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+        );
+        DecodeError {
+            syscall,
+            errno,
+            what: format!("{what}: {e}"),
+            kind: if resolving && natural {
+                FailureKind::Unresolved
+            } else {
+                FailureKind::Undecodable
+            },
+        }
+    }
 }
 
 fn read_path(n: &Notif, arg: usize) -> io::Result<Vec<u8>> {
@@ -222,22 +252,12 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             syscall: "unknown",
             errno: libc::ENOSYS,
             what: format!("system call {nr} is not one guard judges"),
-            natural: false,
+            kind: FailureKind::Undecodable,
         });
     };
-    let fail = |e: io::Error, what: &str| {
-        let errno = e.raw_os_error().unwrap_or(libc::EPERM);
-        DecodeError {
-            syscall: name,
-            errno,
-            what: format!("{what}: {e}"),
-            natural: what.starts_with("cannot resolve")
-                && matches!(
-                    errno,
-                    libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
-                ),
-        }
-    };
+    let fail = |e: io::Error, what: &str| DecodeError::new(name, &e, what, false);
+    // A path that cannot be resolved: the kernel's own answer when it does not resolve.
+    let unresolved = |e: io::Error, what: &str| DecodeError::new(name, &e, what, true);
     let arg32 = |i: usize| n.args[i] as u32;
     let d = match call {
         Call::Unlink {
@@ -246,8 +266,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             flags,
             rmdir,
         } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let t = target_at(n, dirfd, path, false)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let rmdir = rmdir || flags.is_some_and(|i| n.args[i] & libc::AT_REMOVEDIR as u64 != 0);
             let p = t.path.clone();
             let mut d = Decoded::new(
@@ -260,9 +280,9 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
         }
         Call::Rename { from, to, flags } => {
             let a = target_at(n, from.0, from.1, false)
-                .map_err(|e| fail(e, "cannot resolve the source"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = target_at(n, to.0, to.1, false)
-                .map_err(|e| fail(e, "cannot resolve the destination"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
             let flags = flags.map(arg32).unwrap_or(0);
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut d = Decoded::new(
@@ -282,9 +302,9 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
         Call::Link { from, to, flags } => {
             let follow = flags.is_some_and(|i| n.args[i] & libc::AT_SYMLINK_FOLLOW as u64 != 0);
             let a = target_at(n, from.0, from.1, follow)
-                .map_err(|e| fail(e, "cannot resolve the source"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = target_at(n, to.0, to.1, false)
-                .map_err(|e| fail(e, "cannot resolve the link name"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut d = Decoded::new(name, Op::Link, Act::Link { from: a, to: b });
             d.creates = new.then(|| pb.clone());
@@ -300,7 +320,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let content =
                 read_path(n, target).map_err(|e| fail(e, "cannot read the link target"))?;
             let t = target_at(n, dirfd, path, false)
-                .map_err(|e| fail(e, "cannot resolve the link name"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut d = Decoded::new(
                 name,
@@ -315,8 +335,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             d
         }
         Call::Mkdir { dirfd, path, mode } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let t = target_at(n, dirfd, path, false)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut d = Decoded::new(
                 name,
@@ -336,8 +356,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             mode,
             dev,
         } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let t = target_at(n, dirfd, path, false)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut d = Decoded::new(
                 name,
@@ -359,7 +379,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             follow,
         } => {
             let t = meta_target(n, dirfd, path, follows(n, follow), false)
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut d = Decoded::new(
                 name,
@@ -379,7 +399,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             follow,
         } => {
             let t = meta_target(n, dirfd, path, follows(n, follow), dirfd.is_some())
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let (u, g) = (arg32(uid), arg32(uid + 1));
             let mut d = Decoded::new(
@@ -395,8 +415,8 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             d
         }
         Call::Truncate { path, len } => {
-            let t =
-                target_at(n, None, path, true).map_err(|e| fail(e, "cannot resolve the path"))?;
+            let t = target_at(n, None, path, true)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut d = Decoded::new(
                 name,
@@ -416,7 +436,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             empty_ok,
         } => {
             let t = meta_target(n, dirfd, path, follows(n, follow), empty_ok)
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut d = Decoded::new(name, Op::Chmod, Act::Meta(t));
             d.path = Some(p);
@@ -461,7 +481,7 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let excl = flags & libc::O_EXCL as u64 != 0;
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
             let t = target_at(n, dirfd, path, !(nofollow || (creat && excl)))
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let op = if t.kind.is_none() && creat {
                 Op::Create
             } else {
@@ -494,10 +514,10 @@ pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
             let exe = if raw.is_empty() && empty_path {
                 let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
                 resolve::caller_fd_path(n.pid, fd)
-                    .map_err(|e| fail(e, "cannot resolve the descriptor"))?
+                    .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
             } else {
                 resolve::resolve_existing(n.pid, dirfd_arg(n, dirfd), &raw)
-                    .map_err(|e| fail(e, "cannot resolve the program"))?
+                    .map_err(|e| unresolved(e, "cannot resolve the program"))?
             };
             let args = memory::read_argv(n.pid, n.args[argv], 16 * 1024, 2 * 1024 * 1024)
                 .map_err(|e| fail(e, "cannot read argv"))?;

@@ -27,7 +27,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::audit::{self, AuditHandle};
 use crate::journal::Journal;
-use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
+use crate::policy::{self, Action, Builtin, OnDeny, Policy, Request, RuleId, Verdict};
 use crate::sys::{Listener, Notif};
 
 pub use decode::decode_sockaddr;
@@ -302,11 +302,10 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                 // A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ...) fails as the kernel
                 // would fail it: not a refusal by policy. Anything else could not be read or
                 // made sense of: denied, fail closed.
-                rule: if e.natural {
-                    "resolve".into()
-                } else {
-                    "decode".into()
-                },
+                rule: RuleId::Builtin(match e.kind {
+                    decode::FailureKind::Unresolved => Builtin::Resolve,
+                    decode::FailureKind::Undecodable => Builtin::Decode,
+                }),
                 reason: Some(e.what),
             };
             let who = lock(&core.procs).get(n.pid);
@@ -351,21 +350,13 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
         exe_anonymous: d.exe_anonymous,
         cwd: d.cwd.as_deref(),
         addr: d.addr.as_ref(),
+        reopens_own_pipe: reopens_own_descriptor(&d),
     };
-    let mut verdict = if reopens_own_descriptor(&d) {
-        Verdict {
-            action: Action::Allow,
-            errno: 0,
-            rule: "fd-reopen".into(),
-            reason: Some("re-opening the caller's own pipe or socket".into()),
-        }
-    } else {
-        policy::decide(&policy, &req)
-    };
+    let mut verdict = policy::decide(&policy, &req);
     // The write-root boundary is Landlock's: a call refused there fails as it would without
     // the supervisor (programs probe for writable places all the time). on-deny reacts to
     // the profile's own denials: rules, protected paths, the network, anonymous programs.
-    let boundary = verdict.rule == "fs.write-roots";
+    let boundary = verdict.rule == RuleId::Builtin(Builtin::WriteRoots);
     if verdict.action == Action::Deny && !boundary && policy.transaction.on_deny == OnDeny::Kill {
         verdict.action = Action::Kill;
     }
@@ -400,7 +391,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
                 let TxState { journal, txn } = &mut *tx;
                 if let Some(j) = journal.as_mut() {
                     if verdict.action == Action::Risky {
-                        txn.on_risky(j, &core.audit, n.pid, &verdict.rule);
+                        txn.on_risky(j, &core.audit, n.pid, verdict.rule.as_str());
                     }
                     if new_command {
                         txn.command_starts(j, &core.audit, n.pid, &d.argv);
@@ -614,7 +605,7 @@ impl Record {
                 Action::Kill => audit::Verdict::Kill,
             },
             errno: (self.verdict.errno != 0).then(|| audit::errno_name(self.verdict.errno)),
-            rule: self.verdict.rule,
+            rule: self.verdict.rule.to_string(),
             reason: self.verdict.reason,
             latency_us,
         }
