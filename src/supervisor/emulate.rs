@@ -19,8 +19,8 @@ use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
-use super::decode::Act;
-use super::resolve::{Kind, Target};
+use super::resolve::Act;
+use super::target::{Kind, Target};
 use crate::journal::{Journal, JournalError, Saved};
 use crate::policy::Oversize;
 use crate::sys::{Listener, Notif};

@@ -11,7 +11,10 @@ mod emulate;
 mod hosts;
 mod memory;
 mod procinfo;
-pub mod resolve;
+mod read;
+mod resolve;
+mod sockaddr;
+mod target;
 mod txn;
 
 use std::collections::HashSet;
@@ -27,12 +30,12 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::audit::{self, AuditHandle};
 use crate::journal::Journal;
-use crate::policy::{self, Action, Builtin, OnDeny, Policy, Request, RuleId, Verdict};
+use crate::policy::{self, Action, Builtin, OnDeny, Policy, RuleId, Verdict};
 use crate::sys::{Listener, Notif};
 
-pub use decode::decode_sockaddr;
 pub use emulate::Inject;
 pub use hosts::nameservers;
+pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.
 #[derive(Debug, Default)]
@@ -283,31 +286,23 @@ fn receive(core: &Core) -> Option<Notif> {
 /// Judge one notification and answer it.
 fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
     let start = Instant::now();
-    let decoded = decode::decode(&n);
+    let resolved = decode::decode(&n).and_then(|call| {
+        let mem = read::read(n.pid, &call);
+        resolve::resolve(&n, &call, mem, core.root)
+    });
     // Everything read from /proc and the caller's memory is only trusted if the caller is
     // still the same task, waiting in the same call.
     if !core.listener.id_valid(n.id) {
         return;
     }
-    let d = match decoded {
-        Ok(decode::Decision::Pass) => {
+    let d = match resolved {
+        Ok(resolve::Resolution::Pass) => {
             answer(core, n.id, Answer::Continue);
             return;
         }
-        Ok(decode::Decision::Judge(d)) => d,
+        Ok(resolve::Resolution::Judge(d)) => d,
         Err(e) => {
-            let verdict = Verdict {
-                action: Action::Deny,
-                errno: e.errno,
-                // A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ...) fails as the kernel
-                // would fail it: not a refusal by policy. Anything else could not be read or
-                // made sense of: denied, fail closed.
-                rule: RuleId::Builtin(match e.kind {
-                    decode::FailureKind::Unresolved => Builtin::Resolve,
-                    decode::FailureKind::Undecodable => Builtin::Decode,
-                }),
-                reason: Some(e.what),
-            };
+            let verdict = e.verdict();
             let who = lock(&core.procs).get(n.pid);
             let record = Record::from_failure(&n, who, e.syscall, &verdict);
             answer(core, n.id, Answer::Errno(verdict.errno));
@@ -339,19 +334,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let fresh = is_fresh(&lock(&core.created), &d);
-    let req = Request {
-        op: d.op,
-        path: d.path.as_deref(),
-        path2: d.path2.as_deref(),
-        fresh,
-        creates: d.creates.is_some(),
-        argv: &d.argv,
-        exe: d.exe.as_deref(),
-        exe_anonymous: d.exe_anonymous,
-        cwd: d.cwd.as_deref(),
-        addr: d.addr.as_ref(),
-        reopens_own_pipe: reopens_own_descriptor(&d),
-    };
+    let req = d.request(fresh);
     let mut verdict = policy::decide(&policy, &req);
     // The write-root boundary is Landlock's: a call refused there fails as it would without
     // the supervisor (programs probe for writable places all the time). on-deny reacts to
@@ -376,14 +359,9 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
             // private tmp, execs deeper in the tree, connects) goes on while another worker
             // copies a large pre-image or rolls a command back.
             let ws = &policy.vars.workspace;
-            let in_workspace = [d.path.as_deref(), d.path2.as_deref()]
-                .into_iter()
-                .flatten()
-                .any(|p| p.starts_with(ws));
+            let in_workspace = d.paths().any(|p| p.starts_with(ws));
             // A new command: an exec by a direct child of the root (read once, here).
-            let new_command = d.op == policy::Op::Exec
-                && n.pid != core.root
-                && txn::parent_of(n.pid) == Some(core.root);
+            let new_command = d.new_command;
             let needs_tx = in_workspace || verdict.action == Action::Risky || new_command;
             let mut note = None;
             let outcome = if needs_tx {
@@ -465,14 +443,13 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
 }
 
 /// True when every target of `d` lies in (or is) something this run created.
-fn is_fresh(created: &HashSet<PathBuf>, d: &decode::Decoded) -> bool {
+fn is_fresh(created: &HashSet<PathBuf>, d: &resolve::Resolved) -> bool {
     if created.is_empty() {
         return false;
     }
     let under_created = |p: &Path| p.ancestors().any(|a| created.contains(a));
-    let targets = [d.path.as_deref(), d.path2.as_deref()];
     let mut any = false;
-    for p in targets.into_iter().flatten() {
+    for p in d.paths() {
         if !under_created(p) {
             return false;
         }
@@ -500,12 +477,6 @@ fn record_decision(core: &Core, r: Record, start: Instant) {
     let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
     let latency_us = start.elapsed().as_micros() as u64;
     core.audit.decision(r.into_event(seq, latency_us));
-}
-
-/// An open of the caller's own /proc/self/fd/N where N is a pipe (rustc's jobserver client,
-/// `> /dev/stdout` into a pipe): no file is reached, so no filesystem rule applies.
-fn reopens_own_descriptor(d: &decode::Decoded) -> bool {
-    matches!(&d.act, decode::Act::Open { at, .. } if at.kind == Some(resolve::Kind::Magic))
 }
 
 /// How a notification is answered.
@@ -567,7 +538,7 @@ impl Record {
     fn from_decoded(
         n: &crate::sys::Notif,
         who: procinfo::ProcInfo,
-        d: &decode::Decoded,
+        d: &resolve::Resolved,
         v: &Verdict,
     ) -> Self {
         Record {
