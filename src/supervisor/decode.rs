@@ -6,14 +6,14 @@
 //! Where each trapped call keeps its arguments comes from the one syscall table
 //! ([`crate::confine::syscalls`]), the table the seccomp filter is built from, so every call
 //! the filter traps decodes. A call that is not in it, or whose registers make no sense, is a
-//! [`Failure`] and is refused (fail closed).
+//! [`Failure`] and is refused (fail closed); later stages fail with the same type.
 
 use std::io;
 
 use crate::confine::syscalls::{self, Follow, OpenFlags, Shape, Syscall};
 use crate::sys::Notif;
 
-use super::resolve::{Failure, FailureKind};
+use crate::policy::{Action, Builtin, RuleId, Verdict};
 
 /// A NUL-terminated string in the caller's memory (a path, a symlink's target).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +159,63 @@ impl Call {
             ],
             Args::Exec { at, argv, .. } => [path(at), Some(Want::Argv(*argv)), None],
             Args::Connect { addr, .. } => [Some(Want::Block(*addr)), None, None],
+        }
+    }
+}
+
+/// Why a call could not be judged: it is refused with `errno`.
+#[derive(Debug)]
+pub struct Failure {
+    pub syscall: &'static str,
+    pub errno: i32,
+    pub what: String,
+    pub kind: FailureKind,
+}
+
+/// Why a call could not be judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
+    /// the errno the kernel itself gives it, not by policy.
+    Unresolved,
+    /// guard could not read or make sense of the call: refused, fail closed.
+    Undecodable,
+}
+
+impl Failure {
+    /// `e` while reading or making sense of an argument.
+    pub fn undecodable(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+        Failure {
+            syscall,
+            errno: e.raw_os_error().unwrap_or(libc::EPERM),
+            what: format!("{what}: {e}"),
+            kind: FailureKind::Undecodable,
+        }
+    }
+
+    /// `e` while resolving a path argument (reading it, or walking it): the kernel's own answer
+    /// when the path does not resolve.
+    pub fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+        let mut f = Self::undecodable(syscall, e, what);
+        if matches!(
+            f.errno,
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+        ) {
+            f.kind = FailureKind::Unresolved;
+        }
+        f
+    }
+
+    /// The verdict on a call that failed before it could be judged.
+    pub fn verdict(&self) -> Verdict {
+        Verdict {
+            action: Action::Deny,
+            errno: self.errno,
+            rule: RuleId::Builtin(match self.kind {
+                FailureKind::Unresolved => Builtin::Resolve,
+                FailureKind::Undecodable => Builtin::Decode,
+            }),
+            reason: Some(self.what.clone()),
         }
     }
 }
@@ -682,6 +739,22 @@ mod tests {
                 empty_path: true
             }
         );
+    }
+
+    #[test]
+    fn a_path_that_does_not_resolve_is_the_kernels_answer_by_type() {
+        let e = |errno| io::Error::from_raw_os_error(errno);
+        for errno in [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::ENAMETOOLONG] {
+            let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
+            assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Resolve));
+            assert_eq!(f.verdict().errno, errno);
+            // The same errno while reading anything else is guard's failure, not the kernel's.
+            let f = Failure::undecodable("symlinkat", &e(errno), "cannot read the link target");
+            assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Decode));
+        }
+        let f = Failure::unresolved("unlinkat", &e(libc::EFAULT), "cannot resolve the path");
+        assert_eq!(f.kind, FailureKind::Undecodable);
+        assert_eq!(f.verdict().action, Action::Deny);
     }
 
     #[test]

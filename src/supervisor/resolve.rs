@@ -5,82 +5,25 @@
 //!
 //! Errors come out in the order the kernel would meet them. A path that does not resolve
 //! (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG) fails with that errno as the kernel's own answer
-//! ([`FailureKind::Unresolved`]); anything else that cannot be read or makes no sense is
-//! refused ([`FailureKind::Undecodable`]).
+//! ([`FailureKind::Unresolved`](super::decode::FailureKind::Unresolved)); anything else that
+//! cannot be read or makes no sense is refused
+//! ([`FailureKind::Undecodable`](super::decode::FailureKind::Undecodable)).
 
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use crate::policy::{NetAddr, Op, Request, Verdict};
+use crate::policy::{NetAddr, Op, Request};
 use crate::sys::Notif;
 
-use super::decode::{Args, Call, OpenHow, PathArg};
+use super::decode::{Args, Call, Failure, OpenHow, PathArg};
 use super::read::Memory;
 use super::sockaddr::{absolute_unix, decode_sockaddr};
 use super::target::{self, Kind, Target};
 use super::txn;
 
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
-
-/// Why a call could not be judged: it is refused with `errno`.
-#[derive(Debug)]
-pub struct Failure {
-    pub syscall: &'static str,
-    pub errno: i32,
-    pub what: String,
-    pub kind: FailureKind,
-}
-
-/// Why a call could not be judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
-    /// the errno the kernel itself gives it, not by policy.
-    Unresolved,
-    /// guard could not read or make sense of the call: refused, fail closed.
-    Undecodable,
-}
-
-impl Failure {
-    /// `e` while reading or making sense of an argument.
-    pub fn undecodable(syscall: &'static str, e: &io::Error, what: &str) -> Self {
-        Failure {
-            syscall,
-            errno: e.raw_os_error().unwrap_or(libc::EPERM),
-            what: format!("{what}: {e}"),
-            kind: FailureKind::Undecodable,
-        }
-    }
-
-    /// `e` while resolving a path argument (reading it, or walking it): the kernel's own answer
-    /// when the path does not resolve.
-    fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
-        let mut f = Self::undecodable(syscall, e, what);
-        if matches!(
-            f.errno,
-            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
-        ) {
-            f.kind = FailureKind::Unresolved;
-        }
-        f
-    }
-
-    /// The verdict on a call that failed before it could be judged.
-    pub fn verdict(&self) -> Verdict {
-        use crate::policy::{Action, Builtin, RuleId};
-        Verdict {
-            action: Action::Deny,
-            errno: self.errno,
-            rule: RuleId::Builtin(match self.kind {
-                FailureKind::Unresolved => Builtin::Resolve,
-                FailureKind::Undecodable => Builtin::Decode,
-            }),
-            reason: Some(self.what.clone()),
-        }
-    }
-}
 
 /// What the supervisor does with an allowed call: perform it itself on the resolved targets
 /// (so the object judged is the object changed, and the journal sees it first), or let the
