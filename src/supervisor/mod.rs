@@ -42,7 +42,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::audit::AuditHandle;
 use crate::journal::Journal;
@@ -190,14 +190,15 @@ impl Supervisor {
             .spawn(move || {
                 // The receiving thread ends when no process holds the filter any more (or on
                 // stop): nothing is left to judge. Standbys see `finished` within one nap and
-                // leave on their own; one still finishing a call holds the transactional lock,
-                // which is taken below, so its change is in the journal handed back.
+                // leave on their own; one still finishing a call is waited for, so its change
+                // is in the journal handed back and its decision in the audit log.
                 let mut workers = workers.into_iter();
                 if let Some(primary) = workers.next() {
                     let _ = primary.join();
                 }
                 let core = self.core;
                 core.finished.store(true, Ordering::Relaxed);
+                receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = lock(&core.tx).journal.take();
                 Report { journal }
             })

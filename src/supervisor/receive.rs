@@ -86,13 +86,15 @@ pub(super) fn worker(core: &Core, me: usize) {
             )
         };
         if ready {
+            // Busy from before the notification is taken off the listener until its decision
+            // is recorded: the end of the run waits for that (see `wait_idle`).
+            core.busy_since[me].store(now_us(), Ordering::Release);
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
-                core.busy_since[me].store(now_us(), Ordering::Relaxed);
                 super::handle(core, n, inject);
-                core.busy_since[me].store(0, Ordering::Relaxed);
             }
+            core.busy_since[me].store(0, Ordering::Release);
             continue;
         }
         if hup || stop {
@@ -112,5 +114,26 @@ fn receive(core: &Core) -> Option<Notif> {
             tracing::warn!("seccomp notification receive failed: {e}");
             None
         }
+    }
+}
+
+/// Wait until no worker is handling a call, at most `limit`. When the receiving thread has
+/// ended, a standby may still be finishing one (a command's rollback, a large pre-image copy):
+/// its change belongs in the journal handed back, and its decision in the audit log before
+/// the log is closed.
+pub(super) fn wait_idle(core: &Core, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while core
+        .busy_since
+        .iter()
+        .any(|b| b.load(Ordering::Acquire) != 0)
+    {
+        if std::time::Instant::now() > deadline {
+            tracing::warn!(
+                "a supervisor thread is still handling a call at the end of the run; its decision may be missing from the audit log"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
     }
 }
