@@ -5,7 +5,7 @@
 //! and its first line has no trailing period; bytes that are not UTF-8 are a read error, not a
 //! panic; a profile that loads is valid: its fs roots are absolute and normalised, its
 //! protect globs absolute, its digest 64 hex digits, its chain names the file, each deny/kill
-//! rule carries an errno, and `decide` answers a handful of requests without panicking, denying
+//! rule carries an errno and an id guard does not reserve, and `decide` answers a handful of requests without panicking, denying
 //! a write with no path unless one of the profile's own rules decided.
 //!
 //! `extends` is followed only inside the private directory (it also holds `other.toml`, which
@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use guard::policy::{check, decide, normalize, Action, Op, Request, Vars};
+use guard::policy::{check, decide, normalize, Action, Op, Request, RuleId, Vars};
 use libfuzzer_sys::fuzz_target;
 
 struct Dir {
@@ -104,6 +104,7 @@ fuzz_target!(|data: &[u8]| {
                 .first()
                 .is_some_and(|s| s.ends_with("p.toml")));
             for rule in &policy.rules {
+                assert!(!RuleId::reserved(&rule.id), "reserved rule id {} accepted", rule.id);
                 if matches!(rule.action, Action::Deny | Action::Kill) {
                     assert_ne!(rule.errno, 0, "rule {} denies without an errno", rule.id);
                 }
@@ -111,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
             let outside = PathBuf::from("/nowhere/x");
             for op in Op::ALL {
                 let bare = decide(&policy, &Request::new(op));
-                let by_rule = policy.rules.iter().any(|r| r.id == bare.rule);
+                let by_rule = matches!(&bare.rule, RuleId::Profile(id) if policy.rules.iter().any(|r| r.id == *id));
                 if op.is_fs_mutation() && !by_rule && policy.mode == guard::policy::Mode::Enforce {
                     assert_eq!(bare.action, Action::Deny, "{op:?} without a path: {bare:?}");
                 }

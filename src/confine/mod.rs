@@ -9,6 +9,7 @@ pub mod bpf;
 pub mod features;
 pub mod landlock;
 pub mod seccomp;
+pub mod syscalls;
 
 use std::path::PathBuf;
 

@@ -4,12 +4,16 @@
 //! (EPERM, ENOSYS for clone3); the trapped set returns `SECCOMP_RET_USER_NOTIF` for the
 //! supervisor; everything else is allowed. Open calls are trapped only when their flags ask to
 //! write, so reads never pay a round trip. The semantics are proven by the tests at the bottom
-//! with the interpreter in [`super::bpf`].
+//! with the interpreter in [`super::bpf`]. Which calls are in which set, and how each is
+//! tested, is read from the one table in [`super::syscalls`].
+
+use std::sync::OnceLock;
 
 use super::bpf::{
     off_arg_lo, ret_errno, Assembler, Cond, Dest, SockFilter, OFF_ARCH, OFF_NR, SECCOMP_RET_ALLOW,
     SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_USER_NOTIF,
 };
+use super::syscalls::{Condition, OpenFlags, Shape, Treatment, NATIVE};
 use super::ConfineError;
 use crate::policy::{Mode, Policy};
 
@@ -52,19 +56,6 @@ compile_error!("guard's seccomp filter supports x86_64 and aarch64 only");
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
-/// renameat: the libc crate has no `SYS_renameat` for aarch64, where the kernel has it as 38.
-#[cfg(target_arch = "x86_64")]
-const SYS_RENAMEAT: i64 = libc::SYS_renameat;
-#[cfg(target_arch = "aarch64")]
-const SYS_RENAMEAT: i64 = 38;
-/// Not in every libc release; the number is the same on every architecture (unified table).
-const SYS_FCHMODAT2: i64 = 452;
-/// Linux 6.13; same number everywhere (unified table); not yet in the libc crate.
-const SYS_SETXATTRAT: i64 = 463;
-const SYS_REMOVEXATTRAT: i64 = 466;
-/// Linux 6.15; same number everywhere; not yet in the libc crate.
-const SYS_OPEN_TREE_ATTR: i64 = 467;
-
 const SECCOMP_SET_MODE_FILTER: u32 = 1;
 const SECCOMP_FILTER_FLAG_NEW_LISTENER: u32 = 1 << 3;
 
@@ -83,175 +74,38 @@ const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
 const OPEN_WRITE_FLAGS: u32 =
     (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 
-macro_rules! sys {
-    ($($name:ident),* $(,)?) => { &[$((libc::$name as i64, strip(stringify!($name)))),*] };
-}
-
-/// `SYS_foo` -> `foo`, at compile time.
-const fn strip(s: &'static str) -> &'static str {
-    match s.as_bytes() {
-        [b'S', b'Y', b'S', b'_', rest @ ..] => match std::str::from_utf8(rest) {
-            Ok(r) => r,
-            Err(_) => s,
-        },
-        _ => s,
-    }
-}
-
-/// Calls refused with EPERM outright.
-const DENIED_COMMON: &[(i64, &str)] = sys![
-    SYS_io_uring_setup,
-    SYS_io_uring_enter,
-    SYS_io_uring_register,
-    SYS_ptrace,
-    SYS_process_vm_writev,
-    SYS_process_vm_readv,
-    SYS_bpf,
-    SYS_perf_event_open,
-    SYS_userfaultfd,
-    SYS_kexec_load,
-    SYS_kexec_file_load,
-    SYS_init_module,
-    SYS_finit_module,
-    SYS_delete_module,
-    SYS_mount,
-    SYS_umount2,
-    SYS_fsopen,
-    SYS_fsconfig,
-    SYS_fsmount,
-    SYS_fspick,
-    SYS_move_mount,
-    SYS_open_tree,
-    SYS_mount_setattr,
-    SYS_pivot_root,
-    SYS_chroot,
-    SYS_swapon,
-    SYS_swapoff,
-    SYS_reboot,
-    SYS_keyctl,
-    SYS_add_key,
-    SYS_request_key,
-    SYS_open_by_handle_at,
-    SYS_name_to_handle_at,
-    SYS_unshare,
-    SYS_setns,
-    SYS_acct,
-    SYS_quotactl,
-    SYS_quotactl_fd,
-    SYS_lookup_dcookie,
-];
-const DENIED_EXTRA: &[(i64, &str)] = &[(SYS_OPEN_TREE_ATTR, "open_tree_attr")];
-
-/// Calls refused only for some arguments, or with another errno (see [`build`]).
-const CONDITIONAL: &[(i64, &str)] = sys![SYS_seccomp, SYS_clone, SYS_clone3, SYS_ioctl];
-
-/// Path-based mutations, trapped whatever their arguments.
-const TRAPPED_COMMON: &[(i64, &str)] = sys![
-    SYS_unlinkat,
-    SYS_renameat2,
-    SYS_linkat,
-    SYS_symlinkat,
-    SYS_mkdirat,
-    SYS_mknodat,
-    SYS_fchmodat,
-    SYS_fchownat,
-    SYS_truncate,
-    SYS_utimensat,
-    SYS_setxattr,
-    SYS_lsetxattr,
-    SYS_removexattr,
-    SYS_lremovexattr,
-    SYS_openat2,
-];
-const TRAPPED_EXTRA: &[(i64, &str)] = &[
-    (SYS_RENAMEAT, "renameat"),
-    (SYS_FCHMODAT2, "fchmodat2"),
-    (SYS_SETXATTRAT, "setxattrat"),
-    (SYS_REMOVEXATTRAT, "removexattrat"),
-];
-/// Legacy entry points, x86_64 only (aarch64 has only the *at forms).
-#[cfg(target_arch = "x86_64")]
-const TRAPPED_LEGACY: &[(i64, &str)] = sys![
-    SYS_unlink,
-    SYS_rmdir,
-    SYS_rename,
-    SYS_link,
-    SYS_symlink,
-    SYS_mkdir,
-    SYS_mknod,
-    SYS_chmod,
-    SYS_chown,
-    SYS_lchown,
-    SYS_utime,
-    SYS_utimes,
-    SYS_futimesat,
-    SYS_creat,
-];
-#[cfg(not(target_arch = "x86_64"))]
-const TRAPPED_LEGACY: &[(i64, &str)] = &[];
-const TRAPPED_EXEC: &[(i64, &str)] = sys![SYS_execve, SYS_execveat];
-const TRAPPED_CONNECT: &[(i64, &str)] = sys![SYS_connect];
-/// Trapped only when their flags ask to write.
-#[cfg(target_arch = "x86_64")]
-const TRAPPED_OPEN: &[(i64, &str)] = sys![SYS_open, SYS_openat];
-#[cfg(not(target_arch = "x86_64"))]
-const TRAPPED_OPEN: &[(i64, &str)] = sys![SYS_openat];
-
-const fn concat<const N: usize>(parts: &[&[(i64, &'static str)]]) -> [(i64, &'static str); N] {
-    let mut out = [(0, ""); N];
-    let (mut i, mut n) = (0, 0);
-    while i < parts.len() {
-        let mut j = 0;
-        while j < parts[i].len() {
-            out[n] = parts[i][j];
-            n += 1;
-            j += 1;
-        }
-        i += 1;
-    }
-    assert!(n == N, "concat: wrong length");
-    out
-}
-
-const TRAPPED_PARTS: &[&[(i64, &str)]] = &[
-    TRAPPED_COMMON,
-    TRAPPED_EXTRA,
-    TRAPPED_LEGACY,
-    TRAPPED_EXEC,
-    TRAPPED_CONNECT,
-    TRAPPED_OPEN,
-];
-const TRAPPED_LEN: usize = TRAPPED_COMMON.len()
-    + TRAPPED_EXTRA.len()
-    + TRAPPED_LEGACY.len()
-    + TRAPPED_EXEC.len()
-    + TRAPPED_CONNECT.len()
-    + TRAPPED_OPEN.len();
-static TRAPPED: [(i64, &str); TRAPPED_LEN] = concat(TRAPPED_PARTS);
-
-const DENIED_PARTS: &[&[(i64, &str)]] = &[DENIED_COMMON, DENIED_EXTRA, CONDITIONAL];
-const DENIED_LEN: usize = DENIED_COMMON.len() + DENIED_EXTRA.len() + CONDITIONAL.len();
-static DENIED: [(i64, &str); DENIED_LEN] = concat(DENIED_PARTS);
-
 /// Every call the filter may trap to the supervisor (with every `trap_*` enabled), with its
 /// name. open/openat are trapped only for write flags.
 pub fn trapped_syscalls() -> &'static [(i64, &'static str)] {
-    &TRAPPED
+    static TRAPPED: OnceLock<Vec<(i64, &'static str)>> = OnceLock::new();
+    TRAPPED.get_or_init(|| {
+        NATIVE
+            .iter()
+            .filter(|s| s.trapped_shape().is_some())
+            .map(|s| (s.nr, s.name))
+            .collect()
+    })
 }
 
 /// Every call the deny list refuses, outright or for some arguments (seccomp, clone, clone3,
 /// ioctl), with its name; for `guard doctor`.
 pub fn denied_syscalls() -> &'static [(i64, &'static str)] {
-    &DENIED
+    static DENIED: OnceLock<Vec<(i64, &'static str)>> = OnceLock::new();
+    DENIED.get_or_init(|| {
+        NATIVE
+            .iter()
+            .filter(|s| s.trapped_shape().is_none())
+            .map(|s| (s.nr, s.name))
+            .collect()
+    })
 }
 
 /// The name of a trapped or denied syscall, `"unknown"` for any other number.
 pub fn syscall_name(nr: i64) -> &'static str {
-    TRAPPED
+    NATIVE
         .iter()
-        .chain(DENIED.iter())
-        .find(|(n, _)| *n == nr)
-        .map_or("unknown", |(_, name)| name)
+        .find(|s| s.nr == nr)
+        .map_or("unknown", |s| s.name)
 }
 
 /// Builds the program for `spec`.
@@ -269,31 +123,45 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
     asm.jump(Cond::Ge, X32_SYSCALL_BIT, Dest::Label(kill), Dest::Next);
 
     // Each block below starts with the syscall number in A and ends with a return; it is entered
-    // from the dispatch chain by number.
-    let mut blocks: Vec<(i64, EmitBlock)> = Vec::new();
+    // from the dispatch chain by number. The table's order is the order of the tests.
+    let mut blocks: Vec<(i64, Block)> = Vec::new();
     if spec.deny_list {
-        for &(nr, _) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
-            asm.jump(Cond::Eq, nr_k(nr), Dest::Label(eperm), Dest::Next);
+        for s in NATIVE {
+            match s.treatment {
+                Treatment::Deny(libc::EPERM) => {
+                    asm.jump(Cond::Eq, nr_k(s.nr), Dest::Label(eperm), Dest::Next);
+                }
+                Treatment::Deny(errno) => blocks.push((s.nr, Block::Errno(errno))),
+                Treatment::Conditional(c) => blocks.push((s.nr, Block::Condition(c))),
+                Treatment::Trap(_) | Treatment::TrapWhenWriting(_) => {}
+            }
         }
-        blocks.push((libc::SYS_seccomp, seccomp_block));
-        blocks.push((libc::SYS_clone, clone_block));
-        blocks.push((libc::SYS_clone3, clone3_block));
-        blocks.push((libc::SYS_ioctl, ioctl_block));
     }
     if spec.notify {
-        let mut trapped: Vec<&[(i64, &str)]> = vec![TRAPPED_COMMON, TRAPPED_EXTRA, TRAPPED_LEGACY];
-        if spec.trap_exec {
-            trapped.push(TRAPPED_EXEC);
+        for s in NATIVE {
+            match s.treatment {
+                Treatment::Trap(shape) => {
+                    let wanted = match shape {
+                        Shape::Exec { .. } => spec.trap_exec,
+                        Shape::Connect { .. } => spec.trap_connect,
+                        _ => true,
+                    };
+                    if wanted {
+                        asm.jump(Cond::Eq, nr_k(s.nr), Dest::Label(notify), Dest::Next);
+                    }
+                }
+                Treatment::TrapWhenWriting(Shape::Open {
+                    flags: OpenFlags::Arg(i),
+                    ..
+                }) => blocks.push((s.nr, Block::WriteFlags(i))),
+                Treatment::TrapWhenWriting(_) => {
+                    unreachable!(
+                        "the table traps by flags only open calls with flags in a register"
+                    )
+                }
+                Treatment::Deny(_) | Treatment::Conditional(_) => {}
+            }
         }
-        if spec.trap_connect {
-            trapped.push(TRAPPED_CONNECT);
-        }
-        for &(nr, _) in trapped.into_iter().flatten() {
-            asm.jump(Cond::Eq, nr_k(nr), Dest::Label(notify), Dest::Next);
-        }
-        #[cfg(target_arch = "x86_64")]
-        blocks.push((libc::SYS_open, open_block));
-        blocks.push((libc::SYS_openat, openat_block));
     }
     let entries: Vec<_> = blocks.iter().map(|_| asm.label()).collect();
     for (&(nr, _), &entry) in blocks.iter().zip(&entries) {
@@ -306,9 +174,15 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
         eperm,
         notify,
     };
-    for (&(_, emit), entry) in blocks.iter().zip(entries) {
+    for (&(_, block), entry) in blocks.iter().zip(entries) {
         asm.bind(entry);
-        emit(&mut asm, labels);
+        match block {
+            Block::Errno(errno) => asm.ret(ret_errno(errno)),
+            Block::Condition(Condition::NewListener) => seccomp_block(&mut asm, labels),
+            Block::Condition(Condition::Namespaces) => clone_block(&mut asm, labels),
+            Block::Condition(Condition::TerminalInjection) => ioctl_block(&mut asm, labels),
+            Block::WriteFlags(arg) => write_flags_at(&mut asm, labels, arg),
+        }
     }
     asm.bind(allow);
     asm.ret(SECCOMP_RET_ALLOW);
@@ -321,8 +195,15 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
     asm.finish()
 }
 
-/// Emits the code of one syscall whose verdict depends on its arguments.
-type EmitBlock = fn(&mut Assembler, Labels);
+/// The code of one syscall whose verdict depends on its arguments, or that returns an errno
+/// other than EPERM.
+#[derive(Clone, Copy)]
+enum Block {
+    Errno(i32),
+    Condition(Condition),
+    /// Notify when the flags in this argument ask to write.
+    WriteFlags(usize),
+}
 
 /// The shared returns the argument blocks jump to.
 #[derive(Clone, Copy)]
@@ -367,11 +248,6 @@ fn clone_block(asm: &mut Assembler, l: Labels) {
     );
 }
 
-/// clone3 -> ENOSYS: its flags live in memory BPF cannot read; glibc then falls back to clone.
-fn clone3_block(asm: &mut Assembler, _: Labels) {
-    asm.ret(ret_errno(libc::ENOSYS));
-}
-
 /// ioctl(fd, TIOCSTI | TIOCLINUX) -> EPERM: no typing into the controlling terminal.
 fn ioctl_block(asm: &mut Assembler, l: Labels) {
     asm.ld_abs(off_arg_lo(1));
@@ -387,17 +263,6 @@ fn ioctl_block(asm: &mut Assembler, l: Labels) {
         Dest::Label(l.eperm),
         Dest::Label(l.allow),
     );
-}
-
-/// open(path, flags, mode): trapped when flags ask to write.
-#[cfg(target_arch = "x86_64")]
-fn open_block(asm: &mut Assembler, l: Labels) {
-    write_flags_at(asm, l, 1);
-}
-
-/// openat(dirfd, path, flags, mode): trapped when flags ask to write.
-fn openat_block(asm: &mut Assembler, l: Labels) {
-    write_flags_at(asm, l, 2);
 }
 
 fn write_flags_at(asm: &mut Assembler, l: Labels, arg: usize) {
@@ -502,8 +367,10 @@ mod tests {
 
     #[test]
     fn the_deny_list_returns_eperm() {
-        for &(nr, name) in DENIED_COMMON.iter().chain(DENIED_EXTRA) {
-            assert_eq!(judge(&ENFORCE, nr, &[]), EPERM, "{name}");
+        for s in NATIVE {
+            if s.treatment == Treatment::Deny(libc::EPERM) {
+                assert_eq!(judge(&ENFORCE, s.nr, &[]), EPERM, "{}", s.name);
+            }
         }
         assert_eq!(judge(&ENFORCE, libc::SYS_io_uring_setup, &[]), EPERM);
     }
@@ -687,7 +554,7 @@ mod tests {
         assert_eq!(syscall_name(libc::SYS_unlinkat), "unlinkat");
         assert_eq!(syscall_name(libc::SYS_ptrace), "ptrace");
         assert_eq!(syscall_name(libc::SYS_clone3), "clone3");
-        assert_eq!(syscall_name(SYS_FCHMODAT2), "fchmodat2");
+        assert_eq!(syscall_name(452), "fchmodat2");
         assert_eq!(syscall_name(libc::SYS_read), "unknown");
         for &(nr, name) in trapped_syscalls().iter().chain(denied_syscalls()) {
             assert_eq!(syscall_name(nr), name);

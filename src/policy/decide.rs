@@ -1,7 +1,8 @@
 //! [`decide`]: the pure judgement of one trapped call against a [`Policy`]. No I/O, no
 //! allocation beyond the verdict, never panics, and fails closed on malformed requests.
 //!
-//! Order: observe mode allows everything; then the profile's rules, first match wins; then the
+//! Order: re-opening the caller's own pipe is allowed (no file is reached); observe mode allows
+//! everything; then the profile's rules, first match wins; then the
 //! built-in defaults: a filesystem mutation must stay under the write roots (EACCES) and may
 //! not touch a protected path or delete/rename an ancestor of one unless the run created it
 //! (EPERM); exec is allowed (Landlock's execute right is the boundary); connect must reach a
@@ -15,17 +16,16 @@ use std::path::Path;
 
 use super::model::*;
 
-const RULE_DEFAULT: &str = "default";
-const RULE_WRITE_ROOTS: &str = "fs.write-roots";
-const RULE_PROTECT: &str = "fs.protect";
-const RULE_EXEC_ROOTS: &str = "fs.exec-anonymous";
-const RULE_CONNECT: &str = "net.connect";
-const RULE_OBSERVE: &str = "observe";
-
 /// Judges one request.
 pub fn decide(policy: &Policy, req: &Request) -> Verdict {
+    if req.reopens_own_pipe {
+        return allow(
+            Builtin::FdReopen,
+            Some("re-opening the caller's own pipe or socket"),
+        );
+    }
     if policy.mode == Mode::Observe {
-        return allow(RULE_OBSERVE, None);
+        return allow(Builtin::Observe, None);
     }
     if let Some(rule) = policy.rules.iter().find(|r| rule_matches(r, req)) {
         let errno = match rule.action {
@@ -35,7 +35,7 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         return Verdict {
             action: rule.action,
             errno,
-            rule: rule.id.clone(),
+            rule: RuleId::Profile(rule.id.clone()),
             reason: rule.reason.clone(),
         };
     }
@@ -46,26 +46,26 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     }
 }
 
-fn allow(rule: &str, reason: Option<&str>) -> Verdict {
+fn allow(rule: Builtin, reason: Option<&str>) -> Verdict {
     Verdict {
         action: Action::Allow,
         errno: 0,
-        rule: rule.to_string(),
+        rule: RuleId::Builtin(rule),
         reason: reason.map(str::to_string),
     }
 }
 
-fn deny(errno: i32, rule: &str, reason: &str) -> Verdict {
+fn deny(errno: i32, rule: Builtin, reason: &str) -> Verdict {
     Verdict {
         action: Action::Deny,
         errno,
-        rule: rule.to_string(),
+        rule: RuleId::Builtin(rule),
         reason: Some(reason.to_string()),
     }
 }
 
 fn malformed(what: &str) -> Verdict {
-    deny(libc::EPERM, RULE_DEFAULT, what)
+    deny(libc::EPERM, Builtin::Default, what)
 }
 
 fn rule_matches(rule: &Rule, req: &Request) -> bool {
@@ -118,7 +118,7 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
     if !present().all(under_roots) {
         return deny(
             libc::EACCES,
-            RULE_WRITE_ROOTS,
+            Builtin::WriteRoots,
             "path outside the write roots",
         );
     }
@@ -146,7 +146,7 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
             }
         };
         if present().any(refused) {
-            return deny(libc::EPERM, RULE_PROTECT, "protected path");
+            return deny(libc::EPERM, Builtin::Protect, "protected path");
         }
         // Deleting or renaming (either end) an ancestor of a protected path would take the
         // protected entries with it.
@@ -158,12 +158,12 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         if moves_ancestor {
             return deny(
                 libc::EPERM,
-                RULE_PROTECT,
+                Builtin::Protect,
                 "protected path (or an ancestor of one)",
             );
         }
     }
-    allow(RULE_WRITE_ROOTS, None)
+    allow(Builtin::WriteRoots, None)
 }
 
 fn is_anchor_or_ancestor(policy: &Policy, path: &Path) -> bool {
@@ -187,11 +187,11 @@ fn decide_exec(req: &Request) -> Verdict {
     if req.exe_anonymous {
         deny(
             libc::EACCES,
-            RULE_EXEC_ROOTS,
+            Builtin::ExecAnonymous,
             "the program is not a file on disk (memfd or deleted)",
         )
     } else {
-        allow(RULE_DEFAULT, None)
+        allow(Builtin::Default, None)
     }
 }
 
@@ -200,16 +200,16 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
         return malformed("connect without an address");
     };
     if *addr == NetAddr::Unspecified {
-        return allow(RULE_CONNECT, None);
+        return allow(Builtin::Connect, None);
     }
     if policy
         .net
         .connect_matcher
         .matches(&policy.net.connect, addr)
     {
-        allow(RULE_CONNECT, None)
+        allow(Builtin::Connect, None)
     } else {
-        deny(libc::EACCES, RULE_CONNECT, "address not in net.connect")
+        deny(libc::EACCES, Builtin::Connect, "address not in net.connect")
     }
 }
 
@@ -404,7 +404,11 @@ mod tests {
         ] {
             let v = exec_in(&p, "/ws", cmd);
             assert_eq!(v.action, Action::Deny, "{cmd}");
-            assert!(v.rule.starts_with("no-force-push"), "{cmd}: {}", v.rule);
+            assert!(
+                v.rule.as_str().starts_with("no-force-push"),
+                "{cmd}: {}",
+                v.rule
+            );
             assert_eq!(v.errno, libc::EPERM);
         }
         for cmd in [
@@ -444,7 +448,7 @@ mod tests {
         ] {
             let v = exec_in(&p, cwd, cmd);
             assert_eq!(v.action, Action::Deny, "{cmd} in {cwd}");
-            assert!(v.rule.starts_with("no-rm-"), "{cmd}: {}", v.rule);
+            assert!(v.rule.as_str().starts_with("no-rm-"), "{cmd}: {}", v.rule);
         }
         for (cwd, cmd) in [
             ("/ws", "rm -rf build"),

@@ -2,8 +2,9 @@
 //! [`Policy`]; and the pure [`decide`] function. No I/O besides reading profile files.
 //!
 //! The pipeline inside: `chain` loads the files of a profile chain (`raw` is their schema),
-//! `resolve` merges and validates them (`diagnose` words parse errors) into the `model` types (with `paths`, `net`, `argv` and
-//! `errno` compiling the pieces), `decide` judges requests, `render` shows the result.
+//! `resolve` merges and validates them (`diagnose` words parse errors) into the `model` types
+//! (with `paths`, `net`, `argv` and `errno` compiling the pieces), `decide` judges requests,
+//! `react` says what a verdict means for the run, `render` shows the result.
 
 mod argv;
 mod builtin;
@@ -16,6 +17,7 @@ mod model;
 mod net;
 mod paths;
 mod raw;
+mod react;
 mod render;
 mod resolve;
 
@@ -27,5 +29,6 @@ pub use error::PolicyError;
 pub use model::*;
 pub use net::NetMatcher;
 pub use paths::normalize;
+pub use react::{react, Reaction, Situation};
 pub use render::render;
 pub use resolve::{check, load};

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use globset::GlobSet;
 
@@ -205,7 +206,8 @@ impl Action {
 /// One `[[rule]]`, validated and compiled.
 #[derive(Debug, Clone)]
 pub struct Rule {
-    pub id: String,
+    /// Never one of guard's own ids (see [`RuleId::reserved`]): profile loading refuses those.
+    pub id: Arc<str>,
     pub when: Vec<Op>,
     /// Absolute path globs (expanded); the rule matches if any path of the request matches.
     /// Empty: no path condition.
@@ -284,6 +286,10 @@ pub struct Request<'a> {
     pub cwd: Option<&'a Path>,
     /// connect: the decoded address.
     pub addr: Option<&'a NetAddr>,
+    /// open: the target is one of the caller's own pipes, reached through its /proc/PID/fd
+    /// (`> /dev/stdout` into a pipe, a jobserver): no file is reached, so no filesystem rule
+    /// applies.
+    pub reopens_own_pipe: bool,
 }
 
 impl<'a> Request<'a> {
@@ -300,6 +306,7 @@ impl<'a> Request<'a> {
             exe_anonymous: false,
             cwd: None,
             addr: None,
+            reopens_own_pipe: false,
         }
     }
 }
@@ -310,8 +317,96 @@ pub struct Verdict {
     pub action: Action,
     /// errno to return for deny/kill; 0 for allow/risky.
     pub errno: i32,
-    /// The rule that decided: a profile rule id, or a built-in one (`fs.write-roots`,
-    /// `fs.protect`, `net.connect`, `default`, `observe`).
-    pub rule: String,
+    /// The rule that decided.
+    pub rule: RuleId,
     pub reason: Option<String>,
+}
+
+/// What decided a verdict: one of guard's own rules, or a profile's `[[rule]]`. Behaviour
+/// depends on which (on-deny reacts to some built-in rules and not to others); the audit log
+/// shows [`RuleId::as_str`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RuleId {
+    Builtin(Builtin),
+    /// A profile rule, by its `id`.
+    Profile(Arc<str>),
+}
+
+/// guard's own rules. Their ids (and the prefixes in [`RuleId::RESERVED_PREFIXES`]) are refused
+/// as profile rule ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// A filesystem change judged against the write roots (Landlock's boundary).
+    WriteRoots,
+    /// A change to a protected path, or to an ancestor of one.
+    Protect,
+    /// An exec of a program with no file behind it (memfd, a deleted file).
+    ExecAnonymous,
+    /// A connect judged against `net.connect`.
+    Connect,
+    /// An exec no rule matched, or a request missing what its operation needs.
+    Default,
+    /// Observe mode: everything is allowed.
+    Observe,
+    /// A path that does not resolve: the call fails with the kernel's own errno.
+    Resolve,
+    /// guard could not read or make sense of the call: refused (fail closed).
+    Decode,
+    /// An open of the caller's own pipe through /proc/PID/fd.
+    FdReopen,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 9] = [
+        Builtin::WriteRoots,
+        Builtin::Protect,
+        Builtin::ExecAnonymous,
+        Builtin::Connect,
+        Builtin::Default,
+        Builtin::Observe,
+        Builtin::Resolve,
+        Builtin::Decode,
+        Builtin::FdReopen,
+    ];
+
+    /// The id in the audit log (a stable wire format: docs/audit-format.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Builtin::WriteRoots => "fs.write-roots",
+            Builtin::Protect => "fs.protect",
+            Builtin::ExecAnonymous => "fs.exec-anonymous",
+            Builtin::Connect => "net.connect",
+            Builtin::Default => "default",
+            Builtin::Observe => "observe",
+            Builtin::Resolve => "resolve",
+            Builtin::Decode => "decode",
+            Builtin::FdReopen => "fd-reopen",
+        }
+    }
+}
+
+impl RuleId {
+    /// Prefixes of rule ids that guard keeps for itself.
+    pub const RESERVED_PREFIXES: [&'static str; 3] = ["fs.", "net.", "guard."];
+
+    /// The id as the audit log shows it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RuleId::Builtin(b) => b.as_str(),
+            RuleId::Profile(id) => id,
+        }
+    }
+
+    /// Whether `id` is one of guard's own ids or starts with a reserved prefix: a profile rule
+    /// so named could be mistaken for guard's own in the audit log.
+    pub fn reserved(id: &str) -> bool {
+        Builtin::ALL.iter().any(|b| b.as_str() == id)
+            || Self::RESERVED_PREFIXES.iter().any(|p| id.starts_with(p))
+    }
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

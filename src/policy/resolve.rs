@@ -498,6 +498,16 @@ impl Cx<'_> {
         if raw.id.trim().is_empty() {
             return Err(bad("the id is empty"));
         }
+        if RuleId::reserved(&raw.id) {
+            return Err(bad(&format!(
+                "the id is reserved for guard's own rules (the built-in ids, and ids beginning \
+                 with {})\nhint: choose an id of your own, e.g. `my-{}`",
+                RuleId::RESERVED_PREFIXES
+                    .map(|p| format!("`{p}`"))
+                    .join(", "),
+                raw.id.replace('.', "-"),
+            )));
+        }
         let mut when: Vec<Op> = Vec::new();
         for op in raw.when.clone().into_vec() {
             push_unique(&mut when, op);
@@ -584,7 +594,7 @@ impl Cx<'_> {
         };
         let addr_matcher = NetMatcher::new(&addr);
         Ok(Some(Rule {
-            id: raw.id.clone(),
+            id: raw.id.as_str().into(),
             when,
             path,
             path_set,
@@ -709,7 +719,7 @@ action = "allow"
                 ("B".to_string(), "child".to_string())
             ]
         );
-        let ids: Vec<_> = p.rules.iter().map(|r| r.id.as_str()).collect();
+        let ids: Vec<_> = p.rules.iter().map(|r| &*r.id).collect();
         assert_eq!(ids, ["child-rule", "parent-rule"]);
         assert_eq!(p.sources.len(), 2);
         assert!(p.sources[0].ends_with("child.toml"));
@@ -732,7 +742,7 @@ action = "allow"
             "[fs]\nwrite = [\"/data\"]\n[[rule]]\nid = \"x\"\nwhen = \"delete\"\naction = \"risky\"\n",
         )]);
         let p = load(&["agent".into(), spec(&dir, "extra.toml")], &vars()).unwrap();
-        assert_eq!(p.rules[0].id, "x", "later specs act as children");
+        assert_eq!(&*p.rules[0].id, "x", "later specs act as children");
         assert!(p.fs.write.contains(&PathBuf::from("/data")));
         assert!(p.fs.write.contains(&PathBuf::from("/ws")));
         assert_eq!(
@@ -778,7 +788,7 @@ action = "allow"
         let p = load(&["agent".into()], &no_home).unwrap();
         assert!(p.fs.read.iter().all(|r| !r.starts_with("/home")));
         assert!(p.rules.iter().all(|r| !r.id.starts_with("no-rm-home")));
-        assert!(p.rules.iter().any(|r| r.id == "no-rm-workspace"));
+        assert!(p.rules.iter().any(|r| &*r.id == "no-rm-workspace"));
     }
 
     #[test]
@@ -810,7 +820,7 @@ action = "allow"
         assert_eq!(p.rules.len(), 1);
         // agent and ci share their force-push rules word for word: layered, each is kept once.
         let p = load(&["agent".into(), "ci".into()], &vars()).expect("agent + ci");
-        let ids: Vec<&str> = p.rules.iter().map(|r| r.id.as_str()).collect();
+        let ids: Vec<&str> = p.rules.iter().map(|r| &*r.id).collect();
         assert_eq!(
             ids.iter().filter(|i| **i == "no-force-push").count(),
             1,
@@ -853,6 +863,58 @@ action = "allow"
     }
 
     #[test]
+    fn guards_own_rule_ids_are_refused() {
+        for id in [
+            "fs.write-roots",
+            "fs.protect",
+            "fs.anything",
+            "net.connect",
+            "net.x",
+            "guard.mine",
+            "default",
+            "observe",
+            "resolve",
+            "decode",
+            "fd-reopen",
+        ] {
+            let body = format!("[[rule]]\nid = \"{id}\"\nwhen = \"delete\"\naction = \"allow\"\n");
+            let dir = files(&[("r.toml", &body)]);
+            let msg = check(&dir.path().join("r.toml"), &vars())
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(&format!("rule `{id}`")), "{msg}");
+            assert!(msg.contains("reserved") && msg.contains("hint:"), "{msg}");
+        }
+        // Look-alikes that are not reserved stay usable.
+        for id in ["fsx", "defaults", "my-fs.write-roots", "network"] {
+            let body = format!("[[rule]]\nid = \"{id}\"\nwhen = \"delete\"\naction = \"allow\"\n");
+            let dir = files(&[("r.toml", &body)]);
+            let p = check(&dir.path().join("r.toml"), &vars()).unwrap();
+            assert_eq!(&*p.rules[0].id, id);
+        }
+    }
+
+    #[test]
+    fn a_profile_rule_decides_as_a_profile_rule() {
+        // The verdict names its origin by type: a profile rule is never taken for a built-in
+        // one, whatever its id.
+        let dir = files(&[(
+            "p.toml",
+            "[fs]\nwrite = [\"/data\"]\n[[rule]]\nid = \"writes\"\nwhen = \"write\"\naction = \"deny\"\n",
+        )]);
+        let p = check(&dir.path().join("p.toml"), &vars()).unwrap();
+        let path = PathBuf::from("/data/x");
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&path),
+                ..Request::new(Op::Write)
+            },
+        );
+        assert_eq!(v.rule, RuleId::Profile("writes".into()));
+    }
+
+    #[test]
     fn rule_path_and_addr_conditions() {
         let dir = files(&[(
             "r.toml",
@@ -891,7 +953,11 @@ action = "kill"
                 ..Request::new(Op::Create)
             },
         );
-        assert_eq!(v.rule, "fs.write-roots", "create is not in `when`");
+        assert_eq!(
+            v.rule,
+            RuleId::Builtin(Builtin::WriteRoots),
+            "create is not in `when`"
+        );
         let lan = NetAddr::Inet("10.1.2.3:22".parse().unwrap());
         let v = decide(
             &p,
@@ -909,7 +975,7 @@ action = "kill"
                 ..Request::new(Op::Exec)
             },
         );
-        assert_eq!(v.rule, "default");
+        assert_eq!(v.rule, RuleId::Builtin(Builtin::Default));
     }
 
     #[test]

@@ -1,1063 +1,786 @@
-//! Decoding a trapped call into a policy [`Request`]: which operation it is, its paths resolved
-//! as the caller sees them, its argv and executable, or its socket address.
+//! The decode stage: a notification's system call number and raw registers into a typed
+//! [`Call`]: which arguments are paths (with the directory they start from), flags, modes, and
+//! which are pointers still to be read. Nothing is read from the caller's memory here and
+//! nothing is resolved: decoding looks at registers only.
 //!
-//! The table in [`shape_of`] names, for every trapped system call, where its arguments are.
-//! Anything that cannot be read or makes no sense is an error, and the caller denies the call
-//! (fail closed).
+//! Where each trapped call keeps its arguments comes from the one syscall table
+//! ([`crate::confine::syscalls`]), the table the seccomp filter is built from, so every call
+//! the filter traps decodes. A call that is not in it, or whose registers make no sense, is a
+//! [`Failure`] and is refused (fail closed); later stages fail with the same type.
 
-use std::ffi::OsString;
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
 
-use crate::policy::{NetAddr, Op};
+use crate::confine::syscalls::{self, Follow, OpenFlags, Shape, Syscall};
 use crate::sys::Notif;
 
-use super::memory::{self, PATH_MAX};
-use super::resolve::{self, Target};
+use crate::policy::{Action, Builtin, RuleId, Verdict};
 
-const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
+/// A NUL-terminated string in the caller's memory (a path, a symlink's target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StrPtr(pub u64);
 
-/// Where a trapped call keeps its arguments. `Option<usize>` dirfds are `None` for the legacy
-/// calls that take none (relative to the cwd).
-#[derive(Debug, Clone, Copy)]
-enum Call {
-    /// unlink/rmdir/unlinkat; `flags`: the unlinkat flags argument (AT_REMOVEDIR), `rmdir`: the
-    /// legacy rmdir.
+/// A structure of known size in the caller's memory (`struct open_how`, a socket address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockPtr {
+    pub addr: u64,
+    pub len: usize,
+}
+
+/// A NULL-terminated array of string pointers in the caller's memory (an exec's argv).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgvPtr(pub u64);
+
+/// A path argument: the directory a relative path starts from, and the string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathArg {
+    /// The directory descriptor as passed (`AT_FDCWD` for the calls that take none).
+    pub dirfd: u64,
+    /// `None`: a NULL pointer where the call allows one (utimensat): the descriptor itself.
+    pub path: Option<StrPtr>,
+}
+
+/// Where an open call's flags are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenHow {
+    /// In registers (open, openat, creat).
+    Flags { flags: u64, mode: u64 },
+    /// In a `struct open_how` (openat2): flags, mode and resolve flags, 8 bytes each.
+    InMemory(BlockPtr),
+}
+
+/// A trapped call's arguments, typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Args {
     Unlink {
-        dirfd: Option<usize>,
-        path: usize,
-        flags: Option<usize>,
+        at: PathArg,
         rmdir: bool,
     },
     Rename {
-        from: (Option<usize>, usize),
-        to: (Option<usize>, usize),
-        flags: Option<usize>,
-    },
-    Link {
-        from: (Option<usize>, usize),
-        to: (Option<usize>, usize),
-        flags: Option<usize>,
-    },
-    Symlink {
-        target: usize,
-        dirfd: Option<usize>,
-        path: usize,
-    },
-    Mkdir {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-    },
-    Mknod {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-        dev: usize,
-    },
-    Chmod {
-        dirfd: Option<usize>,
-        path: usize,
-        mode: usize,
-        follow: Follow,
-    },
-    Chown {
-        dirfd: Option<usize>,
-        path: usize,
-        uid: usize,
-        follow: Follow,
-    },
-    Truncate {
-        path: usize,
-        len: usize,
-    },
-    /// utime/utimes/futimesat/utimensat/xattrs: metadata the supervisor records, then continues.
-    Meta {
-        dirfd: Option<usize>,
-        path: usize,
-        follow: Follow,
-        empty_ok: bool,
-    },
-    Open {
-        dirfd: Option<usize>,
-        path: usize,
-        flags: OpenFlags,
-        mode: Option<usize>,
-    },
-    Exec {
-        dirfd: Option<usize>,
-        path: usize,
-        argv: usize,
-        flags: Option<usize>,
-    },
-    Connect,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Follow {
-    Always,
-    Never,
-    /// Follow unless the flags argument at this index has AT_SYMLINK_NOFOLLOW.
-    UnlessFlagged(usize),
-}
-
-#[derive(Debug, Clone, Copy)]
-enum OpenFlags {
-    Arg(usize),
-    Creat,
-    /// openat2: `struct open_how` at this argument.
-    How(usize),
-}
-
-/// The argument layout of a trapped system call, and its name.
-fn call_of(nr: i64) -> Option<(&'static str, Call)> {
-    use Follow::*;
-    let c = match nr {
-        libc::SYS_unlinkat => (
-            "unlinkat",
-            Call::Unlink {
-                dirfd: Some(0),
-                path: 1,
-                flags: Some(2),
-                rmdir: false,
-            },
-        ),
-        libc::SYS_renameat2 => (
-            "renameat2",
-            Call::Rename {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_linkat => (
-            "linkat",
-            Call::Link {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_symlinkat => (
-            "symlinkat",
-            Call::Symlink {
-                target: 0,
-                dirfd: Some(1),
-                path: 2,
-            },
-        ),
-        libc::SYS_mkdirat => (
-            "mkdirat",
-            Call::Mkdir {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-            },
-        ),
-        libc::SYS_mknodat => (
-            "mknodat",
-            Call::Mknod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                dev: 3,
-            },
-        ),
-        libc::SYS_fchmodat => (
-            "fchmodat",
-            Call::Chmod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                follow: Always,
-            },
-        ),
-        452 => (
-            "fchmodat2",
-            Call::Chmod {
-                dirfd: Some(0),
-                path: 1,
-                mode: 2,
-                follow: UnlessFlagged(3),
-            },
-        ),
-        libc::SYS_fchownat => (
-            "fchownat",
-            Call::Chown {
-                dirfd: Some(0),
-                path: 1,
-                uid: 2,
-                follow: UnlessFlagged(4),
-            },
-        ),
-        libc::SYS_truncate => ("truncate", Call::Truncate { path: 0, len: 1 }),
-        libc::SYS_utimensat => (
-            "utimensat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(3),
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_setxattr => (
-            "setxattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_lsetxattr => (
-            "lsetxattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Never,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_removexattr => (
-            "removexattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_lremovexattr => (
-            "lremovexattr",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Never,
-                empty_ok: false,
-            },
-        ),
-        // setxattrat(dfd, path, at_flags, name, args, size) and removexattrat(dfd, path,
-        // at_flags, name), Linux 6.13; the libc crate has no constants for them yet.
-        463 => (
-            "setxattrat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(2),
-                empty_ok: true,
-            },
-        ),
-        466 => (
-            "removexattrat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: UnlessFlagged(2),
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_openat => (
-            "openat",
-            Call::Open {
-                dirfd: Some(0),
-                path: 1,
-                flags: OpenFlags::Arg(2),
-                mode: Some(3),
-            },
-        ),
-        libc::SYS_openat2 => (
-            "openat2",
-            Call::Open {
-                dirfd: Some(0),
-                path: 1,
-                flags: OpenFlags::How(2),
-                mode: None,
-            },
-        ),
-        libc::SYS_execve => (
-            "execve",
-            Call::Exec {
-                dirfd: None,
-                path: 0,
-                argv: 1,
-                flags: None,
-            },
-        ),
-        libc::SYS_execveat => (
-            "execveat",
-            Call::Exec {
-                dirfd: Some(0),
-                path: 1,
-                argv: 2,
-                flags: Some(4),
-            },
-        ),
-        libc::SYS_connect => ("connect", Call::Connect),
-        _ => return legacy_call_of(nr),
-    };
-    Some(c)
-}
-
-/// The pre-*at entry points, which only x86_64 has.
-#[cfg(target_arch = "x86_64")]
-fn legacy_call_of(nr: i64) -> Option<(&'static str, Call)> {
-    use Follow::*;
-    let c = match nr {
-        libc::SYS_unlink => (
-            "unlink",
-            Call::Unlink {
-                dirfd: None,
-                path: 0,
-                flags: None,
-                rmdir: false,
-            },
-        ),
-        libc::SYS_rmdir => (
-            "rmdir",
-            Call::Unlink {
-                dirfd: None,
-                path: 0,
-                flags: None,
-                rmdir: true,
-            },
-        ),
-        libc::SYS_rename => (
-            "rename",
-            Call::Rename {
-                from: (None, 0),
-                to: (None, 1),
-                flags: None,
-            },
-        ),
-        libc::SYS_renameat => (
-            "renameat",
-            Call::Rename {
-                from: (Some(0), 1),
-                to: (Some(2), 3),
-                flags: None,
-            },
-        ),
-        libc::SYS_link => (
-            "link",
-            Call::Link {
-                from: (None, 0),
-                to: (None, 1),
-                flags: None,
-            },
-        ),
-        libc::SYS_symlink => (
-            "symlink",
-            Call::Symlink {
-                target: 0,
-                dirfd: None,
-                path: 1,
-            },
-        ),
-        libc::SYS_mkdir => (
-            "mkdir",
-            Call::Mkdir {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-            },
-        ),
-        libc::SYS_mknod => (
-            "mknod",
-            Call::Mknod {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-                dev: 2,
-            },
-        ),
-        libc::SYS_chmod => (
-            "chmod",
-            Call::Chmod {
-                dirfd: None,
-                path: 0,
-                mode: 1,
-                follow: Always,
-            },
-        ),
-        libc::SYS_chown => (
-            "chown",
-            Call::Chown {
-                dirfd: None,
-                path: 0,
-                uid: 1,
-                follow: Always,
-            },
-        ),
-        libc::SYS_lchown => (
-            "lchown",
-            Call::Chown {
-                dirfd: None,
-                path: 0,
-                uid: 1,
-                follow: Never,
-            },
-        ),
-        libc::SYS_utime => (
-            "utime",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_utimes => (
-            "utimes",
-            Call::Meta {
-                dirfd: None,
-                path: 0,
-                follow: Always,
-                empty_ok: false,
-            },
-        ),
-        libc::SYS_futimesat => (
-            "futimesat",
-            Call::Meta {
-                dirfd: Some(0),
-                path: 1,
-                follow: Always,
-                empty_ok: true,
-            },
-        ),
-        libc::SYS_open => (
-            "open",
-            Call::Open {
-                dirfd: None,
-                path: 0,
-                flags: OpenFlags::Arg(1),
-                mode: Some(2),
-            },
-        ),
-        libc::SYS_creat => (
-            "creat",
-            Call::Open {
-                dirfd: None,
-                path: 0,
-                flags: OpenFlags::Creat,
-                mode: Some(1),
-            },
-        ),
-        _ => return None,
-    };
-    Some(c)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn legacy_call_of(_nr: i64) -> Option<(&'static str, Call)> {
-    None
-}
-
-/// The address to connect to, as bytes for the kernel: a relative unix socket path is made
-/// absolute (guard connects from its own cwd, not the caller's).
-fn absolute_unix(raw: &[u8], addr: &NetAddr) -> Vec<u8> {
-    if let NetAddr::Unix(p) = addr {
-        let bytes = p.as_os_str().as_bytes();
-        // sun_path holds 108 bytes including the NUL.
-        if bytes.len() < 108 {
-            let mut out = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-            out.extend_from_slice(bytes);
-            out.push(0);
-            return out;
-        }
-    }
-    raw.to_vec()
-}
-
-/// What the supervisor does with an allowed call: perform it itself on the resolved targets
-/// (so the object judged is the object changed, and the journal sees it first), or let the
-/// kernel continue it (exec and connect, which cannot be emulated, and metadata-only calls).
-#[derive(Debug)]
-pub enum Act {
-    Continue,
-    Unlink(Target),
-    Rmdir(Target),
-    Rename {
-        from: Target,
-        to: Target,
+        from: PathArg,
+        to: PathArg,
         flags: u32,
     },
     Link {
-        from: Target,
-        to: Target,
+        from: PathArg,
+        to: PathArg,
+        /// AT_SYMLINK_FOLLOW: a final symlink of `from` is followed.
+        follow: bool,
     },
     Symlink {
-        target: Vec<u8>,
-        at: Target,
+        target: StrPtr,
+        at: PathArg,
     },
     Mkdir {
-        at: Target,
+        at: PathArg,
         mode: u32,
     },
     Mknod {
-        at: Target,
+        at: PathArg,
         mode: u32,
         dev: u64,
     },
     Chmod {
-        at: Target,
+        at: PathArg,
         mode: u32,
+        follow: bool,
     },
+    /// `empty_ok`: an empty path names the descriptor itself (the *at form).
     Chown {
-        at: Target,
+        at: PathArg,
         uid: u32,
         gid: u32,
+        follow: bool,
+        empty_ok: bool,
     },
     Truncate {
-        at: Target,
+        at: PathArg,
         len: i64,
     },
-    Open {
-        at: Target,
-        flags: i32,
-        mode: u32,
+    /// utimes, utimensat, the xattr calls: metadata the supervisor records, then continues.
+    Meta {
+        at: PathArg,
+        follow: bool,
+        empty_ok: bool,
     },
-    /// Record the old metadata, then continue.
-    Meta(Target),
-    /// Connect the caller's socket (a duplicate fetched with pidfd_getfd) to the address read
-    /// once from its memory.
+    Open {
+        at: PathArg,
+        how: OpenHow,
+    },
+    /// `empty_path`: AT_EMPTY_PATH, an empty path runs the descriptor itself.
+    Exec {
+        at: PathArg,
+        argv: ArgvPtr,
+        empty_path: bool,
+    },
     Connect {
         sock: i32,
-        addr: Vec<u8>,
+        addr: BlockPtr,
     },
 }
 
-/// A decoded call, owning everything the policy [`Request`](crate::policy::Request) borrows.
-#[derive(Debug)]
-pub struct Decoded {
+/// One trapped call, decoded from its registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
     pub syscall: &'static str,
-    pub op: Op,
-    pub path: Option<PathBuf>,
-    pub path2: Option<PathBuf>,
-    /// The entry this call would create if it succeeds (used to know what the run made itself).
-    pub creates: Option<PathBuf>,
-    pub argv: Vec<OsString>,
-    pub exe: Option<PathBuf>,
-    pub cwd: Option<PathBuf>,
-    pub addr: Option<NetAddr>,
-    /// exec: the program has no file reachable by path (see `Request::exe_anonymous`).
-    pub exe_anonymous: bool,
-    pub act: Act,
+    pub args: Args,
 }
 
-impl Decoded {
-    fn new(syscall: &'static str, op: Op, act: Act) -> Self {
-        Decoded {
-            syscall,
-            op,
-            path: None,
-            path2: None,
-            creates: None,
-            argv: Vec::new(),
-            exe: None,
-            cwd: None,
-            addr: None,
-            exe_anonymous: false,
-            act,
+/// What the read stage copies for one argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    Str(StrPtr),
+    Block(BlockPtr),
+    Argv(ArgvPtr),
+}
+
+impl Call {
+    /// Every pointer argument of the call, in argument order; at most three.
+    pub fn wants(&self) -> [Option<Want>; 3] {
+        let path = |p: &PathArg| p.path.map(Want::Str);
+        match &self.args {
+            Args::Unlink { at, .. }
+            | Args::Mkdir { at, .. }
+            | Args::Mknod { at, .. }
+            | Args::Chmod { at, .. }
+            | Args::Chown { at, .. }
+            | Args::Truncate { at, .. }
+            | Args::Meta { at, .. } => [path(at), None, None],
+            Args::Rename { from, to, .. } | Args::Link { from, to, .. } => {
+                [path(from), path(to), None]
+            }
+            Args::Symlink { target, at } => [Some(Want::Str(*target)), path(at), None],
+            Args::Open { at, how } => [
+                path(at),
+                match how {
+                    OpenHow::InMemory(b) => Some(Want::Block(*b)),
+                    OpenHow::Flags { .. } => None,
+                },
+                None,
+            ],
+            Args::Exec { at, argv, .. } => [path(at), Some(Want::Argv(*argv)), None],
+            Args::Connect { addr, .. } => [Some(Want::Block(*addr)), None, None],
         }
     }
 }
 
-/// What the supervisor should do with a notification after decoding.
+/// Why a call could not be judged: it is refused with `errno`.
 #[derive(Debug)]
-pub enum Decision {
-    /// Judge it against the policy.
-    Judge(Box<Decoded>),
-    /// Nothing to judge (an openat2 that only reads): let it run.
-    Pass,
-}
-
-/// A decoding failure: the call is denied with `errno`.
-#[derive(Debug)]
-pub struct DecodeError {
+pub struct Failure {
     pub syscall: &'static str,
     pub errno: i32,
     pub what: String,
-    /// The errno is what the kernel itself answers for this path (it does not resolve).
-    pub natural: bool,
+    pub kind: FailureKind,
 }
 
-fn read_path(n: &Notif, arg: usize) -> io::Result<Vec<u8>> {
-    memory::read_cstr(n.pid, n.args[arg], PATH_MAX)
+/// Why a call could not be judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
+    /// the errno the kernel itself gives it, not by policy.
+    Unresolved,
+    /// guard could not read or make sense of the call: refused, fail closed.
+    Undecodable,
 }
 
-fn dirfd_arg(n: &Notif, dirfd: Option<usize>) -> u64 {
-    match dirfd {
-        Some(i) => n.args[i],
-        None => libc::AT_FDCWD as u64,
+impl Failure {
+    /// `e` while reading or making sense of an argument.
+    pub fn undecodable(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+        Failure {
+            syscall,
+            errno: e.raw_os_error().unwrap_or(libc::EPERM),
+            what: format!("{what}: {e}"),
+            kind: FailureKind::Undecodable,
+        }
+    }
+
+    /// `e` while resolving a path argument (reading it, or walking it): the kernel's own answer
+    /// when the path does not resolve.
+    pub fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+        let mut f = Self::undecodable(syscall, e, what);
+        if matches!(
+            f.errno,
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+        ) {
+            f.kind = FailureKind::Unresolved;
+        }
+        f
+    }
+
+    /// The verdict on a call that failed before it could be judged.
+    pub fn verdict(&self) -> Verdict {
+        Verdict {
+            action: Action::Deny,
+            errno: self.errno,
+            rule: RuleId::Builtin(match self.kind {
+                FailureKind::Unresolved => Builtin::Resolve,
+                FailureKind::Undecodable => Builtin::Decode,
+            }),
+            reason: Some(self.what.clone()),
+        }
     }
 }
 
-fn target_at(n: &Notif, dirfd: Option<usize>, path: usize, follow: bool) -> io::Result<Target> {
-    let raw = read_path(n, path)?;
-    resolve::target(n.pid, dirfd_arg(n, dirfd), &raw, follow)
-}
-
-fn follows(n: &Notif, f: Follow) -> bool {
-    match f {
-        Follow::Always => true,
-        Follow::Never => false,
-        Follow::UnlessFlagged(i) => n.args[i] & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
-    }
-}
-
-/// The target of a metadata call, where an empty path (AT_EMPTY_PATH, or utimensat's NULL)
-/// means the descriptor itself.
-fn meta_target(
-    n: &Notif,
-    dirfd: Option<usize>,
-    path: usize,
-    follow: bool,
-    empty_ok: bool,
-) -> io::Result<Target> {
-    let raw = if empty_ok && n.args[path] == 0 {
-        Vec::new()
-    } else {
-        read_path(n, path)?
-    };
-    if raw.is_empty() && empty_ok {
-        let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-        let p = resolve::caller_fd_path(n.pid, fd)?;
-        let raw = p.into_os_string().into_vec();
-        return resolve::target(n.pid, libc::AT_FDCWD as u64, &raw, false);
-    }
-    resolve::target(n.pid, dirfd_arg(n, dirfd), &raw, follow)
-}
-
-/// Whether the program an exec names through a descriptor (`fd` + AT_EMPTY_PATH, or a
-/// /proc/PID/fd path) is the very file found at `exe` on disk.
-fn same_file_on_disk(n: &Notif, dirfd: Option<usize>, raw: &[u8], exe: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let object = if raw.is_empty() {
-        let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-        std::fs::metadata(format!("/proc/{}/fd/{fd}", n.pid))
-    } else {
-        std::fs::metadata(std::ffi::OsStr::from_bytes(raw))
-    };
-    match (object, std::fs::metadata(exe)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
+/// The largest socket address guard reads (`struct sockaddr_storage`).
+const SOCKADDR_MAX: usize = 128;
+/// `struct open_how`: flags, mode, resolve (the size openat2 had first; larger sizes only
+/// append fields, which guard does not use).
+const OPEN_HOW_LEN: usize = 24;
 
 /// Decode notification `n`.
-pub fn decode(n: &Notif) -> Result<Decision, DecodeError> {
+pub fn decode(n: &Notif) -> Result<Call, Failure> {
+    decode_in(syscalls::NATIVE, n)
+}
+
+/// Decode `n` with the syscall table of one architecture (the tests decode every table).
+pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> {
     let nr = i64::from(n.nr);
-    let Some((name, call)) = call_of(nr) else {
-        return Err(DecodeError {
+    let Some((row, shape)) =
+        syscalls::trapped(table, nr).and_then(|s| Some((s, s.trapped_shape()?)))
+    else {
+        return Err(Failure {
             syscall: "unknown",
             errno: libc::ENOSYS,
             what: format!("system call {nr} is not one guard judges"),
-            natural: false,
+            kind: FailureKind::Undecodable,
         });
     };
-    let fail = |e: io::Error, what: &str| {
-        let errno = e.raw_os_error().unwrap_or(libc::EPERM);
-        DecodeError {
-            syscall: name,
-            errno,
-            what: format!("{what}: {e}"),
-            natural: what.starts_with("cannot resolve")
-                && matches!(
-                    errno,
-                    libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
-                ),
-        }
+    let a = |i: usize| n.args[i];
+    let a32 = |i: usize| n.args[i] as u32;
+    let at = |dirfd: Option<usize>, path: usize| PathArg {
+        dirfd: dirfd.map_or(libc::AT_FDCWD as u64, a),
+        path: Some(StrPtr(a(path))),
     };
-    let arg32 = |i: usize| n.args[i] as u32;
-    let d = match call {
-        Call::Unlink {
+    // An empty path (or utimensat's NULL) names the descriptor itself.
+    let maybe_empty = |dirfd: Option<usize>, path: usize, empty_ok: bool| PathArg {
+        path: (!(empty_ok && a(path) == 0)).then_some(StrPtr(a(path))),
+        ..at(dirfd, path)
+    };
+    let flagged = |flags: Option<usize>, bit: i32| flags.is_some_and(|i| a(i) & bit as u64 != 0);
+    let follows = |f: Follow| match f {
+        Follow::Always => true,
+        Follow::Never => false,
+        Follow::UnlessFlagged(i) => a(i) & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
+    };
+    let args = match shape {
+        Shape::Unlink {
             dirfd,
             path,
             flags,
             rmdir,
-        } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
-            let rmdir = rmdir || flags.is_some_and(|i| n.args[i] & libc::AT_REMOVEDIR as u64 != 0);
-            let p = t.path.clone();
-            let mut d = Decoded::new(
-                name,
-                Op::Delete,
-                if rmdir { Act::Rmdir(t) } else { Act::Unlink(t) },
-            );
-            d.path = Some(p);
-            d
-        }
-        Call::Rename { from, to, flags } => {
-            let a = target_at(n, from.0, from.1, false)
-                .map_err(|e| fail(e, "cannot resolve the source"))?;
-            let b = target_at(n, to.0, to.1, false)
-                .map_err(|e| fail(e, "cannot resolve the destination"))?;
-            let flags = flags.map(arg32).unwrap_or(0);
-            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
-            let mut d = Decoded::new(
-                name,
-                Op::Rename,
-                Act::Rename {
-                    from: a,
-                    to: b,
-                    flags,
-                },
-            );
-            d.creates = new.then(|| pb.clone());
-            d.path = Some(pa);
-            d.path2 = Some(pb);
-            d
-        }
-        Call::Link { from, to, flags } => {
-            let follow = flags.is_some_and(|i| n.args[i] & libc::AT_SYMLINK_FOLLOW as u64 != 0);
-            let a = target_at(n, from.0, from.1, follow)
-                .map_err(|e| fail(e, "cannot resolve the source"))?;
-            let b = target_at(n, to.0, to.1, false)
-                .map_err(|e| fail(e, "cannot resolve the link name"))?;
-            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
-            let mut d = Decoded::new(name, Op::Link, Act::Link { from: a, to: b });
-            d.creates = new.then(|| pb.clone());
-            d.path = Some(pa);
-            d.path2 = Some(pb);
-            d
-        }
-        Call::Symlink {
+        } => Args::Unlink {
+            at: at(dirfd, path),
+            rmdir: rmdir || flagged(flags, libc::AT_REMOVEDIR),
+        },
+        Shape::Rename { from, to, flags } => Args::Rename {
+            from: at(from.0, from.1),
+            to: at(to.0, to.1),
+            flags: flags.map_or(0, a32),
+        },
+        Shape::Link { from, to, flags } => Args::Link {
+            from: at(from.0, from.1),
+            to: at(to.0, to.1),
+            follow: flagged(flags, libc::AT_SYMLINK_FOLLOW),
+        },
+        Shape::Symlink {
             target,
             dirfd,
             path,
-        } => {
-            let content =
-                read_path(n, target).map_err(|e| fail(e, "cannot read the link target"))?;
-            let t = target_at(n, dirfd, path, false)
-                .map_err(|e| fail(e, "cannot resolve the link name"))?;
-            let (p, new) = (t.path.clone(), t.kind.is_none());
-            let mut d = Decoded::new(
-                name,
-                Op::Create,
-                Act::Symlink {
-                    target: content,
-                    at: t,
-                },
-            );
-            d.creates = new.then(|| p.clone());
-            d.path = Some(p);
-            d
-        }
-        Call::Mkdir { dirfd, path, mode } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
-            let (p, new) = (t.path.clone(), t.kind.is_none());
-            let mut d = Decoded::new(
-                name,
-                Op::Create,
-                Act::Mkdir {
-                    at: t,
-                    mode: arg32(mode),
-                },
-            );
-            d.creates = new.then(|| p.clone());
-            d.path = Some(p);
-            d
-        }
-        Call::Mknod {
+        } => Args::Symlink {
+            target: StrPtr(a(target)),
+            at: at(dirfd, path),
+        },
+        Shape::Mkdir { dirfd, path, mode } => Args::Mkdir {
+            at: at(dirfd, path),
+            mode: a32(mode),
+        },
+        Shape::Mknod {
             dirfd,
             path,
             mode,
             dev,
-        } => {
-            let t =
-                target_at(n, dirfd, path, false).map_err(|e| fail(e, "cannot resolve the path"))?;
-            let (p, new) = (t.path.clone(), t.kind.is_none());
-            let mut d = Decoded::new(
-                name,
-                Op::Create,
-                Act::Mknod {
-                    at: t,
-                    mode: arg32(mode),
-                    dev: n.args[dev],
-                },
-            );
-            d.creates = new.then(|| p.clone());
-            d.path = Some(p);
-            d
-        }
-        Call::Chmod {
+        } => Args::Mknod {
+            at: at(dirfd, path),
+            mode: a32(mode),
+            dev: a(dev),
+        },
+        Shape::Chmod {
             dirfd,
             path,
             mode,
             follow,
-        } => {
-            let t = meta_target(n, dirfd, path, follows(n, follow), false)
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut d = Decoded::new(
-                name,
-                Op::Chmod,
-                Act::Chmod {
-                    at: t,
-                    mode: arg32(mode),
-                },
-            );
-            d.path = Some(p);
-            d
-        }
-        Call::Chown {
+        } => Args::Chmod {
+            at: at(dirfd, path),
+            mode: a32(mode),
+            follow: follows(follow),
+        },
+        Shape::Chown {
             dirfd,
             path,
             uid,
             follow,
         } => {
-            let t = meta_target(n, dirfd, path, follows(n, follow), dirfd.is_some())
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let (u, g) = (arg32(uid), arg32(uid + 1));
-            let mut d = Decoded::new(
-                name,
-                Op::Chmod,
-                Act::Chown {
-                    at: t,
-                    uid: u,
-                    gid: g,
-                },
-            );
-            d.path = Some(p);
-            d
+            let empty_ok = dirfd.is_some();
+            Args::Chown {
+                at: maybe_empty(dirfd, path, empty_ok),
+                uid: a32(uid),
+                gid: a32(uid + 1),
+                follow: follows(follow),
+                empty_ok,
+            }
         }
-        Call::Truncate { path, len } => {
-            let t =
-                target_at(n, None, path, true).map_err(|e| fail(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut d = Decoded::new(
-                name,
-                Op::Write,
-                Act::Truncate {
-                    at: t,
-                    len: n.args[len] as i64,
-                },
-            );
-            d.path = Some(p);
-            d
-        }
-        Call::Meta {
+        Shape::Truncate { path, len } => Args::Truncate {
+            at: at(None, path),
+            len: a(len) as i64,
+        },
+        Shape::Meta {
             dirfd,
             path,
             follow,
             empty_ok,
-        } => {
-            let t = meta_target(n, dirfd, path, follows(n, follow), empty_ok)
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut d = Decoded::new(name, Op::Chmod, Act::Meta(t));
-            d.path = Some(p);
-            d
-        }
-        Call::Open {
+        } => Args::Meta {
+            at: maybe_empty(dirfd, path, empty_ok),
+            follow: follows(follow),
+            empty_ok,
+        },
+        Shape::Open {
             dirfd,
             path,
             flags,
             mode,
-        } => {
-            let (flags, mode, resolve_flags) = match flags {
-                OpenFlags::Arg(i) => (n.args[i], mode.map(|m| n.args[m]).unwrap_or(0), 0),
-                OpenFlags::Creat => (
-                    (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
-                    mode.map(|m| n.args[m]).unwrap_or(0),
-                    0,
-                ),
-                OpenFlags::How(i) => {
-                    let how = memory::read_bytes(n.pid, n.args[i], 24)
-                        .map_err(|e| fail(e, "cannot read open_how"))?;
-                    let word = |k: usize| {
-                        let mut w = [0u8; 8];
-                        w.copy_from_slice(&how[k * 8..k * 8 + 8]);
-                        u64::from_ne_bytes(w)
-                    };
-                    (word(0), word(1), word(2))
-                }
-            };
-            if flags & O_WRITE_FLAGS == 0 {
-                return Ok(Decision::Pass);
-            }
-            if resolve_flags != 0 {
-                // The caller asked openat2 to restrict its own resolution; guard resolves
-                // differently, so it cannot honour that: ENOSYS makes callers fall back to openat.
-                return Err(fail(
-                    io::Error::from_raw_os_error(libc::ENOSYS),
-                    "openat2 with resolve flags",
-                ));
-            }
-            let creat = flags & libc::O_CREAT as u64 != 0;
-            let excl = flags & libc::O_EXCL as u64 != 0;
-            let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
-            let t = target_at(n, dirfd, path, !(nofollow || (creat && excl)))
-                .map_err(|e| fail(e, "cannot resolve the path"))?;
-            let op = if t.kind.is_none() && creat {
-                Op::Create
-            } else {
-                Op::Write
-            };
-            let p = t.path.clone();
-            let mut d = Decoded::new(
-                name,
-                op,
-                Act::Open {
-                    at: t,
-                    flags: flags as i32,
-                    mode: mode as u32,
+        } => Args::Open {
+            at: at(dirfd, path),
+            how: match flags {
+                OpenFlags::Arg(i) => OpenHow::Flags {
+                    flags: a(i),
+                    mode: mode.map_or(0, a),
                 },
-            );
-            if op == Op::Create {
-                d.creates = Some(p.clone());
-            }
-            d.path = Some(p);
-            d
-        }
-        Call::Exec {
+                OpenFlags::Creat => OpenHow::Flags {
+                    flags: (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
+                    mode: mode.map_or(0, a),
+                },
+                OpenFlags::How(i) => OpenHow::InMemory(BlockPtr {
+                    addr: a(i),
+                    len: OPEN_HOW_LEN,
+                }),
+            },
+        },
+        Shape::Exec {
             dirfd,
             path,
             argv,
             flags,
-        } => {
-            let raw = read_path(n, path).map_err(|e| fail(e, "cannot read the program path"))?;
-            let empty_path = flags.is_some_and(|i| n.args[i] & libc::AT_EMPTY_PATH as u64 != 0);
-            let exe = if raw.is_empty() && empty_path {
-                let fd = dirfd.map(|i| n.args[i] as i32).unwrap_or(-1);
-                resolve::caller_fd_path(n.pid, fd)
-                    .map_err(|e| fail(e, "cannot resolve the descriptor"))?
-            } else {
-                resolve::resolve_existing(n.pid, dirfd_arg(n, dirfd), &raw)
-                    .map_err(|e| fail(e, "cannot resolve the program"))?
-            };
-            let args = memory::read_argv(n.pid, n.args[argv], 16 * 1024, 2 * 1024 * 1024)
-                .map_err(|e| fail(e, "cannot read argv"))?;
-            // A program with no file behind it (memfd_create + fexecve, a deleted file reached
-            // through /proc/PID/fd): Landlock's execute right does not cover those.
-            let via_fd = (raw.is_empty() && empty_path)
-                || raw.starts_with(b"/proc/")
-                || raw.starts_with(b"/dev/fd/");
-            let anonymous = via_fd && !same_file_on_disk(n, dirfd, &raw, &exe);
-            let mut d = Decoded::new(name, Op::Exec, Act::Continue);
-            d.argv = args.into_iter().map(OsString::from_vec).collect();
-            d.exe = Some(exe);
-            d.exe_anonymous = anonymous;
-            d.cwd = resolve::caller_cwd(n.pid).ok();
-            d
-        }
-        Call::Connect => {
-            let len = (n.args[2] as usize).min(128);
+        } => Args::Exec {
+            at: at(dirfd, path),
+            argv: ArgvPtr(a(argv)),
+            empty_path: flagged(flags, libc::AT_EMPTY_PATH),
+        },
+        Shape::Connect { sock, addr, len } => {
+            let len = (a(len) as usize).min(SOCKADDR_MAX);
             if len < 2 {
-                return Err(fail(
-                    io::Error::from_raw_os_error(libc::EINVAL),
+                return Err(Failure::undecodable(
+                    row.name,
+                    &io::Error::from_raw_os_error(libc::EINVAL),
                     "address too short",
                 ));
             }
-            let raw = memory::read_bytes(n.pid, n.args[1], len)
-                .map_err(|e| fail(e, "cannot read the address"))?;
-            let addr = decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
-            let wire = absolute_unix(&raw, &addr);
-            let mut d = Decoded::new(
-                name,
-                Op::Connect,
-                Act::Connect {
-                    sock: n.args[0] as i32,
-                    addr: wire,
-                },
-            );
-            d.addr = Some(addr);
-            d
-        }
-    };
-    Ok(Decision::Judge(Box::new(d)))
-}
-
-/// Decode a `struct sockaddr` of `raw.len()` bytes (as given to connect). Unix paths that are
-/// relative are resolved against the caller's cwd.
-pub fn decode_sockaddr(raw: &[u8], pid: u32) -> io::Result<NetAddr> {
-    let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-    let family = u16::from_ne_bytes([
-        *raw.first().ok_or_else(einval)?,
-        *raw.get(1).ok_or_else(einval)?,
-    ]);
-    match i32::from(family) {
-        libc::AF_UNSPEC => Ok(NetAddr::Unspecified),
-        libc::AF_INET => {
-            let b = raw.get(2..8).ok_or_else(einval)?;
-            let port = u16::from_be_bytes([b[0], b[1]]);
-            let ip = std::net::Ipv4Addr::new(b[2], b[3], b[4], b[5]);
-            Ok(NetAddr::Inet((ip, port).into()))
-        }
-        libc::AF_INET6 => {
-            let b = raw.get(2..28).ok_or_else(einval)?;
-            let port = u16::from_be_bytes([b[0], b[1]]);
-            let mut octets = [0u8; 16];
-            octets.copy_from_slice(&b[6..22]);
-            let ip = std::net::Ipv6Addr::from(octets);
-            Ok(NetAddr::Inet((ip, port).into()))
-        }
-        libc::AF_UNIX => {
-            let path = raw.get(2..).unwrap_or(&[]);
-            match path.first() {
-                None => Ok(NetAddr::Unspecified),
-                Some(0) => Ok(NetAddr::Abstract(path[1..].to_vec())),
-                Some(_) => {
-                    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
-                    let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&path[..end]));
-                    let abs = if p.is_absolute() {
-                        p.to_path_buf()
-                    } else {
-                        resolve::caller_cwd(pid)?.join(p)
-                    };
-                    Ok(NetAddr::Unix(resolve::lexical(&abs)))
-                }
+            Args::Connect {
+                sock: a(sock) as i32,
+                addr: BlockPtr { addr: a(addr), len },
             }
         }
-        other => Ok(NetAddr::Other(other as u16)),
-    }
+    };
+    Ok(Call {
+        syscall: row.name,
+        args,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::syscalls::{Treatment, AARCH64_TABLE, X86_64_TABLE};
+
+    /// The typed call every trapped system call must decode to, by name: the property the
+    /// filter and the decoder share. Written out here on purpose, independently of the table:
+    /// a row missing from a table (so the call is neither trapped nor decoded) or decoding to
+    /// the wrong kind of call fails `every_trapped_call_decodes`.
+    fn expected(name: &str) -> Option<&'static str> {
+        Some(match name {
+            "unlink" | "unlinkat" | "rmdir" => "unlink",
+            "rename" | "renameat" | "renameat2" => "rename",
+            "link" | "linkat" => "link",
+            "symlink" | "symlinkat" => "symlink",
+            "mkdir" | "mkdirat" => "mkdir",
+            "mknod" | "mknodat" => "mknod",
+            "chmod" | "fchmodat" | "fchmodat2" => "chmod",
+            "chown" | "lchown" | "fchownat" => "chown",
+            "truncate" => "truncate",
+            "utime" | "utimes" | "futimesat" | "utimensat" | "setxattr" | "lsetxattr"
+            | "removexattr" | "lremovexattr" | "setxattrat" | "removexattrat" => "meta",
+            "open" | "openat" | "openat2" | "creat" => "open",
+            "execve" | "execveat" => "exec",
+            "connect" => "connect",
+            _ => return None,
+        })
+    }
+
+    /// Each architecture's trapped calls, by name.
+    const X86_64_TRAPPED: &[&str] = &[
+        "unlink",
+        "unlinkat",
+        "rmdir",
+        "rename",
+        "renameat",
+        "renameat2",
+        "link",
+        "linkat",
+        "symlink",
+        "symlinkat",
+        "mkdir",
+        "mkdirat",
+        "mknod",
+        "mknodat",
+        "chmod",
+        "fchmodat",
+        "fchmodat2",
+        "chown",
+        "lchown",
+        "fchownat",
+        "truncate",
+        "utime",
+        "utimes",
+        "futimesat",
+        "utimensat",
+        "setxattr",
+        "lsetxattr",
+        "removexattr",
+        "lremovexattr",
+        "setxattrat",
+        "removexattrat",
+        "open",
+        "openat",
+        "openat2",
+        "creat",
+        "execve",
+        "execveat",
+        "connect",
+    ];
+    /// aarch64 has only the *at forms, and renameat (glibc's rename() there).
+    const AARCH64_TRAPPED: &[&str] = &[
+        "unlinkat",
+        "renameat",
+        "renameat2",
+        "linkat",
+        "symlinkat",
+        "mkdirat",
+        "mknodat",
+        "fchmodat",
+        "fchmodat2",
+        "fchownat",
+        "truncate",
+        "utimensat",
+        "setxattr",
+        "lsetxattr",
+        "removexattr",
+        "lremovexattr",
+        "setxattrat",
+        "removexattrat",
+        "openat",
+        "openat2",
+        "execve",
+        "execveat",
+        "connect",
+    ];
+
+    fn kind(args: &Args) -> &'static str {
+        match args {
+            Args::Unlink { .. } => "unlink",
+            Args::Rename { .. } => "rename",
+            Args::Link { .. } => "link",
+            Args::Symlink { .. } => "symlink",
+            Args::Mkdir { .. } => "mkdir",
+            Args::Mknod { .. } => "mknod",
+            Args::Chmod { .. } => "chmod",
+            Args::Chown { .. } => "chown",
+            Args::Truncate { .. } => "truncate",
+            Args::Meta { .. } => "meta",
+            Args::Open { .. } => "open",
+            Args::Exec { .. } => "exec",
+            Args::Connect { .. } => "connect",
+        }
+    }
+
+    /// Plausible registers for a call of `shape`: pointers where it takes pointers, AT_FDCWD
+    /// for directory descriptors, flags 0 (write flags for an open), a mode, a 16-byte address.
+    fn notif(nr: i64, shape: Shape) -> Notif {
+        let mut args: [u64; 6] = std::array::from_fn(|i| 0x7f00_0000_1000 * (i as u64 + 1));
+        let fdcwd = libc::AT_FDCWD as u64;
+        let mut dirfd = |d: Option<usize>| {
+            if let Some(i) = d {
+                args[i] = fdcwd;
+            }
+        };
+        let mut numbers: Vec<(usize, u64)> = Vec::new();
+        match shape {
+            Shape::Unlink {
+                dirfd: d, flags, ..
+            } => {
+                dirfd(d);
+                numbers.extend(flags.map(|i| (i, 0)));
+            }
+            Shape::Rename { from, to, flags } | Shape::Link { from, to, flags } => {
+                dirfd(from.0);
+                dirfd(to.0);
+                numbers.extend(flags.map(|i| (i, 0)));
+            }
+            Shape::Symlink { dirfd: d, .. } => dirfd(d),
+            Shape::Mkdir { dirfd: d, mode, .. } => {
+                dirfd(d);
+                numbers.push((mode, 0o755));
+            }
+            Shape::Mknod {
+                dirfd: d,
+                mode,
+                dev,
+                ..
+            } => {
+                dirfd(d);
+                numbers.extend([(mode, u64::from(libc::S_IFIFO) | 0o644), (dev, 0)]);
+            }
+            Shape::Chmod {
+                dirfd: d,
+                mode,
+                follow,
+                ..
+            } => {
+                dirfd(d);
+                numbers.push((mode, 0o644));
+                if let Follow::UnlessFlagged(i) = follow {
+                    numbers.push((i, 0));
+                }
+            }
+            Shape::Chown {
+                dirfd: d,
+                uid,
+                follow,
+                ..
+            } => {
+                dirfd(d);
+                numbers.extend([(uid, 1000), (uid + 1, 1000)]);
+                if let Follow::UnlessFlagged(i) = follow {
+                    numbers.push((i, 0));
+                }
+            }
+            Shape::Truncate { len, .. } => numbers.push((len, 0)),
+            Shape::Meta {
+                dirfd: d, follow, ..
+            } => {
+                dirfd(d);
+                if let Follow::UnlessFlagged(i) = follow {
+                    numbers.push((i, 0));
+                }
+            }
+            Shape::Open {
+                dirfd: d,
+                flags,
+                mode,
+                ..
+            } => {
+                dirfd(d);
+                if let OpenFlags::Arg(i) = flags {
+                    numbers.push((i, (libc::O_WRONLY | libc::O_CREAT) as u64));
+                }
+                numbers.extend(mode.map(|i| (i, 0o644)));
+            }
+            Shape::Exec {
+                dirfd: d, flags, ..
+            } => {
+                dirfd(d);
+                numbers.extend(flags.map(|i| (i, 0)));
+            }
+            Shape::Connect { sock, len, .. } => numbers.extend([(sock, 3), (len, 16)]),
+        }
+        for (i, v) in numbers {
+            args[i] = v;
+        }
+        Notif {
+            id: 1,
+            pid: 1,
+            nr: i32::try_from(nr).expect("small"),
+            arch: 0,
+            ip: 0,
+            args,
+        }
+    }
 
     #[test]
-    fn decodes_ipv4_and_ipv6() {
-        let mut v4 = vec![0u8; 16];
-        v4[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
-        v4[2..4].copy_from_slice(&8080u16.to_be_bytes());
-        v4[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    fn every_trapped_call_decodes() {
+        for (table, trapped) in [
+            (X86_64_TABLE, X86_64_TRAPPED),
+            (AARCH64_TABLE, AARCH64_TRAPPED),
+        ] {
+            let mut seen = Vec::new();
+            for row in table {
+                let (Treatment::Trap(shape) | Treatment::TrapWhenWriting(shape)) = row.treatment
+                else {
+                    continue;
+                };
+                let call = decode_in(table, &notif(row.nr, shape))
+                    .unwrap_or_else(|f| panic!("{} does not decode: {f:?}", row.name));
+                assert_eq!(call.syscall, row.name);
+                assert_eq!(Some(kind(&call.args)), expected(row.name), "{}", row.name);
+                // Every path and pointer argument is taken from the registers the shape
+                // names, none is read: all of them point into the caller's memory.
+                for want in call.wants().into_iter().flatten() {
+                    let addr = match want {
+                        Want::Str(p) => p.0,
+                        Want::Block(b) => b.addr,
+                        Want::Argv(a) => a.0,
+                    };
+                    assert!(addr >= 0x7f00_0000_1000, "{}: {want:?}", row.name);
+                }
+                seen.push(row.name);
+            }
+            seen.sort_unstable();
+            let mut want: Vec<&str> = trapped.to_vec();
+            want.sort_unstable();
+            assert_eq!(seen, want, "the calls this table traps");
+        }
+    }
+
+    #[test]
+    fn registers_decode_to_their_meaning() {
+        let nr = |name: &str| {
+            X86_64_TABLE
+                .iter()
+                .find(|s| s.name == name)
+                .expect("in the table")
+        };
+        let mut n = notif(0, Shape::Truncate { path: 0, len: 1 });
+        // unlinkat(dirfd 5, path, AT_REMOVEDIR)
+        n.nr = nr("unlinkat").nr as i32;
+        n.args = [5, 0x1000, libc::AT_REMOVEDIR as u64, 0, 0, 0];
         assert_eq!(
-            decode_sockaddr(&v4, 1).expect("v4"),
-            NetAddr::Inet("127.0.0.1:8080".parse().expect("addr"))
+            decode_in(X86_64_TABLE, &n).expect("decodes").args,
+            Args::Unlink {
+                at: PathArg {
+                    dirfd: 5,
+                    path: Some(StrPtr(0x1000))
+                },
+                rmdir: true
+            }
         );
-        let mut v6 = vec![0u8; 28];
-        v6[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
-        v6[2..4].copy_from_slice(&443u16.to_be_bytes());
-        v6[23] = 1;
+        // The legacy calls start at the cwd.
+        n.nr = nr("rename").nr as i32;
+        n.args = [0x1000, 0x2000, 0, 0, 0, 0];
+        let cwd = |p| PathArg {
+            dirfd: libc::AT_FDCWD as u64,
+            path: Some(StrPtr(p)),
+        };
         assert_eq!(
-            decode_sockaddr(&v6, 1).expect("v6"),
-            NetAddr::Inet("[::1]:443".parse().expect("addr"))
+            decode_in(X86_64_TABLE, &n).expect("decodes").args,
+            Args::Rename {
+                from: cwd(0x1000),
+                to: cwd(0x2000),
+                flags: 0
+            }
+        );
+        // utimensat(fd, NULL, times, 0): the descriptor itself, nothing to read.
+        n.nr = nr("utimensat").nr as i32;
+        n.args = [4, 0, 0x3000, 0, 0, 0];
+        let call = decode_in(X86_64_TABLE, &n).expect("decodes");
+        assert_eq!(call.wants(), [None, None, None]);
+        // fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW)
+        n.nr = nr("fchownat").nr as i32;
+        n.args = [
+            libc::AT_FDCWD as u64,
+            0x1000,
+            1000,
+            u64::from(u32::MAX),
+            libc::AT_SYMLINK_NOFOLLOW as u64,
+            0,
+        ];
+        assert_eq!(
+            decode_in(X86_64_TABLE, &n).expect("decodes").args,
+            Args::Chown {
+                at: cwd(0x1000),
+                uid: 1000,
+                gid: u32::MAX,
+                follow: false,
+                empty_ok: true
+            }
+        );
+        // openat2: the flags are in memory.
+        n.nr = nr("openat2").nr as i32;
+        n.args = [libc::AT_FDCWD as u64, 0x1000, 0x2000, 24, 0, 0];
+        let call = decode_in(X86_64_TABLE, &n).expect("decodes");
+        assert_eq!(
+            call.wants(),
+            [
+                Some(Want::Str(StrPtr(0x1000))),
+                Some(Want::Block(BlockPtr {
+                    addr: 0x2000,
+                    len: OPEN_HOW_LEN
+                })),
+                None
+            ]
+        );
+        // execveat(fd, "", argv, envp, AT_EMPTY_PATH)
+        n.nr = nr("execveat").nr as i32;
+        n.args = [3, 0x1000, 0x2000, 0x3000, libc::AT_EMPTY_PATH as u64, 0];
+        assert_eq!(
+            decode_in(X86_64_TABLE, &n).expect("decodes").args,
+            Args::Exec {
+                at: PathArg {
+                    dirfd: 3,
+                    path: Some(StrPtr(0x1000))
+                },
+                argv: ArgvPtr(0x2000),
+                empty_path: true
+            }
         );
     }
 
     #[test]
-    fn decodes_unix_abstract_and_rejects_garbage() {
-        let mut a = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-        a.extend_from_slice(b"\0name");
+    fn a_path_that_does_not_resolve_is_the_kernels_answer_by_type() {
+        let e = |errno| io::Error::from_raw_os_error(errno);
+        for errno in [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::ENAMETOOLONG] {
+            let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
+            assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Resolve));
+            assert_eq!(f.verdict().errno, errno);
+            // The same errno while reading anything else is guard's failure, not the kernel's.
+            let f = Failure::undecodable("symlinkat", &e(errno), "cannot read the link target");
+            assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Decode));
+        }
+        let f = Failure::unresolved("unlinkat", &e(libc::EFAULT), "cannot resolve the path");
+        assert_eq!(f.kind, FailureKind::Undecodable);
+        assert_eq!(f.verdict().action, Action::Deny);
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        let mut n = notif(0, Shape::Truncate { path: 0, len: 1 });
+        // A call guard does not trap (read), and one it only denies (ptrace).
+        for nr in [libc::SYS_read, libc::SYS_ptrace] {
+            n.nr = nr as i32;
+            let f = decode(&n).expect_err("not decodable");
+            assert_eq!(f.errno, libc::ENOSYS);
+        }
+        // connect with an address shorter than its family field.
+        n.nr = libc::SYS_connect as i32;
+        n.args = [3, 0x1000, 1, 0, 0, 0];
+        assert_eq!(decode(&n).expect_err("too short").errno, libc::EINVAL);
+        // A huge length is capped at sockaddr_storage.
+        n.args = [3, 0x1000, 1 << 40, 0, 0, 0];
         assert_eq!(
-            decode_sockaddr(&a, 1).expect("abstract"),
-            NetAddr::Abstract(b"name".to_vec())
+            decode(&n).expect("decodes").args,
+            Args::Connect {
+                sock: 3,
+                addr: BlockPtr {
+                    addr: 0x1000,
+                    len: SOCKADDR_MAX
+                }
+            }
         );
-        let mut p = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-        p.extend_from_slice(b"/run/x.sock\0");
-        assert_eq!(
-            decode_sockaddr(&p, 1).expect("path"),
-            NetAddr::Unix("/run/x.sock".into())
-        );
-        assert!(decode_sockaddr(&[2], 1).is_err());
-        let mut short = (libc::AF_INET as u16).to_ne_bytes().to_vec();
-        short.push(1);
-        assert!(decode_sockaddr(&short, 1).is_err());
     }
 }

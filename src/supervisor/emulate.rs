@@ -19,8 +19,8 @@ use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
-use super::decode::Act;
-use super::resolve::{Kind, Target};
+use super::resolve::Act;
+use super::target::{Kind, Target};
 use crate::journal::{Journal, JournalError, Saved};
 use crate::policy::Oversize;
 use crate::sys::{Listener, Notif};
@@ -89,13 +89,12 @@ fn raw(t: &Target) -> Option<i32> {
 /// Open the entry itself (no following) as O_PATH, for the calls that act through
 /// /proc/self/fd (chmod needs a path to follow the magic link; O_PATH descriptors refuse fchmod).
 fn open_path(t: &Target) -> nix::Result<OwnedFd> {
-    let fd = nix::fcntl::openat(
-        raw(t),
+    crate::sys::fs::openat(
+        Some(t.parent.as_fd()),
         t.name.as_os_str(),
         OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
-    )?;
-    Ok(crate::sys::process::owned_received_fd(fd))
+    )
 }
 
 fn io_done(r: io::Result<()>) -> Outcome {
@@ -280,13 +279,13 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             ))
         }
         Act::Truncate { at, len } => {
-            let fd = match nix::fcntl::openat(
-                raw(at),
+            let fd = match crate::sys::fs::openat(
+                Some(at.parent.as_fd()),
                 at.name.as_os_str(),
                 OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 Mode::empty(),
             ) {
-                Ok(fd) => crate::sys::process::owned_received_fd(fd),
+                Ok(fd) => fd,
                 Err(e) => return errno(e),
             };
             done(nix::unistd::ftruncate(fd.as_fd(), *len))
@@ -365,20 +364,21 @@ fn open(
     };
     let opened = match &at.pinned {
         // Re-open the pipe pinned when the call was judged, through our own descriptor.
-        Some(pinned) => nix::fcntl::open(
+        Some(pinned) => crate::sys::fs::openat(
+            None,
             format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
             OFlag::from_bits_retain(ours),
             Mode::empty(),
         ),
-        None => nix::fcntl::openat(
-            raw(at),
+        None => crate::sys::fs::openat(
+            Some(at.parent.as_fd()),
             at.name.as_os_str(),
             OFlag::from_bits_retain(ours),
             Mode::from_bits_truncate(mode),
         ),
     };
     let fd = match opened {
-        Ok(fd) => crate::sys::process::owned_received_fd(fd),
+        Ok(fd) => fd,
         Err(e) => return errno(e),
     };
     match inject {

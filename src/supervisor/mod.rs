@@ -1,38 +1,60 @@
-//! The supervisor: one thread that receives every trapped call from the listener, decodes it,
-//! asks the policy, answers the kernel, and records the decision.
+//! The supervisor: threads that receive every trapped call from the listener, judge it,
+//! carry out the judgement and record it. Each notification travels down typed stages, each
+//! visited once, in [`handle`]:
 //!
-//! Per notification: recv -> decode (read the caller's memory, resolve paths) -> check the
-//! notification id is still valid -> `decide` -> respond -> audit. Any failure to read or decode
-//! is a deny (fail closed). The thread ends when no process holds the filter any more (the
-//! listener reports POLLHUP) or when the main thread asks it to stop.
+//! | stage | module | produces |
+//! |---|---|---|
+//! | receive | [`receive`] | a [`Notif`]: number, registers, pid |
+//! | decode | [`decode`] | a [`decode::Call`]: typed arguments, from registers only |
+//! | read | [`read`] | a [`read::Memory`]: every pointer argument, copied in one go |
+//! | resolve | [`resolve`] | a [`resolve::Resolved`]: pinned targets, exe, address; or a [`decode::Failure`] |
+//! | (validate) | | `SECCOMP_IOCTL_NOTIF_ID_VALID`: everything read above is the caller's |
+//! | decide | [`judge`] | a [`Verdict`](crate::policy::Verdict), from the pure `policy::decide` |
+//! | react | `policy::react`, then [`react`] | a [`Reaction`](crate::policy::Reaction), carried out: checkpoints, rollback, kill |
+//! | perform | [`perform`] ([`emulate`]) | the call done for the caller, journaled first |
+//! | answer | [`answer`] | the kernel's answer to the caller |
+//! | record | [`record`] | one `decision` event in the audit log |
+//!
+//! Any failure to read or decode is a deny (fail closed). `handle` applies no policy itself:
+//! what a verdict means for the run is `policy::react`'s to say.
 
+mod answer;
 mod decode;
 mod emulate;
 mod hosts;
+mod judge;
 mod memory;
+mod perform;
 mod procinfo;
-pub mod resolve;
+mod react;
+mod read;
+mod receive;
+mod record;
+mod resolve;
+mod sockaddr;
+mod target;
 mod txn;
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-
-use crate::audit::{self, AuditHandle};
+use crate::audit::AuditHandle;
 use crate::journal::Journal;
-use crate::policy::{self, Action, OnDeny, Policy, Request, Verdict};
+use crate::policy::{self, Policy, Situation};
 use crate::sys::{Listener, Notif};
 
-pub use decode::decode_sockaddr;
+use answer::Answer;
+use record::Record;
+
 pub use emulate::Inject;
 pub use hosts::nameservers;
+pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.
 #[derive(Debug, Default)]
@@ -47,16 +69,6 @@ pub struct Report {
     /// The journal, handed back for the end of the run.
     pub journal: Option<Journal>,
 }
-
-/// How many threads can receive notifications: one that always does, and standbys that step in
-/// while a call has been in hand for longer than [`SLOW`] (a lookup on a hung network
-/// filesystem, a large pre-image copy, a rollback), so such a call holds up one thread, not
-/// every process's calls. Standbys stay out of the way otherwise: handing the receiving turn
-/// from thread to thread on every call cost about 15 us per call here (a wake-up on the other
-/// vCPU each time).
-const WORKERS: usize = 3;
-/// How long a call may be in hand before a standby starts receiving.
-const SLOW: Duration = Duration::from_millis(5);
 
 /// What the workers share. Everything that orders the workspace's history (the journal, the
 /// checkpoints, what the run created) sits behind one lock: a judged change is recorded and
@@ -76,8 +88,10 @@ struct Core {
     created: Mutex<HashSet<PathBuf>>,
     /// The run's root process.
     root: u32,
-    /// The run's process tree.
+    /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
+    /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
+    transactional: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
@@ -115,7 +129,7 @@ pub struct Setup {
     pub journal: Option<Journal>,
     /// The pid of the run's root process (the command guard started).
     pub root: u32,
-    /// The run's process tree, killed on a `kill` verdict.
+    /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
 }
 
@@ -152,12 +166,13 @@ impl Supervisor {
                 created: Mutex::new(HashSet::new()),
                 root,
                 tree,
+                transactional: journal.is_some(),
                 tx: Mutex::new(TxState {
                     journal,
                     txn: txn::Txn::new(root),
                 }),
                 receiving: Mutex::new(()),
-                busy_since: (0..WORKERS).map(|_| AtomicU64::new(0)).collect(),
+                busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
                 seq: AtomicU64::new(0),
@@ -167,13 +182,13 @@ impl Supervisor {
 
     /// Run the workers; the returned thread ends when they all have, and hands back the report.
     pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
-        let mut workers = Vec::with_capacity(WORKERS);
-        for i in 0..WORKERS {
+        let mut workers = Vec::with_capacity(receive::WORKERS);
+        for i in 0..receive::WORKERS {
             let core = Arc::clone(&self.core);
             workers.push(
                 std::thread::Builder::new()
                     .name(format!("guard-supervisor-{i}"))
-                    .spawn(move || worker(&core, i))?,
+                    .spawn(move || receive::worker(&core, i))?,
             );
         }
         std::thread::Builder::new()
@@ -181,459 +196,73 @@ impl Supervisor {
             .spawn(move || {
                 // The receiving thread ends when no process holds the filter any more (or on
                 // stop): nothing is left to judge. Standbys see `finished` within one nap and
-                // leave on their own; one still finishing a call holds the transactional lock,
-                // which is taken below, so its change is in the journal handed back.
+                // leave on their own; one still finishing a call is waited for, so its change
+                // is in the journal handed back and its decision in the audit log.
                 let mut workers = workers.into_iter();
                 if let Some(primary) = workers.next() {
                     let _ = primary.join();
                 }
                 let core = self.core;
                 core.finished.store(true, Ordering::Relaxed);
+                receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = lock(&core.tx).journal.take();
                 Report { journal }
             })
     }
 }
 
-/// One worker: take the receiving turn, poll the listener, take one notification, give the
-/// turn back and handle it; until no process holds the filter any more or the main thread asks
-/// to stop. Worker 0 always receives; the others only while another one is slow.
-fn worker(core: &Core, me: usize) {
-    let mut inject = core.inject;
-    if let Err(e) = emulate::init_thread() {
-        // Without a private umask the modes of emulated creations would be wrong: refuse to
-        // inject rather than create files with the wrong permissions.
-        tracing::error!(
-            "cannot give a supervisor thread its own umask: {e}; creations are continued"
-        );
-        inject = emulate::Inject::Continue;
-    }
-    let now_us = || core.t0.elapsed().as_micros() as u64 + 1;
-    let someone_slow = || {
-        let now = now_us();
-        core.busy_since.iter().enumerate().any(|(i, b)| {
-            let since = b.load(Ordering::Relaxed);
-            i != me && since != 0 && now.saturating_sub(since) > SLOW.as_micros() as u64
-        })
-    };
-    loop {
-        if core.finished.load(Ordering::Relaxed) {
-            break;
-        }
-        let turn = if me == 0 {
-            lock(&core.receiving)
-        } else {
-            if !someone_slow() {
-                std::thread::sleep(SLOW);
-                continue;
-            }
-            match core.receiving.try_lock() {
-                Ok(t) => t,
-                Err(_) => {
-                    std::thread::sleep(SLOW);
-                    continue;
-                }
-            }
-        };
-        let (ready, hup, stop) = {
-            let mut fds = [
-                PollFd::new(core.listener.fd(), PollFlags::POLLIN),
-                PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
-            ];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    tracing::error!("supervisor poll failed: {e}");
-                    break;
-                }
-            }
-            let l = fds[0].revents().unwrap_or(PollFlags::empty());
-            let s = fds[1].revents().unwrap_or(PollFlags::empty());
-            (
-                l.contains(PollFlags::POLLIN),
-                l.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
-                !s.is_empty(),
-            )
-        };
-        if ready {
-            let n = receive(core);
-            drop(turn);
-            if let Some(n) = n {
-                core.busy_since[me].store(now_us(), Ordering::Relaxed);
-                handle(core, n, inject);
-                core.busy_since[me].store(0, Ordering::Relaxed);
-            }
-            continue;
-        }
-        if hup || stop {
-            core.finished.store(true, Ordering::Relaxed);
-            break;
+/// A call ready to be judged: resolved, or failed before it could be.
+enum Judged {
+    Call(Box<resolve::Resolved>),
+    Failed(decode::Failure),
+}
+
+impl Judged {
+    /// The facts `policy::react` needs besides the verdict.
+    fn situation(&self, transactional: bool) -> Situation {
+        Situation {
+            new_command: matches!(self, Judged::Call(r) if r.new_command),
+            transactional,
         }
     }
 }
 
-/// Take one notification off the listener.
-fn receive(core: &Core) -> Option<Notif> {
-    match core.listener.recv() {
-        Ok(n) => Some(n),
-        // The caller died or was interrupted before we read it.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => None,
-        Err(e) => {
-            tracing::warn!("seccomp notification receive failed: {e}");
-            None
-        }
-    }
-}
-
-/// Judge one notification and answer it.
-fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
+/// One notification, down the stages: decode, read, resolve, validate, decide, react, perform,
+/// answer, record.
+fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
-    let decoded = decode::decode(&n);
-    // Everything read from /proc and the caller's memory is only trusted if the caller is
-    // still the same task, waiting in the same call.
+    let resolved = decode::decode(&n).and_then(|call| {
+        let mem = read::read(n.pid, &call);
+        resolve::resolve(&n, &call, mem, core.root)
+    });
+    // Everything read from the caller's memory and its /proc entry is only trusted if the
+    // caller is still the same task, waiting in the same call.
     if !core.listener.id_valid(n.id) {
         return;
     }
-    let d = match decoded {
-        Ok(decode::Decision::Pass) => {
-            answer(core, n.id, Answer::Continue);
-            return;
-        }
-        Ok(decode::Decision::Judge(d)) => d,
-        Err(e) => {
-            let verdict = Verdict {
-                action: Action::Deny,
-                errno: e.errno,
-                // A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ...) fails as the kernel
-                // would fail it: not a refusal by policy. Anything else could not be read or
-                // made sense of: denied, fail closed.
-                rule: if e.natural {
-                    "resolve".into()
-                } else {
-                    "decode".into()
-                },
-                reason: Some(e.what),
-            };
-            let who = lock(&core.procs).get(n.pid);
-            let record = Record::from_failure(&n, who, e.syscall, &verdict);
-            answer(core, n.id, Answer::Errno(verdict.errno));
-            record_decision(core, record, start);
-            return;
-        }
+    let judged = match resolved {
+        Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
+        Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
+        Err(f) => Judged::Failed(f),
     };
-    let pending = lock(&core.hosts).is_pending();
-    if pending {
-        // Only this worker waits (for a connect) while the names are looked up.
-        let wait = d.op == policy::Op::Connect;
-        let resolved = lock(&core.hosts).poll(wait);
-        if let Some((resolved, failures)) = resolved {
-            for f in failures {
-                core.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                    message: format!("net.connect host not resolved, it matches nothing: {f}"),
-                }));
-            }
-            *core
-                .policy
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = resolved;
+    let (policy, verdict) = judge::decide(core, &judged);
+    let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
+    let mut record = Record::new(core, &n, &judged, &verdict, reaction);
+    let answer = match (
+        react::react(core, n.pid, &judged, &verdict, reaction),
+        &judged,
+    ) {
+        (react::Next::Perform(tx), Judged::Call(r)) => {
+            let (answer, note) = perform::perform(core, &n, r, tx, inject, &policy);
+            record.note(note);
+            answer
         }
-    }
-    let policy = Arc::clone(
-        &core
-            .policy
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    let fresh = is_fresh(&lock(&core.created), &d);
-    let req = Request {
-        op: d.op,
-        path: d.path.as_deref(),
-        path2: d.path2.as_deref(),
-        fresh,
-        creates: d.creates.is_some(),
-        argv: &d.argv,
-        exe: d.exe.as_deref(),
-        exe_anonymous: d.exe_anonymous,
-        cwd: d.cwd.as_deref(),
-        addr: d.addr.as_ref(),
+        (react::Next::Refuse(errno), _) => Some(Answer::Errno(errno)),
+        // A failed call's verdict is a denial: policy::react never lets it through.
+        (react::Next::Perform(_), Judged::Failed(f)) => Some(Answer::Errno(f.errno)),
     };
-    let mut verdict = if reopens_own_descriptor(&d) {
-        Verdict {
-            action: Action::Allow,
-            errno: 0,
-            rule: "fd-reopen".into(),
-            reason: Some("re-opening the caller's own pipe or socket".into()),
-        }
-    } else {
-        policy::decide(&policy, &req)
-    };
-    // The write-root boundary is Landlock's: a call refused there fails as it would without
-    // the supervisor (programs probe for writable places all the time). on-deny reacts to
-    // the profile's own denials: rules, protected paths, the network, anonymous programs.
-    let boundary = verdict.rule == "fs.write-roots";
-    if verdict.action == Action::Deny && !boundary && policy.transaction.on_deny == OnDeny::Kill {
-        verdict.action = Action::Kill;
+    if let Some(a) = answer {
+        answer::answer(core, n.id, a);
     }
-    let who = {
-        let mut procs = lock(&core.procs);
-        let who = procs.get(n.pid);
-        if d.op == policy::Op::Exec {
-            procs.forget(n.pid);
-        }
-        who
-    };
-    let mut record = Record::from_decoded(&n, who, &d, &verdict);
-    match verdict.action {
-        Action::Allow | Action::Risky => {
-            // The transactional state is locked only for what touches the workspace's history:
-            // a change inside the workspace, a new command, a risky call. Everything else (the
-            // private tmp, execs deeper in the tree, connects) goes on while another worker
-            // copies a large pre-image or rolls a command back.
-            let ws = &policy.vars.workspace;
-            let in_workspace = [d.path.as_deref(), d.path2.as_deref()]
-                .into_iter()
-                .flatten()
-                .any(|p| p.starts_with(ws));
-            // A new command: an exec by a direct child of the root (read once, here).
-            let new_command = d.op == policy::Op::Exec
-                && n.pid != core.root
-                && txn::parent_of(n.pid) == Some(core.root);
-            let needs_tx = in_workspace || verdict.action == Action::Risky || new_command;
-            let mut note = None;
-            let outcome = if needs_tx {
-                let mut tx = lock(&core.tx);
-                let TxState { journal, txn } = &mut *tx;
-                if let Some(j) = journal.as_mut() {
-                    if verdict.action == Action::Risky {
-                        txn.on_risky(j, &core.audit, n.pid, &verdict.rule);
-                    }
-                    if new_command {
-                        txn.command_starts(j, &core.audit, n.pid, &d.argv);
-                    }
-                }
-                let outcome = emulate::perform(
-                    &d.act,
-                    &n,
-                    &core.listener,
-                    inject,
-                    journal.as_mut(),
-                    policy.transaction.oversize,
-                    &mut note,
-                );
-                let succeeded = !matches!(outcome, emulate::Outcome::Failed(_));
-                if let (true, Some(c)) = (succeeded, &d.creates) {
-                    if policy.is_protect_relevant(c) {
-                        lock(&core.created).insert(c.clone());
-                    }
-                }
-                outcome
-            } else {
-                emulate::perform(
-                    &d.act,
-                    &n,
-                    &core.listener,
-                    inject,
-                    None,
-                    policy.transaction.oversize,
-                    &mut note,
-                )
-            };
-            match outcome {
-                emulate::Outcome::Done(v) => answer(core, n.id, Answer::Value(v)),
-                emulate::Outcome::Failed(e) => answer(core, n.id, Answer::Errno(e)),
-                emulate::Outcome::Answered => {}
-                emulate::Outcome::Continue => answer(core, n.id, Answer::Continue),
-            }
-            if let Some(note) = note {
-                record.note(note);
-            }
-        }
-        Action::Deny => {
-            // Under on-deny = rollback the command is found and ended while the caller is
-            // still waiting in this call: once answered it could exit and be reaped, and its
-            // parent chain would be gone.
-            if !boundary && policy.transaction.on_deny == OnDeny::Rollback {
-                let mut tx = lock(&core.tx);
-                let TxState { journal, txn, .. } = &mut *tx;
-                if let Some(j) = journal.as_mut() {
-                    if !txn.rollback_command(j, &core.audit, n.pid) {
-                        core.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                            message: format!(
-                                "on-deny rollback: pid {} belongs to no command of the run (the root process itself?): the call just fails",
-                                n.pid
-                            ),
-                        }));
-                    }
-                }
-            }
-            answer(core, n.id, Answer::Errno(verdict.errno));
-        }
-        Action::Kill => {
-            // End the run before the caller can run on past its denied call.
-            core.shared.policy_stop.store(true, Ordering::SeqCst);
-            core.tree.kill();
-            answer(core, n.id, Answer::Errno(verdict.errno));
-        }
-    }
-    record_decision(core, record, start);
-}
-
-/// True when every target of `d` lies in (or is) something this run created.
-fn is_fresh(created: &HashSet<PathBuf>, d: &decode::Decoded) -> bool {
-    if created.is_empty() {
-        return false;
-    }
-    let under_created = |p: &Path| p.ancestors().any(|a| created.contains(a));
-    let targets = [d.path.as_deref(), d.path2.as_deref()];
-    let mut any = false;
-    for p in targets.into_iter().flatten() {
-        if !under_created(p) {
-            return false;
-        }
-        any = true;
-    }
-    any
-}
-
-/// Answer the kernel.
-fn answer(core: &Core, id: u64, answer: Answer) {
-    let r = match answer {
-        Answer::Continue => core.listener.respond(id, 0, 0, true),
-        Answer::Value(v) => core.listener.respond(id, v, 0, false),
-        Answer::Errno(e) => core.listener.respond(id, 0, -e, false),
-    };
-    if let Err(e) = r {
-        // ENOENT: the caller went away meanwhile; nothing to answer.
-        if e.raw_os_error() != Some(libc::ENOENT) {
-            tracing::warn!("cannot answer seccomp notification {id}: {e}");
-        }
-    }
-}
-
-fn record_decision(core: &Core, r: Record, start: Instant) {
-    let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let latency_us = start.elapsed().as_micros() as u64;
-    core.audit.decision(r.into_event(seq, latency_us));
-}
-
-/// An open of the caller's own /proc/self/fd/N where N is a pipe (rustc's jobserver client,
-/// `> /dev/stdout` into a pipe): no file is reached, so no filesystem rule applies.
-fn reopens_own_descriptor(d: &decode::Decoded) -> bool {
-    matches!(&d.act, decode::Act::Open { at, .. } if at.kind == Some(resolve::Kind::Magic))
-}
-
-/// How a notification is answered.
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    /// Let the kernel carry the call out (exec, connect; never a path-based allow).
-    Continue,
-    /// The supervisor performed the call: this is its return value.
-    Value(i64),
-    /// Fail the call with this errno.
-    Errno(i32),
-}
-
-/// The facts of one decision, before they become an audit event.
-struct Record {
-    pid: u32,
-    comm: std::ffi::OsString,
-    syscall: &'static str,
-    op: Option<&'static str>,
-    path: Option<PathBuf>,
-    path2: Option<PathBuf>,
-    argv: Option<Vec<std::ffi::OsString>>,
-    exe: Option<PathBuf>,
-    cwd: Option<PathBuf>,
-    addr: Option<String>,
-    verdict: Verdict,
-}
-
-impl Record {
-    /// Add what happened while performing the call (e.g. written without a pre-image).
-    fn note(&mut self, note: String) {
-        self.verdict.reason = Some(match self.verdict.reason.take() {
-            Some(r) => format!("{r}; {note}"),
-            None => note,
-        });
-    }
-
-    fn from_failure(
-        n: &crate::sys::Notif,
-        who: procinfo::ProcInfo,
-        syscall: &'static str,
-        v: &Verdict,
-    ) -> Self {
-        Record {
-            pid: n.pid,
-            comm: who.comm,
-            syscall,
-            op: None,
-            path: None,
-            path2: None,
-            argv: None,
-            exe: who.exe,
-            cwd: None,
-            addr: None,
-            verdict: v.clone(),
-        }
-    }
-
-    fn from_decoded(
-        n: &crate::sys::Notif,
-        who: procinfo::ProcInfo,
-        d: &decode::Decoded,
-        v: &Verdict,
-    ) -> Self {
-        Record {
-            pid: n.pid,
-            comm: who.comm,
-            syscall: d.syscall,
-            op: Some(d.op.as_str()),
-            path: d.path.clone(),
-            path2: d.path2.clone(),
-            argv: (!d.argv.is_empty()).then(|| d.argv.clone()),
-            exe: d.exe.clone().or(who.exe),
-            cwd: d.cwd.clone(),
-            addr: d.addr.as_ref().map(format_addr),
-            verdict: v.clone(),
-        }
-    }
-
-    fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
-        audit::Decision {
-            seq,
-            pid: self.pid,
-            comm: self.comm.into(),
-            exe: self.exe.map(Into::into),
-            syscall: self.syscall.to_string(),
-            op: self.op.unwrap_or("unknown").to_string(),
-            path: self.path.map(Into::into),
-            path2: self.path2.map(Into::into),
-            argv: self.argv.map(|a| a.into_iter().map(Into::into).collect()),
-            addr: self.addr,
-            cwd: self.cwd.map(Into::into),
-            verdict: match self.verdict.action {
-                Action::Allow => audit::Verdict::Allow,
-                Action::Deny => audit::Verdict::Deny,
-                Action::Risky => audit::Verdict::Risky,
-                Action::Kill => audit::Verdict::Kill,
-            },
-            errno: (self.verdict.errno != 0).then(|| audit::errno_name(self.verdict.errno)),
-            rule: self.verdict.rule,
-            reason: self.verdict.reason,
-            latency_us,
-        }
-    }
-}
-
-fn format_addr(a: &policy::NetAddr) -> String {
-    use policy::NetAddr;
-    match a {
-        NetAddr::Inet(s) => s.to_string(),
-        NetAddr::Unix(p) => p.display().to_string(),
-        NetAddr::Abstract(n) => format!("@{}", String::from_utf8_lossy(n)),
-        NetAddr::Unspecified => "unspecified".into(),
-        NetAddr::Other(f) => format!("family {f}"),
-    }
+    record::record(core, record, start);
 }

@@ -1,442 +1,447 @@
-//! Turning a path argument into the absolute path the caller means: relative paths start at the
-//! caller's cwd or dirfd (read from /proc/PID), directory symlinks are resolved, and the last
-//! component is followed only when the system call follows it.
+//! The resolve stage: a decoded [`Call`] and the [`Memory`] it points to, into a [`Resolved`]
+//! call: its paths walked to pinned parent directories and final names ([`Target`]), an exec's
+//! program and working directory, a connect's address; the operation the policy judges and
+//! the action the supervisor will perform if allowed ([`Act`]).
 //!
-//! This is a judgement aid, not the enforcement: a path-based allow that is continued can still
-//! be raced, which is why Landlock bounds every write and why allows inside the workspace are to
-//! be emulated on a resolved fd (DESIGN.md, "Enforcement").
+//! Errors come out in the order the kernel would meet them. A path that does not resolve
+//! (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG) fails with that errno as the kernel's own answer
+//! ([`FailureKind::Unresolved`](super::decode::FailureKind::Unresolved)); anything else that
+//! cannot be read or makes no sense is refused
+//! ([`FailureKind::Undecodable`](super::decode::FailureKind::Undecodable)).
 
-use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-
-use nix::fcntl::AtFlags;
-
-use crate::sys;
+use std::ffi::OsString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
-/// `AT_FDCWD` as it appears in a 64-bit argument register (sign-extended or not).
-fn is_at_fdcwd(dirfd: u64) -> bool {
-    dirfd as i32 == libc::AT_FDCWD
-}
+use crate::policy::{NetAddr, Op, Request};
+use crate::sys::Notif;
 
-/// The caller's current directory.
-pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/cwd"))
-}
+use super::decode::{Args, Call, Failure, OpenHow, PathArg};
+use super::read::Memory;
+use super::sockaddr::{absolute_unix, decode_sockaddr};
+use super::target::{self, Kind, Target};
+use super::txn;
 
-/// What descriptor `fd` of the caller refers to.
-pub fn caller_fd_path(pid: u32, fd: i32) -> io::Result<PathBuf> {
-    if fd < 0 {
-        return Err(io::Error::from_raw_os_error(libc::EBADF));
-    }
-    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
-}
+const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
 
-/// The directory a relative path argument starts from.
-pub fn base_dir(pid: u32, dirfd: u64) -> io::Result<PathBuf> {
-    if is_at_fdcwd(dirfd) {
-        caller_cwd(pid)
-    } else {
-        caller_fd_path(pid, dirfd as i32)
-    }
-}
-
-/// Remove `.`, `..` and repeated separators without touching the filesystem.
-pub fn lexical(path: &Path) -> PathBuf {
-    crate::policy::normalize(path)
-}
-
-/// A resolved path argument.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    pub path: PathBuf,
-    /// Whether an entry exists at `path` (not following a final symlink unless asked).
-    pub exists: bool,
-}
-
-/// Resolve `raw` (as passed to a *at call with `dirfd`) for process `pid`.
-pub fn resolve(pid: u32, dirfd: u64, raw: &[u8], follow_last: bool) -> io::Result<Resolved> {
-    if raw.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let raw_path = Path::new(OsStr::from_bytes(raw));
-    let full = if raw_path.is_absolute() {
-        raw_path.to_path_buf()
-    } else {
-        base_dir(pid, dirfd)?.join(raw_path)
-    };
-    let trailing_dir = raw.ends_with(b"/")
-        || matches!(
-            full.components().next_back(),
-            Some(Component::CurDir | Component::ParentDir | Component::RootDir)
-        );
-    if trailing_dir {
-        let p = canonical_or_lexical(&full);
-        let exists = p.symlink_metadata().is_ok();
-        return Ok(Resolved { path: p, exists });
-    }
-    let name = full
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    let parent = full.parent().unwrap_or(Path::new("/"));
-    let mut path = canonical_or_lexical(parent).join(&name);
-    if follow_last {
-        path = follow(&path);
-    }
-    let exists = path.symlink_metadata().is_ok();
-    Ok(Resolved { path, exists })
-}
-
-/// Resolve a path that must already exist in full (an executable), following every symlink.
-pub fn resolve_existing(pid: u32, dirfd: u64, raw: &[u8]) -> io::Result<PathBuf> {
-    let r = resolve(pid, dirfd, raw, true)?;
-    Ok(r.path)
-}
-
-/// A path argument resolved to a directory descriptor and a final name, the way the kernel
-/// would walk it for the caller: this is what the supervisor judges *and* acts on, so the
-/// object judged is the object changed. The parent descriptor pins the directory; only the
-/// final name is looked up again when the supervisor acts, inside that directory.
+/// What the supervisor does with an allowed call: perform it itself on the resolved targets
+/// (so the object judged is the object changed, and the journal sees it first), or let the
+/// kernel continue it (exec, which cannot be emulated, and the metadata-only calls).
 #[derive(Debug)]
-pub struct Target {
-    /// The directory the entry lives in (O_PATH).
-    pub parent: OwnedFd,
-    /// The final component (never contains `/`; `.` when the path names a directory itself).
-    pub name: OsString,
-    /// The absolute path of the entry: the parent's real path plus `name`.
-    pub path: PathBuf,
-    /// What is there now (not following a final symlink), if anything.
-    pub kind: Option<Kind>,
-    /// For [`Kind::Magic`]: the caller's pipe, pinned (O_PATH) when it was judged, so the
-    /// open re-opens that object and not whatever the caller dup2()s onto the number since.
-    pub pinned: Option<OwnedFd>,
+pub enum Act {
+    Continue,
+    Unlink(Target),
+    Rmdir(Target),
+    Rename {
+        from: Target,
+        to: Target,
+        flags: u32,
+    },
+    Link {
+        from: Target,
+        to: Target,
+    },
+    Symlink {
+        target: Vec<u8>,
+        at: Target,
+    },
+    Mkdir {
+        at: Target,
+        mode: u32,
+    },
+    Mknod {
+        at: Target,
+        mode: u32,
+        dev: u64,
+    },
+    Chmod {
+        at: Target,
+        mode: u32,
+    },
+    Chown {
+        at: Target,
+        uid: u32,
+        gid: u32,
+    },
+    Truncate {
+        at: Target,
+        len: i64,
+    },
+    Open {
+        at: Target,
+        flags: i32,
+        mode: u32,
+    },
+    /// Record the old metadata, then continue.
+    Meta(Target),
+    /// Connect the caller's socket (a duplicate fetched with pidfd_getfd) to the address read
+    /// once from its memory.
+    Connect {
+        sock: i32,
+        addr: Vec<u8>,
+    },
 }
 
-/// The type of an existing entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    /// A pipe of the caller's own, reached through its /proc/PID/fd (`/dev/stdout` when stdout
-    /// is a pipe, rustc's jobserver): re-opening it is not a filesystem change.
-    Magic,
-    Other,
+/// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
+/// supervisor performs.
+#[derive(Debug)]
+pub struct Resolved {
+    pub syscall: &'static str,
+    pub op: Op,
+    pub path: Option<PathBuf>,
+    pub path2: Option<PathBuf>,
+    /// The entry this call would create if it succeeds (used to know what the run made itself).
+    pub creates: Option<PathBuf>,
+    pub argv: Vec<OsString>,
+    pub exe: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    pub addr: Option<NetAddr>,
+    /// exec: the program has no file reachable by path (see `Request::exe_anonymous`).
+    pub exe_anonymous: bool,
+    /// exec by a direct child of the run's root process: a new command starts.
+    pub new_command: bool,
+    pub act: Act,
 }
 
-fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
-    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .ok()?;
-    Some(match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG => Kind::File,
-        libc::S_IFDIR => Kind::Dir,
-        libc::S_IFLNK => Kind::Symlink,
-        _ => Kind::Other,
-    })
+impl Resolved {
+    fn new(syscall: &'static str, op: Op, act: Act) -> Self {
+        Resolved {
+            syscall,
+            op,
+            path: None,
+            path2: None,
+            creates: None,
+            argv: Vec::new(),
+            exe: None,
+            cwd: None,
+            addr: None,
+            exe_anonymous: false,
+            new_command: false,
+            act,
+        }
+    }
+
+    /// The policy's view of this call; `fresh`: every target lies in what this run created.
+    pub fn request(&self, fresh: bool) -> Request<'_> {
+        Request {
+            op: self.op,
+            path: self.path.as_deref(),
+            path2: self.path2.as_deref(),
+            fresh,
+            creates: self.creates.is_some(),
+            argv: &self.argv,
+            exe: self.exe.as_deref(),
+            exe_anonymous: self.exe_anonymous,
+            cwd: self.cwd.as_deref(),
+            addr: self.addr.as_ref(),
+            reopens_own_pipe: matches!(
+                &self.act,
+                Act::Open { at, .. } if at.kind == Some(Kind::Magic)
+            ),
+        }
+    }
+
+    /// The target paths of the call (none for exec and connect).
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        [self.path.as_deref(), self.path2.as_deref()]
+            .into_iter()
+            .flatten()
+    }
 }
 
-/// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
-pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
-    let p = if absolute {
-        // The caller's root: chroot is on the deny list, so it is the system root.
-        "/".to_string()
-    } else if is_at_fdcwd(dirfd) {
-        format!("/proc/{pid}/cwd")
+/// What the resolve stage found.
+#[derive(Debug)]
+pub enum Resolution {
+    /// Judge it against the policy.
+    Judge(Box<Resolved>),
+    /// Nothing to judge (an openat2 that only reads): let it run.
+    Pass,
+}
+
+/// A path argument's string, as read: empty for a NULL the call allows.
+fn path_of(mem: &mut Memory, at: &PathArg) -> io::Result<Vec<u8>> {
+    match at.path {
+        Some(p) => mem.string(p),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Walk path argument `at` (its string already read) to a [`Target`].
+fn walk(n: &Notif, at: &PathArg, raw: &[u8], follow: bool) -> io::Result<Target> {
+    target::target(n.pid, at.dirfd, raw, follow)
+}
+
+/// The target of a metadata call, where an empty path (AT_EMPTY_PATH, or utimensat's NULL)
+/// means the descriptor itself.
+fn meta_target(
+    n: &Notif,
+    at: &PathArg,
+    raw: &[u8],
+    follow: bool,
+    empty_ok: bool,
+) -> io::Result<Target> {
+    if raw.is_empty() && empty_ok {
+        let p = target::caller_fd_path(n.pid, at.dirfd as i32)?;
+        let raw = p.into_os_string().into_vec();
+        return target::target(n.pid, libc::AT_FDCWD as u64, &raw, false);
+    }
+    walk(n, at, raw, follow)
+}
+
+/// Whether the program an exec names through a descriptor (`fd` + AT_EMPTY_PATH, or a
+/// /proc/PID/fd path) is the very file found at `exe` on disk.
+fn same_file_on_disk(n: &Notif, at: &PathArg, raw: &[u8], exe: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let object = if raw.is_empty() {
+        std::fs::metadata(format!("/proc/{}/fd/{}", n.pid, at.dirfd as i32))
     } else {
-        let fd = dirfd as i32;
-        if fd < 0 {
-            return Err(io::Error::from_raw_os_error(libc::EBADF));
-        }
-        format!("/proc/{pid}/fd/{fd}")
+        // The caller's /proc/self and /dev/fd, not guard's.
+        let raw = target::callers_proc(raw, n.pid);
+        std::fs::metadata(std::ffi::OsStr::from_bytes(&raw))
     };
-    // Opening the magic link follows it to the caller's directory.
-    let c = CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let root = sys::process::openat2(cwd_fd(), &c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
-    Ok(root)
-}
-
-fn cwd_fd() -> BorrowedFd<'static> {
-    sys::process::at_fdcwd()
-}
-
-/// The real path of a descriptor we hold.
-pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-}
-
-/// Split `raw` into its directory part and final name, dropping trailing slashes.
-fn split(raw: &[u8]) -> (&[u8], &[u8]) {
-    let mut end = raw.len();
-    while end > 1 && raw[end - 1] == b'/' {
-        end -= 1;
-    }
-    let trimmed = &raw[..end];
-    match trimmed.iter().rposition(|&b| b == b'/') {
-        Some(0) => (b"/", &trimmed[1..]),
-        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-        None => (b".", trimmed),
+    match (object, std::fs::metadata(exe)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
-fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
-    let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // Symlinks in the directory part are followed as the kernel would; /proc magic links are
-    // refused: they would name *guard's* descriptors, not the caller's.
-    sys::process::openat2(
-        base,
-        &c,
-        (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
-        0,
-        RESOLVE_NO_MAGICLINKS,
-    )
-}
-
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-
-/// `/proc/N/fd` or `/proc/N/task/M/fd`.
-fn is_fd_dir(p: &Path) -> bool {
-    let s = p.as_os_str().as_bytes();
-    s.starts_with(b"/proc/") && s.ends_with(b"/fd")
-}
-
-/// Whether `dir` lies in the /proc entry of a process other than the caller's.
-fn is_other_process(dir: &Path, tid: u32) -> bool {
-    let s = dir.as_os_str().as_bytes();
-    let Some(rest) = s.strip_prefix(b"/proc/") else {
-        return false;
-    };
-    let first = rest.split(|&b| b == b'/').next().unwrap_or_default();
-    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
-        return false;
-    }
-    !is_callers_fd_dir(dir, tid)
-}
-
-/// Whether `dir` (`/proc/X/fd` or `/proc/X/task/Y/fd`) is a descriptor table of the caller's
-/// own process: `X` is the trapping thread or its thread group.
-fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
-    let s = dir.as_os_str().as_bytes();
-    let Some(rest) = s.strip_prefix(b"/proc/") else {
-        return false;
-    };
-    let owner = rest.split(|&b| b == b'/').next().unwrap_or_default();
-    let Some(owner) = std::str::from_utf8(owner)
-        .ok()
-        .and_then(|o| o.parse::<u32>().ok())
-    else {
-        return false;
-    };
-    owner == tid || tgid_of(tid) == Some(owner)
-}
-
-fn tgid_of(tid: u32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
-}
-
-/// `/proc/self` and `/proc/thread-self` mean the caller, not guard: rewrite them to the
-/// caller's own /proc entry (`pid` is the id of the trapping thread, which /proc accepts too).
-/// Programs use them more than one would think: glibc's fchmodat and rustc's jobserver client
-/// go through `/proc/self/fd/N`.
-fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
-    // /dev/fd and the standard streams are symlinks into /proc/self: guard would follow them
-    // into its own descriptors.
-    for (alias, fd) in [
-        (&b"/dev/stdin"[..], "0"),
-        (&b"/dev/stdout"[..], "1"),
-        (&b"/dev/stderr"[..], "2"),
-    ] {
-        if raw == alias {
-            return format!("/proc/{pid}/fd/{fd}").into_bytes();
+/// Resolve `call`, made by the caller of `n` in a run whose root process is `root`, with the
+/// memory `mem` the read stage copied for it.
+pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Resolution, Failure> {
+    let name = call.syscall;
+    let fail = |e: io::Error, what: &str| Failure::undecodable(name, &e, what);
+    let unresolved = |e: io::Error, what: &str| Failure::unresolved(name, &e, what);
+    let r = match call.args {
+        Args::Unlink { at, rmdir } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut r = Resolved::new(
+                name,
+                Op::Delete,
+                if rmdir { Act::Rmdir(t) } else { Act::Unlink(t) },
+            );
+            r.path = Some(p);
+            r
         }
-    }
-    if let Some(rest) = raw.strip_prefix(&b"/dev/fd"[..]) {
-        if rest.is_empty() || rest.first() == Some(&b'/') {
-            let mut out = format!("/proc/{pid}/fd").into_bytes();
-            out.extend_from_slice(rest);
-            return out;
+        Args::Rename { from, to, flags } => {
+            let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
+            let a = raw_a
+                .and_then(|raw| walk(n, &from, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
+            let b = raw_b
+                .and_then(|raw| walk(n, &to, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
+            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
+            let mut r = Resolved::new(
+                name,
+                Op::Rename,
+                Act::Rename {
+                    from: a,
+                    to: b,
+                    flags,
+                },
+            );
+            r.creates = new.then(|| pb.clone());
+            r.path = Some(pa);
+            r.path2 = Some(pb);
+            r
         }
-    }
-    for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
-        if let Some(rest) = raw.strip_prefix(prefix) {
-            if rest.is_empty() || rest.first() == Some(&b'/') {
-                let mut out = format!("/proc/{pid}").into_bytes();
-                out.extend_from_slice(rest);
-                return out;
-            }
+        Args::Link { from, to, follow } => {
+            let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
+            let a = raw_a
+                .and_then(|raw| walk(n, &from, &raw, follow))
+                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
+            let b = raw_b
+                .and_then(|raw| walk(n, &to, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
+            let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
+            r.creates = new.then(|| pb.clone());
+            r.path = Some(pa);
+            r.path2 = Some(pb);
+            r
         }
-    }
-    raw.to_vec()
-}
-
-/// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
-/// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
-/// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
-pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Target> {
-    if raw.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
-    let mut owned_raw = callers_proc(raw, pid);
-    for _ in 0..40 {
-        let (dir, name) = split(&owned_raw);
-        let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
-            open_dir(cwd_fd(), b"/")?
-        } else {
-            open_dir(base.as_fd(), dir)?
-        };
-        let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
-        let kind = kind_of(parent.as_fd(), &name);
-        if follow && kind == Some(Kind::Symlink) {
-            if is_other_process(&fd_path(parent.as_fd())?, pid) {
-                // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
-                return Err(io::Error::from_raw_os_error(libc::EACCES));
-            }
-            let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
-            if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
-                // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link,
-                // and only the caller's own pipes may be re-opened (guard can open any
-                // process's descriptors; the caller could not).
-                let real = fd_path(parent.as_fd())?;
-                if !is_callers_fd_dir(&real, pid) {
-                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+        Args::Symlink { target, at } => {
+            let content = mem
+                .string(target)
+                .map_err(|e| fail(e, "cannot read the link target"))?;
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut r = Resolved::new(
+                name,
+                Op::Create,
+                Act::Symlink {
+                    target: content,
+                    at: t,
+                },
+            );
+            r.creates = new.then(|| p.clone());
+            r.path = Some(p);
+            r
+        }
+        Args::Mkdir { at, mode } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
+            r.creates = new.then(|| p.clone());
+            r.path = Some(p);
+            r
+        }
+        Args::Mknod { at, mode, dev } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, false))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let (p, new) = (t.path.clone(), t.kind.is_none());
+            let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
+            r.creates = new.then(|| p.clone());
+            r.path = Some(p);
+            r
+        }
+        Args::Chmod { at, mode, follow } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| meta_target(n, &at, &raw, follow, false))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut r = Resolved::new(name, Op::Chmod, Act::Chmod { at: t, mode });
+            r.path = Some(p);
+            r
+        }
+        Args::Chown {
+            at,
+            uid,
+            gid,
+            follow,
+            empty_ok,
+        } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| meta_target(n, &at, &raw, follow, empty_ok))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut r = Resolved::new(name, Op::Chmod, Act::Chown { at: t, uid, gid });
+            r.path = Some(p);
+            r
+        }
+        Args::Truncate { at, len } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, true))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut r = Resolved::new(name, Op::Write, Act::Truncate { at: t, len });
+            r.path = Some(p);
+            r
+        }
+        Args::Meta {
+            at,
+            follow,
+            empty_ok,
+        } => {
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| meta_target(n, &at, &raw, follow, empty_ok))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let p = t.path.clone();
+            let mut r = Resolved::new(name, Op::Chmod, Act::Meta(t));
+            r.path = Some(p);
+            r
+        }
+        Args::Open { at, how } => {
+            let (flags, mode, resolve_flags) = match how {
+                OpenHow::Flags { flags, mode } => (flags, mode, 0),
+                OpenHow::InMemory(b) => {
+                    let how = mem.block(b).map_err(|e| fail(e, "cannot read open_how"))?;
+                    let word = |k: usize| {
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(&how[k * 8..k * 8 + 8]);
+                        u64::from_ne_bytes(w)
+                    };
+                    (word(0), word(1), word(2))
                 }
-                let pinned = nix::fcntl::openat(
-                    Some(parent.as_raw_fd()),
-                    name.as_os_str(),
-                    nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
-                    nix::sys::stat::Mode::empty(),
-                )
-                .map(sys::process::owned_received_fd)?;
-                let is_fifo = nix::sys::stat::fstat(pinned.as_raw_fd())
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
-                if !is_fifo {
-                    return Err(io::Error::from_raw_os_error(libc::EACCES));
-                }
-                let path = real.join(&name);
-                return Ok(Target {
-                    parent,
-                    name,
-                    path,
-                    kind: Some(Kind::Magic),
-                    pinned: Some(pinned),
-                });
+            };
+            if flags & O_WRITE_FLAGS == 0 {
+                return Ok(Resolution::Pass);
             }
-            owned_raw = callers_proc(link.as_bytes(), pid);
-            base = parent;
-            continue;
-        }
-        let real = fd_path(parent.as_fd())?;
-        if is_other_process(&real, pid) {
-            // The caller could not look into another process's /proc entry (Landlock keeps
-            // it from ptracing out of its domain); guard must not do it on its behalf.
-            return Err(io::Error::from_raw_os_error(libc::EACCES));
-        }
-        let path = if name == "." { real } else { real.join(&name) };
-        return Ok(Target {
-            parent,
-            name,
-            path,
-            kind,
-            pinned: None,
-        });
-    }
-    Err(io::Error::from_raw_os_error(libc::ELOOP))
-}
-
-fn canonical_or_lexical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| {
-        // A missing directory: resolve the longest existing ancestor, keep the rest lexical.
-        let lex = lexical(p);
-        let mut existing = lex.as_path();
-        let mut rest = Vec::new();
-        while let Some(parent) = existing.parent() {
-            if let Some(n) = existing.file_name() {
-                rest.push(n.to_os_string());
+            if resolve_flags != 0 {
+                // The caller asked openat2 to restrict its own resolution; guard resolves
+                // differently, so it cannot honour that: ENOSYS makes callers fall back to openat.
+                return Err(fail(
+                    io::Error::from_raw_os_error(libc::ENOSYS),
+                    "openat2 with resolve flags",
+                ));
             }
-            existing = parent;
-            if let Ok(c) = std::fs::canonicalize(existing) {
-                let mut out = c;
-                for n in rest.iter().rev() {
-                    out.push(n);
-                }
-                return out;
+            let creat = flags & libc::O_CREAT as u64 != 0;
+            let excl = flags & libc::O_EXCL as u64 != 0;
+            let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
+            let t = path_of(&mut mem, &at)
+                .and_then(|raw| walk(n, &at, &raw, !(nofollow || (creat && excl))))
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let op = if t.kind.is_none() && creat {
+                Op::Create
+            } else {
+                Op::Write
+            };
+            let p = t.path.clone();
+            let mut r = Resolved::new(
+                name,
+                op,
+                Act::Open {
+                    at: t,
+                    flags: flags as i32,
+                    mode: mode as u32,
+                },
+            );
+            if op == Op::Create {
+                r.creates = Some(p.clone());
             }
+            r.path = Some(p);
+            r
         }
-        lex
-    })
-}
-
-/// Follow a final symlink (up to 40 hops, as the kernel does); a dangling link resolves to
-/// where its target would be created.
-fn follow(path: &Path) -> PathBuf {
-    let mut cur = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&cur) {
-            Ok(target) => {
-                let parent = cur.parent().unwrap_or(Path::new("/")).to_path_buf();
-                let joined = if target.is_absolute() {
-                    target
-                } else {
-                    parent.join(target)
-                };
-                let name = joined.file_name().map(|n| n.to_os_string());
-                let dir = joined.parent().unwrap_or(Path::new("/"));
-                cur = match name {
-                    Some(n) => canonical_or_lexical(dir).join(n),
-                    None => canonical_or_lexical(&joined),
-                };
-            }
-            Err(_) => return cur,
+        Args::Exec {
+            at,
+            argv,
+            empty_path,
+        } => {
+            let raw =
+                path_of(&mut mem, &at).map_err(|e| fail(e, "cannot read the program path"))?;
+            let exe = if raw.is_empty() && empty_path {
+                target::caller_fd_path(n.pid, at.dirfd as i32)
+                    .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
+            } else {
+                walk(n, &at, &raw, true)
+                    .map_err(|e| unresolved(e, "cannot resolve the program"))?
+                    .path
+            };
+            let args = mem.argv(argv).map_err(|e| fail(e, "cannot read argv"))?;
+            // A program with no file behind it (memfd_create + fexecve, a deleted file reached
+            // through /proc/PID/fd): Landlock's execute right does not cover those.
+            let via_fd = (raw.is_empty() && empty_path)
+                || raw.starts_with(b"/proc/")
+                || raw.starts_with(b"/dev/fd/");
+            let anonymous = via_fd && !same_file_on_disk(n, &at, &raw, &exe);
+            let mut r = Resolved::new(name, Op::Exec, Act::Continue);
+            r.argv = args.into_iter().map(OsString::from_vec).collect();
+            r.exe = Some(exe);
+            r.exe_anonymous = anonymous;
+            r.cwd = target::caller_cwd(n.pid).ok();
+            r.new_command = n.pid != root && txn::parent_of(n.pid) == Some(root);
+            r
         }
-    }
-    cur
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_paths_start_at_the_callers_cwd() {
-        let me = std::process::id();
-        let cwd = std::env::current_dir().expect("cwd");
-        let r = resolve(me, libc::AT_FDCWD as u64, b"src/../Cargo.toml", false).expect("resolves");
-        assert_eq!(
-            r.path,
-            std::fs::canonicalize(cwd.join("Cargo.toml")).expect("exists")
-        );
-        assert!(r.exists);
-    }
-
-    #[test]
-    fn dangling_symlink_resolves_to_its_target_when_followed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let base = std::fs::canonicalize(dir.path()).expect("canon");
-        std::os::unix::fs::symlink(base.join("target"), base.join("link")).expect("symlink");
-        let raw = base.join("link");
-        let followed = resolve(
-            std::process::id(),
-            libc::AT_FDCWD as u64,
-            raw.as_os_str().as_bytes(),
-            true,
-        )
-        .expect("resolves");
-        assert_eq!(followed.path, base.join("target"));
-        assert!(!followed.exists);
-        let not_followed = resolve(
-            std::process::id(),
-            libc::AT_FDCWD as u64,
-            raw.as_os_str().as_bytes(),
-            false,
-        )
-        .expect("resolves");
-        assert_eq!(not_followed.path, base.join("link"));
-        assert!(not_followed.exists);
-    }
+        Args::Connect { sock, addr } => {
+            let raw = mem
+                .block(addr)
+                .map_err(|e| fail(e, "cannot read the address"))?;
+            let decoded =
+                decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
+            let wire = absolute_unix(&raw, &decoded);
+            let mut r = Resolved::new(name, Op::Connect, Act::Connect { sock, addr: wire });
+            r.addr = Some(decoded);
+            r
+        }
+    };
+    Ok(Resolution::Judge(Box::new(r)))
 }

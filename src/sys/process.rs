@@ -286,15 +286,6 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Take ownership of a descriptor that a system call just created for us, as returned by
-/// `nix`'s openat. Crate-internal and on its way out: [`super::fs::openat`] returns an
-/// `OwnedFd` itself. Sound only for a descriptor nothing else owns.
-pub(crate) fn owned_received_fd(fd: RawFd) -> OwnedFd {
-    // SAFETY: callers pass a descriptor the kernel just created for this process and that
-    // nothing else refers to, so wrapping it transfers sole ownership.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
 /// `AT_FDCWD` as a borrowed descriptor, for *at calls that should start at our own cwd (or
 /// that take an absolute path, where the descriptor is ignored).
 pub fn at_fdcwd() -> BorrowedFd<'static> {

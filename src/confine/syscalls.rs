@@ -1,0 +1,382 @@
+//! The one table of the system calls guard treats specially, per architecture: how the seccomp
+//! filter treats each one (trapped to the supervisor, trapped when its flags ask to write,
+//! refused with an errno, or refused for some arguments only) and, for a trapped call, where its
+//! arguments are (which register holds a path, a directory descriptor, flags, a mode).
+//!
+//! The filter builder ([`super::seccomp`]) and the supervisor's decoder both read this table and
+//! nothing else, so a call cannot be trapped without being decodable. Numbers and names come
+//! from the `syscalls` crate's per-architecture tables (generated from the kernel's), so no
+//! number is written by hand; both architectures' tables are compiled on every host, which lets
+//! the tests check aarch64's rows on an x86_64 machine.
+
+use syscalls::aarch64::Sysno as Aarch64;
+use syscalls::x86_64::Sysno as X86_64;
+
+/// One system call guard treats specially.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Syscall {
+    /// Its number on this table's architecture.
+    pub nr: i64,
+    pub name: &'static str,
+    pub treatment: Treatment,
+}
+
+/// What the seccomp filter does with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Treatment {
+    /// Trapped to the supervisor whatever its arguments (exec and connect only when the filter
+    /// spec traps them); the supervisor decodes it by its [`Shape`].
+    Trap(Shape),
+    /// Trapped only when the flags in the register named by the shape's
+    /// [`OpenFlags::Arg`] ask to write (open, openat), so reads never pay a round trip.
+    TrapWhenWriting(Shape),
+    /// Refused with this errno whatever its arguments (part of the deny list).
+    Deny(i32),
+    /// Refused for some arguments only (part of the deny list).
+    Conditional(Condition),
+}
+
+/// The calls refused only for some arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// seccomp(SECCOMP_SET_MODE_FILTER) with NEW_LISTENER: EPERM (a second listener would let
+    /// the program answer its own trapped calls).
+    NewListener,
+    /// clone with a namespace flag: EPERM.
+    Namespaces,
+    /// ioctl TIOCSTI or TIOCLINUX: EPERM (no typing into the controlling terminal).
+    TerminalInjection,
+}
+
+/// Where a trapped call keeps its arguments: register indices. A `dirfd` of `None` marks the
+/// legacy calls that take none (their paths start at the cwd).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// unlink, rmdir, unlinkat; `flags`: unlinkat's flags (AT_REMOVEDIR); `rmdir`: the legacy
+    /// rmdir.
+    Unlink {
+        dirfd: Option<usize>,
+        path: usize,
+        flags: Option<usize>,
+        rmdir: bool,
+    },
+    Rename {
+        from: (Option<usize>, usize),
+        to: (Option<usize>, usize),
+        flags: Option<usize>,
+    },
+    Link {
+        from: (Option<usize>, usize),
+        to: (Option<usize>, usize),
+        flags: Option<usize>,
+    },
+    Symlink {
+        target: usize,
+        dirfd: Option<usize>,
+        path: usize,
+    },
+    Mkdir {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+    },
+    Mknod {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+        dev: usize,
+    },
+    Chmod {
+        dirfd: Option<usize>,
+        path: usize,
+        mode: usize,
+        follow: Follow,
+    },
+    /// The gid is in the register after `uid`.
+    Chown {
+        dirfd: Option<usize>,
+        path: usize,
+        uid: usize,
+        follow: Follow,
+    },
+    Truncate {
+        path: usize,
+        len: usize,
+    },
+    /// utime, utimes, futimesat, utimensat, the xattr calls: metadata the supervisor records,
+    /// then lets the kernel change. `empty_ok`: an empty (or NULL) path means the descriptor.
+    Meta {
+        dirfd: Option<usize>,
+        path: usize,
+        follow: Follow,
+        empty_ok: bool,
+    },
+    Open {
+        dirfd: Option<usize>,
+        path: usize,
+        flags: OpenFlags,
+        mode: Option<usize>,
+    },
+    Exec {
+        dirfd: Option<usize>,
+        path: usize,
+        argv: usize,
+        flags: Option<usize>,
+    },
+    Connect {
+        sock: usize,
+        addr: usize,
+        len: usize,
+    },
+}
+
+/// Whether a call follows a final symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    Always,
+    Never,
+    /// Follow unless the flags argument at this index has AT_SYMLINK_NOFOLLOW.
+    UnlessFlagged(usize),
+}
+
+/// Where an open call's flags are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenFlags {
+    /// In this register.
+    Arg(usize),
+    /// creat: always O_CREAT | O_WRONLY | O_TRUNC.
+    Creat,
+    /// openat2: in the `struct open_how` this register points to.
+    How(usize),
+}
+
+/// One row; `$s` is a `Sysno` of the table's architecture.
+macro_rules! row {
+    ($s:expr, $t:expr) => {
+        Syscall {
+            nr: $s.id() as i64,
+            name: $s.name(),
+            treatment: $t,
+        }
+    };
+}
+
+/// The rows every architecture has, in the order the filter tests them, with `legacy` (trapped
+/// pre-*at entry points) and `open` (trapped when writing) rows of the architecture spliced in.
+macro_rules! table {
+    ($S:ident; legacy: [$($legacy:expr,)*]; open: [$($open:expr,)*]) => {
+        &[
+            row!($S::io_uring_setup, DENY),
+            row!($S::io_uring_enter, DENY),
+            row!($S::io_uring_register, DENY),
+            row!($S::ptrace, DENY),
+            row!($S::process_vm_writev, DENY),
+            row!($S::process_vm_readv, DENY),
+            row!($S::bpf, DENY),
+            row!($S::perf_event_open, DENY),
+            row!($S::userfaultfd, DENY),
+            row!($S::kexec_load, DENY),
+            row!($S::kexec_file_load, DENY),
+            row!($S::init_module, DENY),
+            row!($S::finit_module, DENY),
+            row!($S::delete_module, DENY),
+            row!($S::mount, DENY),
+            row!($S::umount2, DENY),
+            row!($S::fsopen, DENY),
+            row!($S::fsconfig, DENY),
+            row!($S::fsmount, DENY),
+            row!($S::fspick, DENY),
+            row!($S::move_mount, DENY),
+            row!($S::open_tree, DENY),
+            row!($S::mount_setattr, DENY),
+            row!($S::pivot_root, DENY),
+            row!($S::chroot, DENY),
+            row!($S::swapon, DENY),
+            row!($S::swapoff, DENY),
+            row!($S::reboot, DENY),
+            row!($S::keyctl, DENY),
+            row!($S::add_key, DENY),
+            row!($S::request_key, DENY),
+            row!($S::open_by_handle_at, DENY),
+            row!($S::name_to_handle_at, DENY),
+            row!($S::unshare, DENY),
+            row!($S::setns, DENY),
+            row!($S::acct, DENY),
+            row!($S::quotactl, DENY),
+            row!($S::quotactl_fd, DENY),
+            row!($S::lookup_dcookie, DENY),
+            row!($S::open_tree_attr, DENY),
+            row!($S::seccomp, Treatment::Conditional(Condition::NewListener)),
+            row!($S::clone, Treatment::Conditional(Condition::Namespaces)),
+            // Its flags live in memory BPF cannot read; ENOSYS makes glibc fall back to clone.
+            row!($S::clone3, Treatment::Deny(libc::ENOSYS)),
+            row!($S::ioctl, Treatment::Conditional(Condition::TerminalInjection)),
+            row!($S::unlinkat, trap(Shape::Unlink { dirfd: Some(0), path: 1, flags: Some(2), rmdir: false })),
+            row!($S::renameat2, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: Some(4) })),
+            row!($S::linkat, trap(Shape::Link { from: (Some(0), 1), to: (Some(2), 3), flags: Some(4) })),
+            row!($S::symlinkat, trap(Shape::Symlink { target: 0, dirfd: Some(1), path: 2 })),
+            row!($S::mkdirat, trap(Shape::Mkdir { dirfd: Some(0), path: 1, mode: 2 })),
+            row!($S::mknodat, trap(Shape::Mknod { dirfd: Some(0), path: 1, mode: 2, dev: 3 })),
+            row!($S::fchmodat, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::Always })),
+            row!($S::fchownat, trap(Shape::Chown { dirfd: Some(0), path: 1, uid: 2, follow: Follow::UnlessFlagged(4) })),
+            row!($S::truncate, trap(Shape::Truncate { path: 0, len: 1 })),
+            row!($S::utimensat, trap(Shape::Meta { dirfd: Some(0), path: 1, follow: Follow::UnlessFlagged(3), empty_ok: true })),
+            row!($S::setxattr, trap(META_FOLLOW)),
+            row!($S::lsetxattr, trap(META_NOFOLLOW)),
+            row!($S::removexattr, trap(META_FOLLOW)),
+            row!($S::lremovexattr, trap(META_NOFOLLOW)),
+            // The caller's resolve flags are refused (ENOSYS) by the supervisor; its open flags
+            // are in memory, so it is trapped whatever they say.
+            row!($S::openat2, trap(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2), mode: None })),
+            row!($S::renameat, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: None })),
+            row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::UnlessFlagged(3) })),
+            // setxattrat(dfd, path, at_flags, name, args, size), removexattrat(dfd, path,
+            // at_flags, name): Linux 6.13.
+            row!($S::setxattrat, trap(META_AT)),
+            row!($S::removexattrat, trap(META_AT)),
+            $($legacy,)*
+            row!($S::execve, trap(Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None })),
+            row!($S::execveat, trap(Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) })),
+            row!($S::connect, trap(Shape::Connect { sock: 0, addr: 1, len: 2 })),
+            $($open,)*
+            row!($S::openat, Treatment::TrapWhenWriting(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2), mode: Some(3) })),
+        ]
+    };
+}
+
+const DENY: Treatment = Treatment::Deny(libc::EPERM);
+const META_FOLLOW: Shape = Shape::Meta {
+    dirfd: None,
+    path: 0,
+    follow: Follow::Always,
+    empty_ok: false,
+};
+const META_NOFOLLOW: Shape = Shape::Meta {
+    dirfd: None,
+    path: 0,
+    follow: Follow::Never,
+    empty_ok: false,
+};
+const META_AT: Shape = Shape::Meta {
+    dirfd: Some(0),
+    path: 1,
+    follow: Follow::UnlessFlagged(2),
+    empty_ok: true,
+};
+
+const fn trap(shape: Shape) -> Treatment {
+    Treatment::Trap(shape)
+}
+
+/// x86_64, with the legacy pre-*at entry points (open, creat, unlink, rename, ...).
+#[rustfmt::skip]
+pub const X86_64_TABLE: &[Syscall] = table!(X86_64;
+    legacy: [
+        row!(X86_64::unlink, trap(Shape::Unlink { dirfd: None, path: 0, flags: None, rmdir: false })),
+        row!(X86_64::rmdir, trap(Shape::Unlink { dirfd: None, path: 0, flags: None, rmdir: true })),
+        row!(X86_64::rename, trap(Shape::Rename { from: (None, 0), to: (None, 1), flags: None })),
+        row!(X86_64::link, trap(Shape::Link { from: (None, 0), to: (None, 1), flags: None })),
+        row!(X86_64::symlink, trap(Shape::Symlink { target: 0, dirfd: None, path: 1 })),
+        row!(X86_64::mkdir, trap(Shape::Mkdir { dirfd: None, path: 0, mode: 1 })),
+        row!(X86_64::mknod, trap(Shape::Mknod { dirfd: None, path: 0, mode: 1, dev: 2 })),
+        row!(X86_64::chmod, trap(Shape::Chmod { dirfd: None, path: 0, mode: 1, follow: Follow::Always })),
+        row!(X86_64::chown, trap(Shape::Chown { dirfd: None, path: 0, uid: 1, follow: Follow::Always })),
+        row!(X86_64::lchown, trap(Shape::Chown { dirfd: None, path: 0, uid: 1, follow: Follow::Never })),
+        row!(X86_64::utime, trap(META_FOLLOW)),
+        row!(X86_64::utimes, trap(META_FOLLOW)),
+        row!(X86_64::futimesat, trap(Shape::Meta { dirfd: Some(0), path: 1, follow: Follow::Always, empty_ok: true })),
+        row!(X86_64::creat, trap(Shape::Open { dirfd: None, path: 0, flags: OpenFlags::Creat, mode: Some(1) })),
+    ];
+    open: [
+        row!(X86_64::open, Treatment::TrapWhenWriting(Shape::Open { dirfd: None, path: 0, flags: OpenFlags::Arg(1), mode: Some(2) })),
+    ]
+);
+
+/// aarch64: only the *at forms exist (and renameat, which glibc's rename() uses there).
+#[rustfmt::skip]
+pub const AARCH64_TABLE: &[Syscall] = table!(Aarch64; legacy: []; open: []);
+
+/// The table of the architecture guard is built for.
+#[cfg(target_arch = "x86_64")]
+pub const NATIVE: &[Syscall] = X86_64_TABLE;
+/// The table of the architecture guard is built for.
+#[cfg(target_arch = "aarch64")]
+pub const NATIVE: &[Syscall] = AARCH64_TABLE;
+
+impl Syscall {
+    /// The argument shape of a call the supervisor receives (trapped, always or when writing).
+    pub fn trapped_shape(&self) -> Option<Shape> {
+        match self.treatment {
+            Treatment::Trap(s) | Treatment::TrapWhenWriting(s) => Some(s),
+            Treatment::Deny(_) | Treatment::Conditional(_) => None,
+        }
+    }
+}
+
+/// The row of trapped call `nr` in `table`, if the filter can trap it.
+pub fn trapped(table: &'static [Syscall], nr: i64) -> Option<&'static Syscall> {
+    table
+        .iter()
+        .find(|s| s.nr == nr && s.trapped_shape().is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_unique_and_names_match_the_kernels() {
+        for table in [X86_64_TABLE, AARCH64_TABLE] {
+            for (i, a) in table.iter().enumerate() {
+                for b in &table[i + 1..] {
+                    assert_ne!(a.nr, b.nr, "{} and {}", a.name, b.name);
+                }
+            }
+        }
+        let nr = |t: &[Syscall], name: &str| t.iter().find(|s| s.name == name).map(|s| s.nr);
+        // A few numbers from the kernel's own tables (arch/x86/entry/syscalls/syscall_64.tbl,
+        // include/uapi/asm-generic/unistd.h).
+        assert_eq!(nr(X86_64_TABLE, "unlinkat"), Some(263));
+        assert_eq!(nr(X86_64_TABLE, "renameat"), Some(264));
+        assert_eq!(nr(X86_64_TABLE, "open"), Some(2));
+        assert_eq!(nr(AARCH64_TABLE, "renameat"), Some(38));
+        assert_eq!(nr(AARCH64_TABLE, "unlinkat"), Some(35));
+        assert_eq!(nr(AARCH64_TABLE, "open"), None);
+        for t in [X86_64_TABLE, AARCH64_TABLE] {
+            assert_eq!(nr(t, "fchmodat2"), Some(452));
+            assert_eq!(nr(t, "setxattrat"), Some(463));
+            assert_eq!(nr(t, "removexattrat"), Some(466));
+            assert_eq!(nr(t, "open_tree_attr"), Some(467));
+        }
+    }
+
+    #[test]
+    fn the_native_table_agrees_with_libc() {
+        let nr = |name: &str| NATIVE.iter().find(|s| s.name == name).map(|s| s.nr);
+        assert_eq!(nr("unlinkat"), Some(libc::SYS_unlinkat));
+        assert_eq!(nr("openat"), Some(libc::SYS_openat));
+        assert_eq!(nr("execveat"), Some(libc::SYS_execveat));
+        assert_eq!(nr("clone3"), Some(libc::SYS_clone3));
+    }
+
+    #[test]
+    fn only_open_calls_are_trapped_by_their_flags() {
+        for table in [X86_64_TABLE, AARCH64_TABLE] {
+            for s in table {
+                if let Treatment::TrapWhenWriting(shape) = s.treatment {
+                    assert!(
+                        matches!(
+                            shape,
+                            Shape::Open {
+                                flags: OpenFlags::Arg(_),
+                                ..
+                            }
+                        ),
+                        "{}",
+                        s.name
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The perform stage: an allowed call carried out for the caller ([`emulate`]), recorded in
+//! the journal first when it changes the workspace; and the answer the kernel gets for it.
+//!
+//! The transactional state is locked only for what touches the workspace's history: a change
+//! inside the workspace, or a call the react stage just took a checkpoint for. Everything else
+//! (the private tmp, execs deeper in the tree, connects) goes on while another worker copies a
+//! large pre-image or rolls a command back.
+
+use std::sync::MutexGuard;
+
+use crate::policy::Policy;
+use crate::sys::Notif;
+
+use super::answer::Answer;
+use super::emulate::{self, Inject, Outcome};
+use super::resolve::Resolved;
+use super::{lock, Core, TxState};
+
+/// Perform `r` for the caller of `n`; `tx` is the transactional state if the react stage
+/// holds it. Returns the answer (`None` when the caller was answered already) and a note for
+/// the audit log (e.g. a file written without a pre-image).
+pub(super) fn perform(
+    core: &Core,
+    n: &Notif,
+    r: &Resolved,
+    tx: Option<MutexGuard<'_, TxState>>,
+    inject: Inject,
+    policy: &Policy,
+) -> (Option<Answer>, Option<String>) {
+    let mut note = None;
+    let ws = &policy.vars.workspace;
+    let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| lock(&core.tx)));
+    let outcome = match tx {
+        Some(mut tx) => {
+            let outcome = emulate::perform(
+                &r.act,
+                n,
+                &core.listener,
+                inject,
+                tx.journal.as_mut(),
+                policy.transaction.oversize,
+                &mut note,
+            );
+            // Remember what the run made itself that `protect` cares about (see
+            // `Request::fresh`), while the change is still the newest in the journal.
+            let succeeded = !matches!(outcome, Outcome::Failed(_));
+            if let (true, Some(c)) = (succeeded, &r.creates) {
+                if policy.is_protect_relevant(c) {
+                    lock(&core.created).insert(c.clone());
+                }
+            }
+            outcome
+        }
+        None => emulate::perform(
+            &r.act,
+            n,
+            &core.listener,
+            inject,
+            None,
+            policy.transaction.oversize,
+            &mut note,
+        ),
+    };
+    let answer = match outcome {
+        Outcome::Done(v) => Some(Answer::Value(v)),
+        Outcome::Failed(e) => Some(Answer::Errno(e)),
+        Outcome::Answered => None,
+        Outcome::Continue => Some(Answer::Continue),
+    };
+    (answer, note)
+}

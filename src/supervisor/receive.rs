@@ -1,0 +1,139 @@
+//! The receive stage, and the worker threads that run the stages: each worker takes the
+//! receiving turn, polls the listener, takes one notification off it, gives the turn back and
+//! hands the notification to [`super::handle`]; until no process holds the filter any more or
+//! the main thread asks to stop.
+//!
+//! Worker 0 always receives. The standbys step in only while a call has been in hand for
+//! longer than [`SLOW`] (a lookup on a hung network filesystem, a large pre-image copy, a
+//! rollback), so such a call holds up one thread, not every process's calls. Otherwise they
+//! stay out of the way: handing the receiving turn from thread to thread on every call cost
+//! about 15 us per call here (a wake-up on the other vCPU each time).
+
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::sys::Notif;
+
+use super::{emulate, lock, Core};
+
+/// How many threads can receive notifications: one that always does, and standbys.
+pub(super) const WORKERS: usize = 3;
+/// How long a call may be in hand before a standby starts receiving.
+const SLOW: Duration = Duration::from_millis(5);
+
+/// One worker: take the receiving turn, poll the listener, take one notification, give the
+/// turn back and handle it; until no process holds the filter any more or the main thread asks
+/// to stop. Worker 0 always receives; the others only while another one is slow.
+pub(super) fn worker(core: &Core, me: usize) {
+    let mut inject = core.inject;
+    if let Err(e) = emulate::init_thread() {
+        // Without a private umask the modes of emulated creations would be wrong: refuse to
+        // inject rather than create files with the wrong permissions.
+        tracing::error!(
+            "cannot give a supervisor thread its own umask: {e}; creations are continued"
+        );
+        inject = emulate::Inject::Continue;
+    }
+    let now_us = || core.t0.elapsed().as_micros() as u64 + 1;
+    let someone_slow = || {
+        let now = now_us();
+        core.busy_since.iter().enumerate().any(|(i, b)| {
+            let since = b.load(Ordering::Relaxed);
+            i != me && since != 0 && now.saturating_sub(since) > SLOW.as_micros() as u64
+        })
+    };
+    loop {
+        if core.finished.load(Ordering::Relaxed) {
+            break;
+        }
+        let turn = if me == 0 {
+            lock(&core.receiving)
+        } else {
+            if !someone_slow() {
+                std::thread::sleep(SLOW);
+                continue;
+            }
+            match core.receiving.try_lock() {
+                Ok(t) => t,
+                Err(_) => {
+                    std::thread::sleep(SLOW);
+                    continue;
+                }
+            }
+        };
+        let (ready, hup, stop) = {
+            let mut fds = [
+                PollFd::new(core.listener.fd(), PollFlags::POLLIN),
+                PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!("supervisor poll failed: {e}");
+                    break;
+                }
+            }
+            let l = fds[0].revents().unwrap_or(PollFlags::empty());
+            let s = fds[1].revents().unwrap_or(PollFlags::empty());
+            (
+                l.contains(PollFlags::POLLIN),
+                l.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+                !s.is_empty(),
+            )
+        };
+        if ready {
+            // Busy from before the notification is taken off the listener until its decision
+            // is recorded: the end of the run waits for that (see `wait_idle`).
+            core.busy_since[me].store(now_us(), Ordering::Release);
+            let n = receive(core);
+            drop(turn);
+            if let Some(n) = n {
+                super::handle(core, n, inject);
+            }
+            core.busy_since[me].store(0, Ordering::Release);
+            continue;
+        }
+        if hup || stop {
+            core.finished.store(true, Ordering::Relaxed);
+            break;
+        }
+    }
+}
+
+/// Take one notification off the listener.
+fn receive(core: &Core) -> Option<Notif> {
+    match core.listener.recv() {
+        Ok(n) => Some(n),
+        // The caller died or was interrupted before we read it.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => None,
+        Err(e) => {
+            tracing::warn!("seccomp notification receive failed: {e}");
+            None
+        }
+    }
+}
+
+/// Wait until no worker is handling a call, at most `limit`. When the receiving thread has
+/// ended, a standby may still be finishing one (a command's rollback, a large pre-image copy):
+/// its change belongs in the journal handed back, and its decision in the audit log before
+/// the log is closed.
+pub(super) fn wait_idle(core: &Core, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while core
+        .busy_since
+        .iter()
+        .any(|b| b.load(Ordering::Acquire) != 0)
+    {
+        if std::time::Instant::now() > deadline {
+            tracing::warn!(
+                "a supervisor thread is still handling a call at the end of the run; its decision may be missing from the audit log"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}

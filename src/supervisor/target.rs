@@ -1,0 +1,359 @@
+//! Walking a path argument the way the kernel would walk it for the caller, to a pinned
+//! parent directory and a final name ([`Target`]): relative paths start at the caller's cwd or
+//! dirfd (through /proc/PID), symlinks in the directory part are followed, /proc magic links
+//! there are refused, `/proc/self` and `/dev/fd` mean the caller, and the last component is
+//! followed only when the system call follows it.
+//!
+//! This is what the supervisor judges *and* acts on: the parent descriptor pins the directory,
+//! and only the final name is looked up again, inside it, when the call is performed. So a
+//! thread that rewrites the path or swaps a directory for a symlink after the decision
+//! changes nothing (DESIGN.md, "Enforcement").
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use nix::fcntl::AtFlags;
+
+use crate::sys;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// `AT_FDCWD` as it appears in a 64-bit argument register (sign-extended or not).
+fn is_at_fdcwd(dirfd: u64) -> bool {
+    dirfd as i32 == libc::AT_FDCWD
+}
+
+/// The caller's current directory.
+pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd"))
+}
+
+/// What descriptor `fd` of the caller refers to.
+pub fn caller_fd_path(pid: u32, fd: i32) -> io::Result<PathBuf> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+}
+
+/// Remove `.`, `..` and repeated separators without touching the filesystem.
+pub fn lexical(path: &Path) -> PathBuf {
+    crate::policy::normalize(path)
+}
+
+/// A path argument resolved to a directory descriptor and a final name, the way the kernel
+/// would walk it for the caller: this is what the supervisor judges *and* acts on, so the
+/// object judged is the object changed. The parent descriptor pins the directory; only the
+/// final name is looked up again when the supervisor acts, inside that directory.
+#[derive(Debug)]
+pub struct Target {
+    /// The directory the entry lives in (O_PATH).
+    pub parent: OwnedFd,
+    /// The final component (never contains `/`; `.` when the path names a directory itself).
+    pub name: OsString,
+    /// The absolute path of the entry: the parent's real path plus `name`.
+    pub path: PathBuf,
+    /// What is there now (not following a final symlink), if anything.
+    pub kind: Option<Kind>,
+    /// For [`Kind::Magic`]: the caller's pipe, pinned (O_PATH) when it was judged, so the
+    /// open re-opens that object and not whatever the caller dup2()s onto the number since.
+    pub pinned: Option<OwnedFd>,
+}
+
+/// The type of an existing entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    /// A pipe of the caller's own, reached through its /proc/PID/fd (`/dev/stdout` when stdout
+    /// is a pipe, rustc's jobserver): re-opening it is not a filesystem change.
+    Magic,
+    Other,
+}
+
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
+    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()?;
+    Some(match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    })
+}
+
+/// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
+pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
+    let p = if absolute {
+        // The caller's root: chroot is on the deny list, so it is the system root.
+        "/".to_string()
+    } else if is_at_fdcwd(dirfd) {
+        format!("/proc/{pid}/cwd")
+    } else {
+        let fd = dirfd as i32;
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        format!("/proc/{pid}/fd/{fd}")
+    };
+    // Opening the magic link follows it to the caller's directory.
+    let c = CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let root = sys::process::openat2(cwd_fd(), &c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
+    Ok(root)
+}
+
+fn cwd_fd() -> BorrowedFd<'static> {
+    sys::process::at_fdcwd()
+}
+
+/// The real path of a descriptor we hold.
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Split `raw` into its directory part and final name, dropping trailing slashes.
+fn split(raw: &[u8]) -> (&[u8], &[u8]) {
+    let mut end = raw.len();
+    while end > 1 && raw[end - 1] == b'/' {
+        end -= 1;
+    }
+    let trimmed = &raw[..end];
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    }
+}
+
+fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
+    let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // Symlinks in the directory part are followed as the kernel would; /proc magic links are
+    // refused: they would name *guard's* descriptors, not the caller's.
+    sys::process::openat2(
+        base,
+        &c,
+        (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        0,
+        RESOLVE_NO_MAGICLINKS,
+    )
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+
+/// `/proc/N/fd` or `/proc/N/task/M/fd`.
+fn is_fd_dir(p: &Path) -> bool {
+    let s = p.as_os_str().as_bytes();
+    s.starts_with(b"/proc/") && s.ends_with(b"/fd")
+}
+
+/// Whether `dir` lies in the /proc entry of a process other than the caller's.
+fn is_other_process(dir: &Path, tid: u32) -> bool {
+    let s = dir.as_os_str().as_bytes();
+    let Some(rest) = s.strip_prefix(b"/proc/") else {
+        return false;
+    };
+    let first = rest.split(|&b| b == b'/').next().unwrap_or_default();
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    !is_callers_fd_dir(dir, tid)
+}
+
+/// Whether `dir` (`/proc/X/fd` or `/proc/X/task/Y/fd`) is a descriptor table of the caller's
+/// own process: `X` is the trapping thread or its thread group.
+fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
+    let s = dir.as_os_str().as_bytes();
+    let Some(rest) = s.strip_prefix(b"/proc/") else {
+        return false;
+    };
+    let owner = rest.split(|&b| b == b'/').next().unwrap_or_default();
+    let Some(owner) = std::str::from_utf8(owner)
+        .ok()
+        .and_then(|o| o.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    owner == tid || tgid_of(tid) == Some(owner)
+}
+
+fn tgid_of(tid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
+}
+
+/// `/proc/self` and `/proc/thread-self` mean the caller, not guard: rewrite them to the
+/// caller's own /proc entry (`pid` is the id of the trapping thread, which /proc accepts too).
+/// Programs use them more than one would think: glibc's fchmodat and rustc's jobserver client
+/// go through `/proc/self/fd/N`.
+pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
+    // /dev/fd and the standard streams are symlinks into /proc/self: guard would follow them
+    // into its own descriptors.
+    for (alias, fd) in [
+        (&b"/dev/stdin"[..], "0"),
+        (&b"/dev/stdout"[..], "1"),
+        (&b"/dev/stderr"[..], "2"),
+    ] {
+        if raw == alias {
+            return format!("/proc/{pid}/fd/{fd}").into_bytes();
+        }
+    }
+    if let Some(rest) = raw.strip_prefix(&b"/dev/fd"[..]) {
+        if rest.is_empty() || rest.first() == Some(&b'/') {
+            let mut out = format!("/proc/{pid}/fd").into_bytes();
+            out.extend_from_slice(rest);
+            return out;
+        }
+    }
+    for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
+        if let Some(rest) = raw.strip_prefix(prefix) {
+            if rest.is_empty() || rest.first() == Some(&b'/') {
+                let mut out = format!("/proc/{pid}").into_bytes();
+                out.extend_from_slice(rest);
+                return out;
+            }
+        }
+    }
+    raw.to_vec()
+}
+
+/// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
+/// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
+/// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
+pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Target> {
+    if raw.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+    let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
+    let mut owned_raw = callers_proc(raw, pid);
+    for _ in 0..40 {
+        let (dir, name) = split(&owned_raw);
+        let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
+            open_dir(cwd_fd(), b"/")?
+        } else {
+            open_dir(base.as_fd(), dir)?
+        };
+        let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
+        let kind = kind_of(parent.as_fd(), &name);
+        if follow && kind == Some(Kind::Symlink) {
+            if is_other_process(&fd_path(parent.as_fd())?, pid) {
+                // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
+                return Err(io::Error::from_raw_os_error(libc::EACCES));
+            }
+            let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
+            if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
+                // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link,
+                // and only the caller's own pipes may be re-opened (guard can open any
+                // process's descriptors; the caller could not).
+                let real = fd_path(parent.as_fd())?;
+                if !is_callers_fd_dir(&real, pid) {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+                }
+                let pinned = sys::fs::openat(
+                    Some(parent.as_fd()),
+                    name.as_os_str(),
+                    nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )?;
+                let is_fifo = nix::sys::stat::fstat(pinned.as_raw_fd())
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+                if !is_fifo {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+                }
+                let path = real.join(&name);
+                return Ok(Target {
+                    parent,
+                    name,
+                    path,
+                    kind: Some(Kind::Magic),
+                    pinned: Some(pinned),
+                });
+            }
+            owned_raw = callers_proc(link.as_bytes(), pid);
+            base = parent;
+            continue;
+        }
+        let real = fd_path(parent.as_fd())?;
+        if is_other_process(&real, pid) {
+            // The caller could not look into another process's /proc entry (Landlock keeps
+            // it from ptracing out of its domain); guard must not do it on its behalf.
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let path = if name == "." { real } else { real.join(&name) };
+        return Ok(Target {
+            parent,
+            name,
+            path,
+            kind,
+            pinned: None,
+        });
+    }
+    Err(io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(raw: &[u8], follow: bool) -> io::Result<Target> {
+        target(std::process::id(), libc::AT_FDCWD as u64, raw, follow)
+    }
+
+    #[test]
+    fn relative_paths_start_at_the_callers_cwd() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let t = walk(b"src/../Cargo.toml", false).expect("resolves");
+        assert_eq!(
+            t.path,
+            std::fs::canonicalize(cwd.join("Cargo.toml")).expect("exists")
+        );
+        assert_eq!(t.name, "Cargo.toml");
+        assert_eq!(t.kind, Some(Kind::File));
+    }
+
+    #[test]
+    fn a_final_symlink_is_followed_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::os::unix::fs::symlink(base.join("target"), base.join("link")).expect("symlink");
+        let raw = base.join("link");
+        let followed = walk(raw.as_os_str().as_bytes(), true).expect("resolves");
+        assert_eq!(followed.path, base.join("target"));
+        assert_eq!(
+            followed.kind, None,
+            "dangling: where the target would be created"
+        );
+        let not_followed = walk(raw.as_os_str().as_bytes(), false).expect("resolves");
+        assert_eq!(not_followed.path, base.join("link"));
+        assert_eq!(not_followed.kind, Some(Kind::Symlink));
+    }
+
+    #[test]
+    fn paths_that_do_not_resolve_fail_as_the_kernel_fails_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::write(base.join("file"), b"").expect("write");
+        std::os::unix::fs::symlink("loop", base.join("loop")).expect("symlink");
+        let errno = |raw: std::path::PathBuf, follow| {
+            walk(raw.as_os_str().as_bytes(), follow)
+                .expect_err("does not resolve")
+                .raw_os_error()
+        };
+        assert_eq!(errno(base.join("missing/x"), false), Some(libc::ENOENT));
+        assert_eq!(errno(base.join("file/x"), false), Some(libc::ENOTDIR));
+        assert_eq!(errno(base.join("loop"), true), Some(libc::ELOOP));
+        assert_eq!(
+            walk(b"", false).expect_err("empty").raw_os_error(),
+            Some(libc::ENOENT)
+        );
+    }
+
+    #[test]
+    fn proc_self_means_the_caller() {
+        let t = walk(b"/proc/self/exe", true).expect("resolves");
+        assert_eq!(Some(t.path), std::env::current_exe().ok());
+    }
+}
