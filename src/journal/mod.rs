@@ -33,15 +33,22 @@
 //! Every line also has `seq`, 1 for the first, +1 per line. A torn last line (a crash in the
 //! middle of an append) is ignored and cut off by [`Journal::open`].
 
+mod cache;
+mod copy;
 mod digest;
 mod fsops;
+mod history;
 mod hooks;
 #[allow(clippy::module_inception)]
 mod journal;
 mod log;
+mod rename;
 mod report;
+mod rollback;
 pub(crate) mod rundir;
 mod runs;
+mod seal;
+mod steps;
 mod undo;
 
 #[cfg(test)]
@@ -50,6 +57,9 @@ mod scenarios;
 pub use digest::tree_digest;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
 pub use report::{Conflict, Diff};
+pub use rollback::{Planned, RollbackOptions, RollbackReport};
 pub use rundir::{list_runs, state_dir, RunDir, RunMeta, StateError};
-pub use runs::{interrupted_runs, prune, recover, PruneReport, Recovered};
-pub use undo::RollbackReport;
+pub use runs::{
+    interrupted_runs, lock_journal, prune, recover, settled_state, JournalLock, PruneReport,
+    Recovered, STATE_ROLLING_BACK,
+};

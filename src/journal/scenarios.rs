@@ -279,25 +279,112 @@ fn two_thousand_files_removed_one_by_one_come_back() {
 }
 
 #[test]
-fn an_interrupted_rollback_finishes_when_run_again() {
-    for k in [1, 5, 11] {
+fn an_interrupted_rollback_is_reverted_then_a_new_one_completes() {
+    for force_copy in [false, true] {
+        for k in [1, 5, 11, 17] {
+            let e = env();
+            varied_tree(&e.ws);
+            let before = digest(&e);
+            let pol = policy(&["target/**"], 1 << 20);
+            let mut j =
+                Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+            let cp = j.checkpoint("start", None).expect("checkpoint");
+            mutate_everything(&mut j, &e.ws);
+            let after_run = digest(&e);
+            super::rollback::crash_point::set(k);
+            let partial = j.rollback(cp, &mut |_, _| {}).expect("partial");
+            super::rollback::crash_point::set(0);
+            assert_eq!(partial.entries_undone, k);
+            drop(j);
+            let mut j = Journal::open(&e.run).expect("open");
+            assert!(matches!(
+                j.rollback(cp, &mut |_, _| {}),
+                Err(JournalError::Interrupted { .. })
+            ));
+            let problems = j.revert_interrupted().expect("revert").expect("was open");
+            assert!(problems.is_empty(), "k={k}: {problems:?}");
+            assert_eq!(digest(&e), after_run, "k={k} copy={force_copy}: reverted");
+            let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+            assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
+            assert_eq!(digest(&e), before, "k={k} copy={force_copy}");
+        }
+    }
+}
+
+#[test]
+fn a_rollback_is_undone_and_redone_exactly() {
+    for force_copy in [false, true] {
         let e = env();
         varied_tree(&e.ws);
         let before = digest(&e);
         let pol = policy(&["target/**"], 1 << 20);
-        let mut j = Journal::create(&e.run, &e.ws, &pol, false).expect("create");
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
         let cp = j.checkpoint("start", None).expect("checkpoint");
         mutate_everything(&mut j, &e.ws);
-        let partial = j
-            .rollback_some(cp, k, &mut |_, _| {}, false)
-            .expect("partial");
-        assert_eq!(partial.entries_undone, k);
-        drop(j);
-        let mut j = Journal::open(&e.run).expect("open");
-        let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
-        assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
-        assert_eq!(digest(&e), before, "k={k}");
+        j.seal().expect("seal");
+        let after_run = digest(&e);
+        let opts = RollbackOptions::default();
+        let r = j
+            .rollback_with(cp, &opts, &mut |_, _| {})
+            .expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(digest(&e), before);
+        let r = j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(
+            digest(&e),
+            after_run,
+            "copy={force_copy}: undo of the rollback"
+        );
+        let mut j = Journal::open(&e.run).expect("reopen");
+        let r = j.undo_last(&opts, &mut |_, _| {}).expect("undo the undo");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(digest(&e), before, "copy={force_copy}: redo");
+        // The run's entries are undone again: a rollback has nothing left to do.
+        let r = j.rollback_with(cp, &opts, &mut |_, _| {}).expect("again");
+        assert_eq!(r.entries_undone, 0);
+        assert_eq!(digest(&e), before);
     }
+}
+
+#[test]
+fn a_conflict_refuses_the_whole_rollback_and_force_keeps_what_it_replaces() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    mutate_everything(&mut j, &e.ws);
+    j.seal().expect("seal");
+    fs::write(e.ws.join("new.txt"), b"the user's later work").expect("edit");
+    let edited = digest(&e);
+    let opts = RollbackOptions::default();
+    match j.rollback_with(cp, &opts, &mut |_, _| {}) {
+        Err(JournalError::Conflicts { conflicts }) => {
+            let paths: Vec<_> = conflicts.iter().map(|c| c.path.clone()).collect();
+            assert_eq!(paths, [PathBuf::from("new.txt")], "{conflicts:?}");
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    assert_eq!(digest(&e), edited, "a refused rollback changes nothing");
+    let dry = RollbackOptions {
+        dry_run: true,
+        ..RollbackOptions::default()
+    };
+    let plan = j.rollback_with(cp, &dry, &mut |_, _| {}).expect("dry run");
+    assert_eq!(plan.conflicts.len(), 1);
+    assert!(plan.planned.iter().any(|p| p.what == "restore"));
+    assert_eq!(digest(&e), edited, "a dry run changes nothing");
+    let force = RollbackOptions {
+        force: true,
+        ..RollbackOptions::default()
+    };
+    let r = j.rollback_with(cp, &force, &mut |_, _| {}).expect("forced");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.replaced.len(), 1, "{:?}", r.replaced);
+    assert_eq!(digest(&e), before);
+    j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+    assert_eq!(digest(&e), edited, "the user's work is back");
 }
 
 #[test]
@@ -370,7 +457,11 @@ fn a_file_above_the_cap_is_unprotected_and_reported() {
     assert_eq!(log.matches(r#""op":"unprotected""#).count(), 1, "{log}");
     let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
-    assert!(r.problems[0].contains("without a pre-image"));
+    assert!(
+        r.problems[0].contains("without a pre-image"),
+        "{:?}",
+        r.problems
+    );
 }
 
 #[test]
@@ -421,8 +512,8 @@ fn conflicts_show_work_done_after_the_run() {
     assert_eq!(
         got,
         [
-            ("a".to_string(), "changed after the run"),
-            ("b".to_string(), "deleted after the run")
+            ("a".to_string(), "changed since the run left it"),
+            ("b".to_string(), "deleted since the run left it")
         ]
     );
 }

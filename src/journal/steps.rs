@@ -1,0 +1,625 @@
+//! The steps of a rollback: each undoes one entry, and is itself journaled before it changes
+//! anything (the same entries the hooks write: `created`, `deleted`, `rmdir`, `renamed`,
+//! `exchanged`, `modified`, `meta`), so the rollback can be reverted exactly, by `guard undo`
+//! or, when it fails half-way or is interrupted, by replaying its steps backwards.
+//!
+//! A step first checks that the state is what the entry left. When it is not, the path is
+//! either one the rollback may overwrite (git's caches, excluded paths, everything when forced
+//! or during the run itself): what is there is moved into the store first (journaled, so it
+//! is kept); or it is a conflict, and the whole rollback is reverted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, RenameFlags};
+
+use super::cache;
+use super::copy;
+use super::fsops::{self, stat_at};
+use super::journal::{Journal, StoreMode};
+use super::log::{Boundary, Entry, FileId, Kind, Op, Stat};
+use super::report::Conflict;
+use crate::audit::PathText;
+
+/// A step that could not be done: the rollback stops and is reverted.
+pub(crate) type Step = Result<(), String>;
+
+fn p(t: &PathText) -> &Path {
+    Path::new(t.as_os_str())
+}
+
+fn fail<'a>(what: &'a str, path: &'a PathText) -> impl FnOnce(io::Error) -> String + 'a {
+    move |e| format!("cannot {what} {}: {e}", path.display())
+}
+
+/// The state of one rollback while its steps run.
+#[derive(Default)]
+pub(crate) struct Apply {
+    /// Every path may be overwritten (what was there is kept in the journal).
+    pub force: bool,
+    /// Paths overwritten although they changed since the run, and why.
+    pub replaced: BTreeMap<PathBuf, String>,
+    /// Entries that cannot be restored (no pre-image): reported, not fatal.
+    pub problems: Vec<String>,
+    /// Directories this rollback made, whose metadata is set once their entries are back.
+    dirs: Vec<(PathText, Stat)>,
+    /// Inodes restored as copies: the original's id -> (path, id of the copy).
+    links: HashMap<FileId, (PathText, FileId)>,
+    /// Names of each inode in the log, built on first use (copies of hard links).
+    names: Option<HashMap<FileId, Vec<PathText>>>,
+}
+
+impl Apply {
+    pub fn new(force: bool) -> Apply {
+        Apply {
+            force,
+            ..Apply::default()
+        }
+    }
+
+    /// The id a recorded inode has now (a copy's, once restored as a copy).
+    fn now_id(&self, id: FileId) -> FileId {
+        self.links.get(&id).map_or(id, |(_, now)| *now)
+    }
+
+    pub fn replaced_list(&self) -> Vec<Conflict> {
+        self.replaced
+            .iter()
+            .map(|(path, what)| Conflict {
+                path: path.clone(),
+                what: what.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Journal {
+    pub(crate) fn parent(&self, rel: &PathText) -> io::Result<(OwnedFd, OsString)> {
+        fsops::parent_of(self.ws(), p(rel))
+    }
+
+    /// What is at `rel` now; `None` when it or a directory on the way is missing.
+    pub(crate) fn stat_rel(&self, rel: &PathText) -> io::Result<Option<Stat>> {
+        match self.parent(rel) {
+            Ok((dir, name)) => stat_at(dir.as_fd(), &name),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn overridable(&self, rel: &PathText, a: &Apply) -> bool {
+        a.force || self.is_excluded(p(rel)) || cache::is_cache(p(rel))
+    }
+
+    fn append_step(&mut self, op: Op) -> Result<u64, String> {
+        self.append(op).map_err(|e| e.to_string())
+    }
+
+    /// Moves what is at `rel` (a whole tree for a directory) into `store/<obj>` (the step's
+    /// own seq when `None`), journaled as `deleted`.
+    fn stash(&mut self, rel: &PathText, obj: Option<u64>) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let st = stat_at(dir.as_fd(), &name)
+            .map_err(fail("inspect", rel))?
+            .ok_or_else(|| format!("{} vanished", rel.display()))?;
+        let seq = self.next_seq();
+        let target = Self::object_name(obj.unwrap_or(seq));
+        self.append_step(Op::Deleted {
+            path: rel.clone(),
+            st,
+            sha256: None,
+            obj,
+        })?;
+        self.move_into_store(dir.as_fd(), &name, OsStr::new(&target))
+            .map_err(fail("keep", rel))
+    }
+
+    /// Moves `dir/name` to `store/<target>`: a rename, or a copy and a removal across
+    /// filesystems.
+    pub(crate) fn move_into_store(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &OsStr,
+        target: &OsStr,
+    ) -> io::Result<()> {
+        if self.header.mode != StoreMode::Copy {
+            match fsops::rename_at(
+                dir,
+                name,
+                self.store(),
+                target,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+                other => return other,
+            }
+        }
+        copy::copy_tree(dir, name, self.store(), target, self.header.fsync)?;
+        copy::remove_tree(dir, name)
+    }
+
+    /// Makes way at `rel` for a restore: nothing there, or something the rollback may replace
+    /// (kept in the store); anything else is a conflict.
+    fn clear_way(&mut self, rel: &PathText, a: &mut Apply, why: &str) -> Step {
+        if self.stat_rel(rel).map_err(fail("inspect", rel))?.is_none() {
+            return Ok(());
+        }
+        if !self.overridable(rel, a) {
+            return Err(format!("conflict: {} {why}", rel.display()));
+        }
+        self.stash(rel, None)?;
+        a.replaced
+            .entry(PathBuf::from(rel.clone()))
+            .or_insert_with(|| format!("{why}; what was there is kept in the journal"));
+        Ok(())
+    }
+
+    /// A path that holds the inode `st` described (or its copy restored earlier in this
+    /// rollback), other than `rel`: restoring a hard link links to it.
+    fn alias_of(&self, st: &Stat, rel: &PathText, a: &mut Apply) -> Option<(PathText, FileId)> {
+        let holds = |cand: &PathText, id: FileId| {
+            cand != rel
+                && self
+                    .stat_rel(cand)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.id() == id)
+        };
+        if let Some((cand, id)) = a.links.get(&st.id()) {
+            if holds(cand, *id) {
+                return Some((cand.clone(), *id));
+            }
+        }
+        let names = a.names.get_or_insert_with(|| {
+            let mut m: HashMap<FileId, Vec<PathText>> = HashMap::new();
+            for e in &self.entries {
+                if let Some(id) = inode(&e.op) {
+                    m.entry(id)
+                        .or_default()
+                        .extend(e.op.paths().into_iter().cloned());
+                }
+            }
+            m
+        });
+        let cands = names.get(&st.id()).cloned().unwrap_or_default();
+        cands
+            .into_iter()
+            .find(|c| holds(c, st.id()))
+            .map(|c| (c, st.id()))
+    }
+
+    /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled
+    /// as `created` with the inode put there and the object it came from.
+    fn unstash(&mut self, obj: u64, rel: &PathText, st: &Stat, a: &mut Apply) -> Step {
+        let oname = Self::object_name(obj);
+        let oname = OsStr::new(&oname);
+        let object = stat_at(self.store(), oname)
+            .map_err(fail("inspect the saved copy of", rel))?
+            .ok_or_else(|| {
+                format!(
+                    "the saved copy of {} is missing (store/{obj})",
+                    rel.display()
+                )
+            })?;
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        if object.id() != st.id() && object.kind != Kind::Dir {
+            // A copy: a name of the same inode may be back already; hard links stay links.
+            if let Some((alias, id)) = self.alias_of(st, rel, a) {
+                self.append_step(Op::Created {
+                    path: rel.clone(),
+                    id: Some(id),
+                    obj: None,
+                })?;
+                let (adir, aname) = self.parent(&alias).map_err(fail("open", &alias))?;
+                return fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(fail("link", rel));
+            }
+        }
+        if self.header.mode != StoreMode::Copy {
+            self.append_step(Op::Created {
+                path: rel.clone(),
+                id: Some(object.id()),
+                obj: Some(obj),
+            })?;
+            match fsops::rename_at(
+                self.store(),
+                oname,
+                dir,
+                &name,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+                Ok(()) => {
+                    if object.id() != st.id() {
+                        a.links.insert(st.id(), (rel.clone(), object.id()));
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(fail("restore", rel)(e)),
+            }
+        }
+        // Another filesystem: copy next to it under a temporary name (journaled too, so an
+        // interrupted copy is cleaned up), move into place, drop the object.
+        let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
+        let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
+        self.append_step(Op::Created {
+            path: tmp_rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        copy::copy_tree(self.store(), oname, dir, &tmp, false).map_err(fail("copy", rel))?;
+        let copied = stat_at(dir, &tmp)
+            .map_err(fail("inspect", &tmp_rel))?
+            .ok_or_else(|| format!("{} vanished", tmp_rel.display()))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: Some(copied.id()),
+            obj: Some(obj),
+        })?;
+        fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
+            .map_err(fail("restore", rel))?;
+        a.links.insert(st.id(), (rel.clone(), copied.id()));
+        copy::remove_tree(self.store(), oname).map_err(fail("drop the saved copy of", rel))
+    }
+
+    /// Renames `from` to the free name `to`, journaled as `renamed`.
+    fn move_entry(&mut self, from: &PathText, to: &PathText) -> Step {
+        let (fd, fname) = self
+            .parent(from)
+            .map_err(fail("open the directory of", from))?;
+        let (td, tname) = self.parent(to).map_err(fail("open the directory of", to))?;
+        let src = stat_at(fd.as_fd(), &fname)
+            .map_err(fail("inspect", from))?
+            .ok_or_else(|| format!("{} vanished", from.display()))?;
+        self.append_step(Op::Renamed {
+            from: from.clone(),
+            to: to.clone(),
+            src: src.id(),
+            replaced: None,
+            boundary: None,
+        })?;
+        fsops::rename_at(
+            fd.as_fd(),
+            &fname,
+            td.as_fd(),
+            &tname,
+            RenameFlags::RENAME_NOREPLACE,
+        )
+        .map_err(fail("move back", to))
+    }
+
+    /// Makes the directory `rel` (mode 0700 until [`Journal::finish_dirs`] sets `st`'s).
+    fn make_dir(&mut self, rel: &PathText, st: Option<&Stat>, a: &mut Apply) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        fsops::mkdir_at(dir.as_fd(), &name, if st.is_some() { 0o700 } else { 0o755 })
+            .map_err(fail("recreate", rel))?;
+        if let Some(st) = st {
+            a.dirs.push((rel.clone(), st.clone()));
+        }
+        Ok(())
+    }
+
+    /// Makes the missing directories above `rel` (an excluded path whose tree was removed
+    /// since: the entry goes back where it came from).
+    fn make_parents(&mut self, rel: &PathText, a: &mut Apply) -> Step {
+        let mut missing = Vec::new();
+        let mut cur = p(rel).parent();
+        while let Some(d) = cur.filter(|d| !d.as_os_str().is_empty()) {
+            let t = PathText::from(d);
+            if self.stat_rel(&t).map_err(fail("inspect", &t))?.is_some() {
+                break;
+            }
+            missing.push(t);
+            cur = d.parent();
+        }
+        for d in missing.iter().rev() {
+            self.make_dir(d, None, a)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the pre-image `store/<obj>` into the file at `rel` (same inode, so its other
+    /// names see it), after saving what it holds now (journaled as `modified`); then `st`'s
+    /// metadata.
+    fn rewrite(&mut self, rel: &PathText, obj: u64, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        let current = copy::open_readable(dir, &name).map_err(fail("read", rel))?;
+        let now = Stat::from_meta(&current.metadata().map_err(fail("inspect", rel))?);
+        let seq = self.next_seq();
+        self.clear_object(seq);
+        let save = || -> io::Result<()> {
+            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+            let o = Self::object_name(seq);
+            let dst =
+                std::fs::File::from(fsops::open_at(self.store(), OsStr::new(&o), flags, 0o600)?);
+            copy::copy_content(&current, &dst)?;
+            if self.header.fsync {
+                dst.sync_all()?;
+            }
+            Ok(())
+        };
+        save().map_err(fail("save the current content of", rel))?;
+        self.append_step(Op::Modified {
+            path: rel.clone(),
+            st: now,
+        })?;
+        let o = Self::object_name(obj);
+        let write = || -> io::Result<()> {
+            let src = copy::open_readable(self.store(), OsStr::new(&o))?;
+            let dst = copy::open_writable(dir, &name)?;
+            copy::copy_content(&src, &dst)?;
+            fsops::set_meta_at(dir, &name, st)
+        };
+        write().map_err(fail("restore the content of", rel))
+    }
+
+    /// Sets `st`'s mode, owner and times on `rel`, journaled as `meta` with the current ones.
+    fn set_meta(&mut self, rel: &PathText, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let now = stat_at(dir.as_fd(), &name)
+            .map_err(fail("inspect", rel))?
+            .ok_or_else(|| format!("{} vanished", rel.display()))?;
+        self.append_step(Op::Meta {
+            path: rel.clone(),
+            st: now,
+        })?;
+        fsops::set_meta_at(dir.as_fd(), &name, st).map_err(fail("restore the metadata of", rel))
+    }
+
+    /// Sets the metadata of the directories this rollback made, deepest first.
+    pub(crate) fn finish_dirs(&mut self, a: &mut Apply) -> Step {
+        let mut dirs = std::mem::take(&mut a.dirs);
+        dirs.sort_by_key(|(rel, _)| std::cmp::Reverse(p(rel).components().count()));
+        for (rel, st) in &dirs {
+            self.set_meta(rel, st)?;
+        }
+        Ok(())
+    }
+
+    /// Undoes entry `e` (journaled), if the state shows it is still in effect.
+    pub(crate) fn undo_step(&mut self, e: &Entry, a: &mut Apply) -> Step {
+        match &e.op {
+            Op::Created { path, id, obj } => {
+                let Some(now) = self.stat_rel(path).map_err(fail("inspect", path))? else {
+                    return Ok(()); // gone already (with its directory, maybe)
+                };
+                if let Some(id) = id {
+                    if now.id() != a.now_id(*id) {
+                        return self.clear_way(path, a, "is not what the operation put there");
+                    }
+                    return self.stash(path, *obj);
+                }
+                if now.kind != Kind::Dir {
+                    return self.stash(path, None);
+                }
+                let (dir, name) = self
+                    .parent(path)
+                    .map_err(fail("open the directory of", path))?;
+                let children = fsops::list_dir(dir.as_fd(), &name).map_err(fail("list", path))?;
+                if children.is_empty() {
+                    self.append_step(Op::Rmdir {
+                        path: path.clone(),
+                        st: now,
+                    })?;
+                    return fsops::unlink_at(dir.as_fd(), &name, true)
+                        .map_err(fail("remove", path));
+                }
+                let foreign = children
+                    .iter()
+                    .find(|c| !self.is_excluded(&p(path).join(c)));
+                match foreign {
+                    Some(c) if !self.overridable(path, a) => Err(format!(
+                        "conflict: {} was made by the run but holds {}, which it did not make",
+                        path.display(),
+                        c.to_string_lossy()
+                    )),
+                    _ => {
+                        a.replaced.insert(
+                            PathBuf::from(path.clone()),
+                            "made by the run, removed with what was put in it since (kept in \
+                             the journal)"
+                                .to_string(),
+                        );
+                        self.stash(path, None)
+                    }
+                }
+            }
+            Op::Deleted { path, st, .. } => {
+                self.clear_way(path, a, "exists again")?;
+                self.unstash(e.object(), path, st, a)
+            }
+            Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
+                Some(now) if now.kind == Kind::Dir => Ok(()),
+                Some(_) => {
+                    self.clear_way(path, a, "is no longer a directory")?;
+                    self.make_dir(path, Some(st), a)
+                }
+                None => self.make_dir(path, Some(st), a),
+            },
+            Op::Renamed {
+                from,
+                to,
+                src,
+                replaced,
+                boundary,
+            } => {
+                if *boundary != Some(Boundary::ToLeft) {
+                    let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
+                    if at_to.is_some_and(|s| s.id() == a.now_id(*src)) {
+                        self.make_parents(from, a)?;
+                        self.clear_way(from, a, "was taken since the rename")?;
+                        self.move_entry(to, from)?;
+                    } else if !self.overridable(to, a) {
+                        return Err(format!(
+                            "conflict: {} is not what the run renamed there",
+                            to.display()
+                        ));
+                    }
+                }
+                match replaced {
+                    Some(r) if r.kind == Kind::Dir => {
+                        match self.stat_rel(to).map_err(fail("inspect", to))? {
+                            Some(now) if now.kind == Kind::Dir => Ok(()),
+                            _ => {
+                                self.clear_way(to, a, "exists again")?;
+                                self.make_dir(to, Some(r), a)
+                            }
+                        }
+                    }
+                    Some(r) => {
+                        self.clear_way(to, a, "exists again")?;
+                        self.unstash(e.seq, to, r, a)
+                    }
+                    None => Ok(()),
+                }
+            }
+            Op::Exchanged {
+                from,
+                to,
+                from_id,
+                to_id,
+                ..
+            } => {
+                let x = self.stat_rel(from).map_err(fail("inspect", from))?;
+                let y = self.stat_rel(to).map_err(fail("inspect", to))?;
+                let swapped = x.is_some_and(|x| x.id() == a.now_id(*to_id))
+                    && y.is_some_and(|y| y.id() == a.now_id(*from_id));
+                if !swapped {
+                    return if self.overridable(from, a) && self.overridable(to, a) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "conflict: {} and {} are not what the run swapped",
+                            from.display(),
+                            to.display()
+                        ))
+                    };
+                }
+                let (fd, fname) = self
+                    .parent(from)
+                    .map_err(fail("open the directory of", from))?;
+                let (td, tname) = self.parent(to).map_err(fail("open the directory of", to))?;
+                self.append_step(Op::Exchanged {
+                    from: from.clone(),
+                    to: to.clone(),
+                    from_id: a.now_id(*to_id),
+                    to_id: a.now_id(*from_id),
+                    adopted: None,
+                })?;
+                fsops::rename_at(
+                    fd.as_fd(),
+                    &fname,
+                    td.as_fd(),
+                    &tname,
+                    RenameFlags::RENAME_EXCHANGE,
+                )
+                .map_err(fail("swap back", from))
+            }
+            Op::Entered { path, src } => {
+                match self.stat_rel(path).map_err(fail("inspect", path))? {
+                    None => Ok(()),
+                    Some(now) if now.id() == a.now_id(*src) => self.stash(path, None),
+                    Some(_) => self.clear_way(path, a, "is not what entered the workspace"),
+                }
+            }
+            Op::Modified { path, st } => {
+                match self.stat_rel(path).map_err(fail("inspect", path))? {
+                    Some(now) if now.kind == Kind::File => self.rewrite(path, e.seq, st),
+                    now => {
+                        if now.is_some() {
+                            self.clear_way(path, a, "is no longer a regular file")?;
+                        }
+                        // Gone: bring the pre-image back as the file.
+                        self.restore_copy(e.seq, path, st)
+                    }
+                }
+            }
+            Op::Meta { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
+                // A directory this rollback made gets its metadata once its entries are back:
+                // this older entry has the last word on it.
+                Some(_) if a.dirs.iter().any(|(d, _)| d == path) => {
+                    for (d, s) in &mut a.dirs {
+                        if d == path {
+                            *s = st.clone();
+                        }
+                    }
+                    Ok(())
+                }
+                Some(_) => self.set_meta(path, st),
+                None if self.overridable(path, a) => Ok(()),
+                None => Err(format!("conflict: {} is missing", path.display())),
+            },
+            Op::Unprotected { path, size, .. } => {
+                a.problems.push(format!(
+                    "{} was written without a pre-image ({size} bytes); not restored",
+                    path.display()
+                ));
+                Ok(())
+            }
+            Op::Checkpoint { .. }
+            | Op::Begin { .. }
+            | Op::RolledBack { .. }
+            | Op::Undone { .. }
+            | Op::Aborted { .. }
+            | Op::Sealed { .. } => Ok(()),
+        }
+    }
+
+    /// Brings the pre-image `store/<obj>` back as a new file at the free name `rel`.
+    fn restore_copy(&mut self, obj: u64, rel: &PathText, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
+        let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
+        self.append_step(Op::Created {
+            path: tmp_rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        let o = Self::object_name(obj);
+        let mut file = st.clone();
+        file.kind = Kind::File;
+        copy::copy_entry(self.store(), OsStr::new(&o), dir, &tmp, &file, false, false)
+            .map_err(fail("copy", rel))?;
+        let copied = stat_at(dir, &tmp)
+            .map_err(fail("inspect", &tmp_rel))?
+            .ok_or_else(|| format!("{} vanished", tmp_rel.display()))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: Some(copied.id()),
+            obj: None,
+        })?;
+        fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
+            .map_err(fail("restore", rel))
+    }
+}
+
+/// The inode whose content or metadata an entry restores.
+pub(crate) fn inode(op: &Op) -> Option<FileId> {
+    match op {
+        Op::Deleted { st, .. } | Op::Modified { st, .. } | Op::Meta { st, .. } => Some(st.id()),
+        Op::Renamed { replaced, .. } => replaced.as_ref().map(Stat::id),
+        _ => None,
+    }
+}
