@@ -206,35 +206,6 @@ pub fn mknod_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> 
     .map_err(io::Error::from)
 }
 
-/// Whether `dir/name` and everything under it was born after `t` (`[s, ns]`). Unknown birth
-/// times, errors and trees of more than `limit` entries count as not.
-pub fn born_after(dir: BorrowedFd<'_>, name: &OsStr, t: [i64; 2], limit: &mut usize) -> bool {
-    if *limit == 0 {
-        return false;
-    }
-    *limit -= 1;
-    let Ok(c) = cstr(name) else {
-        return false;
-    };
-    if !matches!(sys::fs::birth_time(dir, &c), Ok(Some(b)) if b > t) {
-        return false;
-    }
-    match stat_at(dir, name) {
-        Ok(Some(st)) if st.kind == Kind::Dir => {}
-        Ok(Some(_)) => return true,
-        _ => return false,
-    }
-    let (Ok(names), Ok(sub)) = (
-        list_dir(dir, name),
-        open_at(dir, name, OFlag::O_PATH | OFlag::O_DIRECTORY, 0),
-    ) else {
-        return false;
-    };
-    names
-        .iter()
-        .all(|n| born_after(std::os::fd::AsFd::as_fd(&sub), n, t, limit))
-}
-
 /// The sha256 of a file's content from its start, lowercase hex.
 pub fn hash_file(file: &File) -> io::Result<String> {
     use std::os::unix::fs::FileExt as _;

@@ -123,6 +123,13 @@ pub(crate) enum Op {
     Sealed {
         paths: u64,
     },
+    /// The inode that entry `stored` kept in the store as `from` was put back as the copy
+    /// `to` (from a store on another filesystem, by the revert of an operation).
+    Copied {
+        from: FileId,
+        to: FileId,
+        stored: u64,
+    },
 }
 
 /// What an operation does.
@@ -163,7 +170,8 @@ impl Op {
             | Op::RolledBack { .. }
             | Op::Undone { .. }
             | Op::Aborted { .. }
-            | Op::Sealed { .. } => vec![],
+            | Op::Sealed { .. }
+            | Op::Copied { .. } => vec![],
         }
     }
 

@@ -39,6 +39,7 @@ mod digest;
 mod fsops;
 mod history;
 mod hooks;
+mod ids;
 #[allow(clippy::module_inception)]
 mod journal;
 mod log;

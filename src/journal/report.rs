@@ -84,7 +84,8 @@ impl Journal {
                 | Op::RolledBack { .. }
                 | Op::Undone { .. }
                 | Op::Aborted { .. }
-                | Op::Sealed { .. } => {}
+                | Op::Sealed { .. }
+                | Op::Copied { .. } => {}
             }
         }
         let mut diff = Diff {

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::ids::Copies;
 use super::journal::{now, CheckpointId, Journal, JournalError};
 use super::log::{Boundary, Entry, Kind, Op, OpKind};
 use super::report::Conflict;
@@ -159,7 +160,7 @@ impl Journal {
         let Some(begin) = self.history().open().map(|o| o.begin) else {
             return Ok(None);
         };
-        let problems = self.revert_steps(begin);
+        let problems = self.revert_steps(begin)?;
         self.append(Op::Aborted { begin })?;
         self.after_operation();
         Ok(Some(problems))
@@ -183,7 +184,7 @@ impl Journal {
         check: bool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<RollbackReport, JournalError> {
-        let mut a = Apply::new(opts.force || !check);
+        let mut a = Apply::new(opts.force || !check, Copies::of(&self.entries));
         let mut report = RollbackReport::default();
         if check {
             match self.preflight(plan) {
@@ -254,7 +255,10 @@ impl Journal {
             e.op.paths()
                 .first()
                 .map_or_else(|| format!("entry {}", e.seq), |p| p.display());
-        let reverted = self.revert_steps(begin);
+        let reverted = match self.revert_steps(begin) {
+            Ok(p) => p,
+            Err(e) => vec![e.to_string()],
+        };
         if let Err(err) = self.append(Op::Aborted { begin }) {
             tracing::error!("cannot mark the reverted rollback in the journal: {err}");
         }
@@ -311,9 +315,15 @@ impl Journal {
                 continue;
             }
             let why = match (&want, &now) {
-                (Expect::Absent, _) => "still exists",
-                (Expect::Present { .. }, None) => "missing",
-                _ => "type, mode or size differs",
+                (Expect::Absent, _) => "still exists".to_string(),
+                (Expect::Present { .. }, None) => "missing".to_string(),
+                (Expect::Present { kind, mode, size }, Some(s)) => format!(
+                    "{:?} {:o} {} bytes, was {kind:?} {:?} {size:?}",
+                    s.kind,
+                    s.mode,
+                    s.size,
+                    mode.map(|m| format!("{m:o}"))
+                ),
             };
             report
                 .problems

@@ -291,6 +291,16 @@ fn an_interrupted_rollback_is_reverted_then_a_new_one_completes() {
             let cp = j.checkpoint("start", None).expect("checkpoint");
             mutate_everything(&mut j, &e.ws);
             let after_run = digest(&e);
+            let listing = |root: &Path| {
+                let out = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg("find . -printf '%p %M %s %l\\n' | sort")
+                    .current_dir(root)
+                    .output()
+                    .expect("find");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let run_listing = listing(&e.ws);
             super::rollback::crash_point::set(k);
             let partial = j.rollback(cp, &mut |_, _| {}).expect("partial");
             super::rollback::crash_point::set(0);
@@ -303,6 +313,24 @@ fn an_interrupted_rollback_is_reverted_then_a_new_one_completes() {
             ));
             let problems = j.revert_interrupted().expect("revert").expect("was open");
             assert!(problems.is_empty(), "k={k}: {problems:?}");
+            if digest(&e) != after_run {
+                let log = fs::read_to_string(e.run.join("journal/log.jsonl")).expect("log");
+                eprintln!(
+                    "{}",
+                    log.lines().rev().take(14).collect::<Vec<_>>().join("\n")
+                );
+                let now = listing(&e.ws);
+                for l in run_listing.lines() {
+                    if !now.contains(l) {
+                        eprintln!("- {l}");
+                    }
+                }
+                for l in now.lines() {
+                    if !run_listing.contains(l) {
+                        eprintln!("+ {l}");
+                    }
+                }
+            }
             assert_eq!(digest(&e), after_run, "k={k} copy={force_copy}: reverted");
             let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
             assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
@@ -344,6 +372,19 @@ fn a_rollback_is_undone_and_redone_exactly() {
         let r = j.rollback_with(cp, &opts, &mut |_, _| {}).expect("again");
         assert_eq!(r.entries_undone, 0);
         assert_eq!(digest(&e), before);
+        // Undo, then a new rollback of the run's entries (which name the inodes as the run
+        // saw them; in copy mode they came back from the store as copies since).
+        j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+        assert_eq!(digest(&e), after_run);
+        let r = j
+            .rollback_with(cp, &opts, &mut |_, _| {})
+            .expect("a new rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(
+            digest(&e),
+            before,
+            "copy={force_copy}: rollback after an undo"
+        );
     }
 }
 
@@ -636,4 +677,118 @@ fn covers_respects_the_workspace_and_exclude() {
     assert!(!j.covers(&e.ws.join("target/debug/x")));
     assert!(!j.covers(&e.ws.join("web/node_modules/pkg/index.js")));
     assert!(j.covers(&e.ws.join("targets")));
+}
+
+/// The digest of the whole workspace, excluded paths included.
+fn full_digest(e: &Env) -> String {
+    tree_digest(&e.ws, &[]).expect("digest")
+}
+
+#[test]
+fn directories_renamed_across_the_excluded_boundary_come_back_exactly() {
+    for force_copy in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        fs::write(e.ws.join("target/debug/big"), vec![1u8; 10_000]).expect("write");
+        let before = full_digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        let ws = &e.ws;
+        // Out of the journal's view: a directory that existed before, then work inside it.
+        ren(&mut j, &ws.join("src"), &ws.join("target/src"), 0).expect("into excluded");
+        assert!(j.covers(&ws.join("target/src/main.rs")), "adopted");
+        assert!(!j.covers(&ws.join("target/debug/out")));
+        del(&mut j, &ws.join("target/src/main.rs")).expect("delete in adopted");
+        write(
+            &mut j,
+            &ws.join("target/src/nested/deep/data.bin"),
+            b"rewritten",
+        );
+        // Into the journal's view, then the excluded side is rebuilt (unjournaled).
+        ren(&mut j, &ws.join("target/debug"), &ws.join("debug.old"), 0).expect("out of excluded");
+        fs::create_dir_all(ws.join("target/debug")).expect("rebuild");
+        fs::write(ws.join("target/debug/new-artifact"), b"new").expect("write");
+        del(&mut j, &ws.join("debug.old/out")).expect("delete in the moved dir");
+        assert_ne!(full_digest(&e), before);
+        let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(full_digest(&e), before, "copy mode: {force_copy}");
+        // What stood in the way on the excluded side is kept, and comes back with an undo.
+        assert!(
+            r.replaced
+                .iter()
+                .any(|c| c.path == Path::new("target/debug")),
+            "{:?}",
+            r.replaced
+        );
+        j.seal().expect("seal");
+        j.undo_last(&RollbackOptions::default(), &mut |_, _| {})
+            .expect("undo");
+        assert_eq!(
+            fs::read(ws.join("target/debug/new-artifact")).expect("kept"),
+            b"new"
+        );
+    }
+}
+
+#[test]
+fn a_fresh_directory_renamed_to_an_excluded_path_is_left_there() {
+    let e = env();
+    varied_tree(&e.ws);
+    fs::remove_dir_all(e.ws.join("target")).expect("no target yet");
+    let before = digest(&e);
+    let pol = policy(&["target/**"], 1 << 20);
+    let mut j = Journal::create(&e.run, &e.ws, &pol, false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    // cargo: a temporary directory in the workspace, renamed to `target`.
+    let tmp = e.ws.join(".tmpAbC123");
+    j.will_create(&tmp).expect("will_create");
+    fs::create_dir(&tmp).expect("mkdir");
+    create(
+        &mut j,
+        &tmp.join("CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55",
+    );
+    ren(&mut j, &tmp, &e.ws.join("target"), 0).expect("rename to target");
+    assert!(!j.covers(&e.ws.join("target/debug")), "not adopted");
+    fs::create_dir_all(e.ws.join("target/debug")).expect("build output");
+    fs::write(e.ws.join("target/debug/app"), b"binary").expect("write");
+    let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(digest(&e), before);
+    assert!(!tmp.exists());
+    assert!(
+        e.ws.join("target/debug/app").exists(),
+        "excluded output left"
+    );
+}
+
+#[test]
+fn renames_out_of_and_into_the_workspace_and_exchanges_come_back() {
+    for force_copy in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        let outside = e.run.join("private-tmp");
+        fs::create_dir_all(outside.join("incoming")).expect("mkdir");
+        fs::write(outside.join("incoming/f"), b"from outside").expect("write");
+        fs::write(outside.join("file"), b"outside file").expect("write");
+        let before = full_digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        let ws = &e.ws;
+        ren(&mut j, &ws.join("src"), &outside.join("src"), 0).expect("out of the workspace");
+        // The directory goes on changing where the journal cannot see it.
+        fs::remove_file(outside.join("src/main.rs")).expect("rm outside");
+        ren(&mut j, &outside.join("incoming"), &ws.join("incoming"), 0).expect("into");
+        ren(&mut j, &outside.join("file"), &ws.join("README"), 0).expect("over a file");
+        let x = libc::RENAME_EXCHANGE;
+        ren(&mut j, &ws.join("docs"), &ws.join("target/debug"), x).expect("swap excluded");
+        ren(&mut j, &ws.join("secret"), &outside.join("incoming2"), 0).expect("file out");
+        assert_ne!(full_digest(&e), before);
+        let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(full_digest(&e), before, "copy mode: {force_copy}");
+    }
 }

@@ -8,6 +8,7 @@
 //! or during the run itself): what is there is moved into the store first (journaled, so it
 //! is kept); or it is a conflict, and the whole rollback is reverted.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -19,6 +20,7 @@ use nix::fcntl::{OFlag, RenameFlags};
 use super::cache;
 use super::copy;
 use super::fsops::{self, stat_at};
+use super::ids::Copies;
 use super::journal::{Journal, StoreMode};
 use super::log::{Boundary, Entry, FileId, Kind, Op, Stat};
 use super::report::Conflict;
@@ -50,19 +52,22 @@ pub(crate) struct Apply {
     links: HashMap<FileId, (PathText, FileId)>,
     /// Names of each inode in the log, built on first use (copies of hard links).
     names: Option<HashMap<FileId, Vec<PathText>>>,
+    /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`).
+    copies: Copies,
 }
 
 impl Apply {
-    pub fn new(force: bool) -> Apply {
+    pub fn new(force: bool, copies: Copies) -> Apply {
         Apply {
             force,
+            copies,
             ..Apply::default()
         }
     }
 
-    /// The id a recorded inode has now (a copy's, once restored as a copy).
-    fn now_id(&self, id: FileId) -> FileId {
-        self.links.get(&id).map_or(id, |(_, now)| *now)
+    /// The id now of the inode entry `seq` recorded as `id` (a copy's, once restored as one).
+    fn now_id(&self, id: FileId, seq: u64) -> FileId {
+        self.copies.now(id, seq)
     }
 
     pub fn replaced_list(&self) -> Vec<Conflict> {
@@ -161,16 +166,33 @@ impl Journal {
 
     /// A path that holds the inode `st` described (or its copy restored earlier in this
     /// rollback), other than `rel`: restoring a hard link links to it.
-    fn alias_of(&self, st: &Stat, rel: &PathText, a: &mut Apply) -> Option<(PathText, FileId)> {
+    /// An inode number can have been given to another file since it was recorded, so a
+    /// candidate must also hold the object's content (same type, size, mode, sha256).
+    fn alias_of(
+        &self,
+        orig: FileId,
+        rel: &PathText,
+        object: &OsStr,
+        a: &mut Apply,
+    ) -> Option<(PathText, FileId)> {
+        let want = stat_at(self.store(), object).ok().flatten()?;
+        let want_hash = OnceCell::new();
         let holds = |cand: &PathText, id: FileId| {
-            cand != rel
-                && self
-                    .stat_rel(cand)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|s| s.id() == id)
+            if cand == rel {
+                return false;
+            }
+            let Ok((dir, name)) = self.parent(cand) else {
+                return false;
+            };
+            let same = stat_at(dir.as_fd(), &name).ok().flatten().is_some_and(|s| {
+                s.id() == id && s.kind == want.kind && s.size == want.size && s.mode == want.mode
+            });
+            same && (want.kind != Kind::File || {
+                let w = want_hash.get_or_init(|| hash_of(self.store(), object));
+                w.is_some() && *w == hash_of(dir.as_fd(), &name)
+            })
         };
-        if let Some((cand, id)) = a.links.get(&st.id()) {
+        if let Some((cand, id)) = a.links.get(&orig) {
             if holds(cand, *id) {
                 return Some((cand.clone(), *id));
             }
@@ -186,16 +208,19 @@ impl Journal {
             }
             m
         });
-        let cands = names.get(&st.id()).cloned().unwrap_or_default();
+        let cands = names.get(&orig).cloned().unwrap_or_default();
         cands
             .into_iter()
-            .find(|c| holds(c, st.id()))
-            .map(|c| (c, st.id()))
+            .find(|c| holds(c, orig))
+            .map(|c| (c, orig))
     }
 
     /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled
     /// as `created` with the inode put there and the object it came from.
-    fn unstash(&mut self, obj: u64, rel: &PathText, st: &Stat, a: &mut Apply) -> Step {
+    /// `seq`: the entry that stored it.
+    fn unstash(&mut self, obj: u64, rel: &PathText, st: &Stat, seq: u64, a: &mut Apply) -> Step {
+        let orig = a.now_id(st.id(), seq - 1);
+        let stored_at = seq;
         let oname = Self::object_name(obj);
         let oname = OsStr::new(&oname);
         let object = stat_at(self.store(), oname)
@@ -210,9 +235,9 @@ impl Journal {
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
         let dir = dir.as_fd();
-        if object.id() != st.id() && object.kind != Kind::Dir {
+        if object.id() != orig && object.kind != Kind::Dir {
             // A copy: a name of the same inode may be back already; hard links stay links.
-            if let Some((alias, id)) = self.alias_of(st, rel, a) {
+            if let Some((alias, id)) = self.alias_of(orig, rel, oname, a) {
                 self.append_step(Op::Created {
                     path: rel.clone(),
                     id: Some(id),
@@ -237,8 +262,9 @@ impl Journal {
             ) {
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
                 Ok(()) => {
-                    if object.id() != st.id() {
-                        a.links.insert(st.id(), (rel.clone(), object.id()));
+                    if object.id() != orig {
+                        a.links.insert(orig, (rel.clone(), object.id()));
+                        a.copies.record(stored_at, object.id());
                     }
                     return Ok(());
                 }
@@ -265,7 +291,8 @@ impl Journal {
         })?;
         fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
             .map_err(fail("restore", rel))?;
-        a.links.insert(st.id(), (rel.clone(), copied.id()));
+        a.links.insert(orig, (rel.clone(), copied.id()));
+        a.copies.record(stored_at, copied.id());
         copy::remove_tree(self.store(), oname).map_err(fail("drop the saved copy of", rel))
     }
 
@@ -403,7 +430,7 @@ impl Journal {
                     return Ok(()); // gone already (with its directory, maybe)
                 };
                 if let Some(id) = id {
-                    if now.id() != a.now_id(*id) {
+                    if now.id() != a.now_id(*id, e.seq) {
                         return self.clear_way(path, a, "is not what the operation put there");
                     }
                     return self.stash(path, *obj);
@@ -445,7 +472,7 @@ impl Journal {
             }
             Op::Deleted { path, st, .. } => {
                 self.clear_way(path, a, "exists again")?;
-                self.unstash(e.object(), path, st, a)
+                self.unstash(e.object(), path, st, e.seq, a)
             }
             Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
                 Some(now) if now.kind == Kind::Dir => Ok(()),
@@ -464,7 +491,7 @@ impl Journal {
             } => {
                 if *boundary != Some(Boundary::ToLeft) {
                     let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
-                    if at_to.is_some_and(|s| s.id() == a.now_id(*src)) {
+                    if at_to.is_some_and(|s| s.id() == a.now_id(*src, e.seq)) {
                         self.make_parents(from, a)?;
                         self.clear_way(from, a, "was taken since the rename")?;
                         self.move_entry(to, from)?;
@@ -487,7 +514,7 @@ impl Journal {
                     }
                     Some(r) => {
                         self.clear_way(to, a, "exists again")?;
-                        self.unstash(e.seq, to, r, a)
+                        self.unstash(e.seq, to, r, e.seq, a)
                     }
                     None => Ok(()),
                 }
@@ -501,8 +528,8 @@ impl Journal {
             } => {
                 let x = self.stat_rel(from).map_err(fail("inspect", from))?;
                 let y = self.stat_rel(to).map_err(fail("inspect", to))?;
-                let swapped = x.is_some_and(|x| x.id() == a.now_id(*to_id))
-                    && y.is_some_and(|y| y.id() == a.now_id(*from_id));
+                let swapped = x.is_some_and(|x| x.id() == a.now_id(*to_id, e.seq))
+                    && y.is_some_and(|y| y.id() == a.now_id(*from_id, e.seq));
                 if !swapped {
                     return if self.overridable(from, a) && self.overridable(to, a) {
                         Ok(())
@@ -521,8 +548,8 @@ impl Journal {
                 self.append_step(Op::Exchanged {
                     from: from.clone(),
                     to: to.clone(),
-                    from_id: a.now_id(*to_id),
-                    to_id: a.now_id(*from_id),
+                    from_id: a.now_id(*to_id, e.seq),
+                    to_id: a.now_id(*from_id, e.seq),
                     adopted: None,
                 })?;
                 fsops::rename_at(
@@ -537,7 +564,7 @@ impl Journal {
             Op::Entered { path, src } => {
                 match self.stat_rel(path).map_err(fail("inspect", path))? {
                     None => Ok(()),
-                    Some(now) if now.id() == a.now_id(*src) => self.stash(path, None),
+                    Some(now) if now.id() == a.now_id(*src, e.seq) => self.stash(path, None),
                     Some(_) => self.clear_way(path, a, "is not what entered the workspace"),
                 }
             }
@@ -580,7 +607,8 @@ impl Journal {
             | Op::RolledBack { .. }
             | Op::Undone { .. }
             | Op::Aborted { .. }
-            | Op::Sealed { .. } => Ok(()),
+            | Op::Sealed { .. }
+            | Op::Copied { .. } => Ok(()),
         }
     }
 
@@ -613,6 +641,12 @@ impl Journal {
         fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
             .map_err(fail("restore", rel))
     }
+}
+
+fn hash_of(dir: std::os::fd::BorrowedFd<'_>, name: &OsStr) -> Option<String> {
+    copy::open_readable(dir, name)
+        .and_then(|f| fsops::hash_file(&f))
+        .ok()
 }
 
 /// The inode whose content or metadata an entry restores.

@@ -11,8 +11,9 @@ use nix::fcntl::{OFlag, RenameFlags};
 
 use super::copy;
 use super::fsops::{self, stat_at};
-use super::journal::{Journal, StoreMode};
-use super::log::{Entry, Kind, Op, Stat};
+use super::ids::Copies;
+use super::journal::{Journal, JournalError, StoreMode};
+use super::log::{Entry, FileId, Kind, Op, Stat};
 use crate::audit::PathText;
 
 fn fail(what: &str, path: &PathText, err: io::Error) -> String {
@@ -20,8 +21,15 @@ fn fail(what: &str, path: &PathText, err: io::Error) -> String {
 }
 
 impl Journal {
-    /// Reverts one step if the state shows it is in effect.
-    pub(crate) fn revert_step(&self, e: &Entry) -> Result<(), String> {
+    /// Reverts one step if the state shows it is in effect. `copies` maps inodes put back as
+    /// copies (across filesystems) to the copy's id.
+    pub(crate) fn revert_step(
+        &self,
+        e: &Entry,
+        copies: &mut Copies,
+        copied: &mut Vec<(u64, FileId, FileId)>,
+    ) -> Result<(), String> {
+        let now_id = |id: FileId, copies: &Copies| copies.now(id, e.seq);
         match &e.op {
             Op::Created { path, id, obj } => {
                 let Ok((dir, name)) = self.parent(path) else {
@@ -32,7 +40,7 @@ impl Journal {
                 else {
                     return Ok(());
                 };
-                if id.is_some_and(|id| id != now.id()) {
+                if id.is_some_and(|id| now_id(id, copies) != now.id()) {
                     return Ok(()); // not what the step put there
                 }
                 match (id, obj) {
@@ -69,9 +77,16 @@ impl Journal {
                     }
                 }
             }
-            Op::Deleted { path, st, .. } => self
-                .put_back(e.object(), path, st)
-                .map_err(|err| fail("restore", path, err)),
+            Op::Deleted { path, st, .. } => {
+                let copy = self
+                    .put_back(e.object(), path, st)
+                    .map_err(|err| fail("restore", path, err))?;
+                if let Some(new) = copy {
+                    copies.record(e.seq, new);
+                    copied.push((e.seq, copies.now(st.id(), e.seq - 1), new));
+                }
+                Ok(())
+            }
             Op::Rmdir { path, st } => self
                 .recreate_dir(path, st)
                 .map_err(|err| fail("recreate", path, err)),
@@ -79,7 +94,7 @@ impl Journal {
                 let (fd, fname) = self.parent(from).map_err(|err| fail("open", from, err))?;
                 let (td, tname) = self.parent(to).map_err(|err| fail("open", to, err))?;
                 let at_to = stat_at(td.as_fd(), &tname).map_err(|err| fail("inspect", to, err))?;
-                if at_to.is_some_and(|s| s.id() == *src) {
+                if at_to.is_some_and(|s| s.id() == now_id(*src, copies)) {
                     fsops::rename_at(
                         td.as_fd(),
                         &tname,
@@ -102,7 +117,8 @@ impl Journal {
                 let (td, tname) = self.parent(to).map_err(|err| fail("open", to, err))?;
                 let a = stat_at(fd.as_fd(), &fname).map_err(|err| fail("inspect", from, err))?;
                 let b = stat_at(td.as_fd(), &tname).map_err(|err| fail("inspect", to, err))?;
-                if a.is_some_and(|a| a.id() == *to_id) && b.is_some_and(|b| b.id() == *from_id) {
+                let (f, t) = (now_id(*from_id, copies), now_id(*to_id, copies));
+                if a.is_some_and(|a| a.id() == t) && b.is_some_and(|b| b.id() == f) {
                     fsops::rename_at(
                         fd.as_fd(),
                         &fname,
@@ -135,7 +151,8 @@ impl Journal {
             | Op::RolledBack { .. }
             | Op::Undone { .. }
             | Op::Aborted { .. }
-            | Op::Sealed { .. } => Ok(()),
+            | Op::Sealed { .. }
+            | Op::Copied { .. } => Ok(()),
         }
     }
 
@@ -149,19 +166,20 @@ impl Journal {
     }
 
     /// Puts `store/<obj>` back at `path` when the object exists and the path does not.
-    fn put_back(&self, obj: u64, path: &PathText, st: &Stat) -> io::Result<()> {
+    /// Returns the new inode's id when it was put back as a copy.
+    fn put_back(&self, obj: u64, path: &PathText, st: &Stat) -> io::Result<Option<FileId>> {
         let obj = Self::object_name(obj);
         let obj = OsStr::new(&obj);
         let store = self.store();
-        if stat_at(store, obj)?.is_none() {
-            return Ok(());
-        }
+        let Some(object) = stat_at(store, obj)? else {
+            return Ok(None);
+        };
         let (dir, name) = self.parent(path)?;
         let dir = dir.as_fd();
         if let Some(now) = stat_at(dir, &name)? {
             if now.id() == st.id() || self.header.mode == StoreMode::Copy {
                 // The move into the store never happened (only its copy was made).
-                return copy::remove_tree(store, obj);
+                return copy::remove_tree(store, obj).map(|()| None);
             }
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -171,11 +189,12 @@ impl Journal {
         if self.header.mode != StoreMode::Copy {
             match fsops::rename_at(store, obj, dir, &name, RenameFlags::RENAME_NOREPLACE) {
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
-                other => return other,
+                other => return other.map(|()| (object.id() != st.id()).then_some(object.id())),
             }
         }
         copy::copy_tree(store, obj, dir, &name, false)?;
-        copy::remove_tree(store, obj)
+        copy::remove_tree(store, obj)?;
+        Ok(stat_at(dir, &name)?.map(|s| s.id()))
     }
 
     /// Writes the content `store/<seq>` back into the file at `path`, then its metadata.
@@ -198,17 +217,25 @@ impl Journal {
     }
 
     /// Reverts every step after `begin`, newest first; returns what could not be reverted.
-    pub(crate) fn revert_steps(&self, begin: u64) -> Vec<String> {
+    /// Inodes put back as copies are recorded (`copied`), so later entries naming them still
+    /// find them.
+    pub(crate) fn revert_steps(&mut self, begin: u64) -> Result<Vec<String>, JournalError> {
         let steps: Vec<Entry> = self
             .entries
             .iter()
             .filter(|e| e.seq > begin && e.op.is_change())
             .cloned()
             .collect();
-        steps
+        let mut copies = Copies::of(&self.entries);
+        let mut copied = Vec::new();
+        let problems = steps
             .iter()
             .rev()
-            .filter_map(|e| self.revert_step(e).err())
-            .collect()
+            .filter_map(|e| self.revert_step(e, &mut copies, &mut copied).err())
+            .collect();
+        for (stored, from, to) in copied {
+            self.append(Op::Copied { from, to, stored })?;
+        }
+        Ok(problems)
     }
 }
