@@ -47,11 +47,8 @@ fn open_granting(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag, grant: u32) ->
     };
     let mode = st.st_mode & 0o7777;
     chmod(mode | grant)?;
-    let opened = nix::fcntl::open(
-        proc.as_str(),
-        flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-        Mode::empty(),
-    );
+    // Through the pinned descriptor's magic link (so no O_NOFOLLOW): the same inode.
+    let opened = nix::fcntl::open(proc.as_str(), flags | OFlag::O_CLOEXEC, Mode::empty());
     let restored = chmod(mode);
     let fd = opened?;
     restored?;

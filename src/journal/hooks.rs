@@ -171,7 +171,8 @@ impl Journal {
     /// Before an open for writing or a truncate of an existing file: saves its content once
     /// per checkpoint per inode. The journal reads `dir/name` itself with its own privileges
     /// (see `copy.rs` for files guard may only write), so the caller needs no readable
-    /// descriptor. Holes stay holes in the pre-image.
+    /// descriptor. Holes stay holes in the pre-image, and the size cap applies to the data a
+    /// copy holds (a sparse file's allocated size).
     pub fn will_write(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -185,9 +186,14 @@ impl Journal {
             path: abs.to_path_buf(),
             source,
         };
-        let Some(st) = stat_at(dir, name).map_err(save_err)? else {
+        let Some(raw) = fsops::raw_stat_at(dir, name).map_err(save_err)? else {
             return Ok(Saved::AlreadySaved); // nothing there: the open creates it or fails
         };
+        let st = Stat::from_nix(&raw);
+        // What a copy costs: a sparse file's holes are not copied.
+        let allocated = u64::try_from(raw.st_blocks)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(512);
         if st.kind != Kind::File {
             return Ok(Saved::AlreadySaved);
         }
@@ -197,7 +203,7 @@ impl Journal {
                 _ => Saved::AlreadySaved,
             });
         }
-        if st.size > self.header.max_preimage_bytes {
+        if st.size.min(allocated) > self.header.max_preimage_bytes {
             return self.unprotected(path, &st, None);
         }
         let file = match copy::open_readable(dir, name) {

@@ -160,9 +160,11 @@ impl Journal {
         let Some(begin) = self.history().open().map(|o| o.begin) else {
             return Ok(None);
         };
+        let sealed = self.sealed_before(begin);
         let problems = self.revert_steps(begin)?;
         self.append(Op::Aborted { begin })?;
         self.after_operation();
+        self.reseal(sealed);
         Ok(Some(problems))
     }
 
@@ -255,6 +257,7 @@ impl Journal {
             e.op.paths()
                 .first()
                 .map_or_else(|| format!("entry {}", e.seq), |p| p.display());
+        let sealed = self.sealed_before(begin);
         let reverted = match self.revert_steps(begin) {
             Ok(p) => p,
             Err(e) => vec![e.to_string()],
@@ -263,7 +266,19 @@ impl Journal {
             tracing::error!("cannot mark the reverted rollback in the journal: {err}");
         }
         self.after_operation();
+        self.reseal(sealed);
         JournalError::Aborted { at, why, reverted }
+    }
+
+    /// After a revert: the workspace is as it was when the operation began, which the seal
+    /// described (`sealed`); seal it again, since a revert across filesystems renumbers inodes
+    /// and the log moved on.
+    fn reseal(&mut self, sealed: bool) {
+        if sealed {
+            if let Err(e) = self.write_seal() {
+                tracing::warn!("cannot seal the journal again after a revert: {e}");
+            }
+        }
     }
 
     /// Checks each path the plan restored against what its oldest entry recorded (step 4 of

@@ -2,12 +2,13 @@
 //! the run (or the last operation on the journal) left them. A rollback compares the paths it
 //! will write against it before touching anything, and refuses with the list when any differs.
 //!
-//! A fingerprint is the entry's type, inode, mode, owner, size, mtime and ctime. ctime moves
-//! with every change of content or metadata and cannot be set back, so an unchanged fingerprint
-//! means an unchanged file without hashing anything. (On kernels before 6.13, or filesystems
-//! without fine-grained timestamps, a change within the same clock tick as the seal can keep
-//! the same ctime; git's index has the same limit.) Directories compare by type, inode, mode
-//! and owner: their times move whenever an entry in them does.
+//! A fingerprint is the entry's type, inode, mode, owner, size and mtime; nothing is hashed.
+//! ctime is recorded but not compared: guard's own restores move it (a rename does), so
+//! rolling back an older run after a newer one would otherwise always conflict. What this
+//! cannot see is an edit that keeps a file's inode, size and mtime (a tool that writes in place
+//! and then sets the mtime back, or an edit within the filesystem's timestamp granularity of
+//! the seal; git's index has the same limit). Directories compare by type, inode, mode and
+//! owner: their times move whenever an entry in them does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -122,9 +123,7 @@ fn differs(then: &Option<Print>, now: &Option<Print>, dir_only: bool) -> Option<
             Some("mode or owner changed")
         }
         (Some(a), Some(_)) if a.kind == Kind::Dir => None,
-        (Some(a), Some(b)) if (a.size, a.mtime, a.ctime) != (b.size, b.mtime, b.ctime) => {
-            Some("changed")
-        }
+        (Some(a), Some(b)) if (a.size, a.mtime) != (b.size, b.mtime) => Some("changed"),
         _ => None,
     }
 }
@@ -201,9 +200,18 @@ impl Journal {
 
     /// The seal, when it describes the workspace as the log leaves it.
     fn read_seal(&self) -> Option<SealFile> {
+        self.read_seal_before(u64::MAX)
+    }
+
+    /// Whether the seal described the workspace up to (not including) entry `seq`.
+    pub(crate) fn sealed_before(&self, seq: u64) -> bool {
+        self.read_seal_before(seq).is_some()
+    }
+
+    fn read_seal_before(&self, before: u64) -> Option<SealFile> {
         let bytes = std::fs::read(self.seal_path()).ok()?;
         let seal: SealFile = serde_json::from_slice(&bytes).ok()?;
-        let stale = self.entries.iter().any(|e| {
+        let stale = self.entries.iter().take_while(|e| e.seq < before).any(|e| {
             e.seq >= seal.upto
                 && (e.op.is_change()
                     || matches!(
@@ -305,9 +313,18 @@ mod tests {
     }
 
     #[test]
-    fn any_change_of_a_file_differs_but_a_directory_only_by_identity() {
+    fn a_file_differs_by_identity_size_mtime_or_mode_a_directory_by_identity() {
         assert_eq!(differs(&print(1, 5), &print(1, 5), false), None);
-        assert_eq!(differs(&print(1, 5), &print(1, 6), false), Some("changed"));
+        assert_eq!(
+            differs(&print(1, 5), &print(1, 6), false),
+            None,
+            "ctime alone"
+        );
+        let mut longer = print(1, 5);
+        if let Some(p) = longer.as_mut() {
+            p.size = 2;
+        }
+        assert_eq!(differs(&print(1, 5), &longer, false), Some("changed"));
         assert_eq!(differs(&print(1, 5), &print(2, 5), false), Some("replaced"));
         assert_eq!(differs(&print(1, 5), &None, false), Some("deleted"));
         assert_eq!(differs(&print(1, 5), &print(1, 6), true), None);
