@@ -13,8 +13,8 @@ use super::log::{Entry, FileId, Op};
 /// The storing and restoring of inodes recorded in a log, and restorings made since.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Copies {
-    /// (seq, id) of every inode put in the store, in log order.
-    stored: Vec<(u64, FileId)>,
+    /// The seqs at which each inode number was put in the store, in log order.
+    stored: HashMap<FileId, Vec<u64>>,
     /// The seq an object was stored at -> (the id it came back with, the seq it came back at).
     back: HashMap<u64, (FileId, u64)>,
 }
@@ -28,13 +28,13 @@ impl Copies {
             match &e.op {
                 Op::Deleted { st, .. } => {
                     objects.insert(e.object(), e.seq);
-                    c.stored.push((e.seq, st.id()));
+                    c.stored.entry(st.id()).or_default().push(e.seq);
                 }
                 Op::Renamed {
                     replaced: Some(r), ..
                 } => {
                     objects.insert(e.seq, e.seq);
-                    c.stored.push((e.seq, r.id()));
+                    c.stored.entry(r.id()).or_default().push(e.seq);
                 }
                 Op::Created {
                     id: Some(new),
@@ -57,12 +57,11 @@ impl Copies {
     /// The id now of the inode that the entry at seq `since` recorded as `id`.
     pub fn now(&self, id: FileId, since: u64) -> FileId {
         let (mut id, mut t) = (id, since);
-        for _ in 0..=self.stored.len() {
-            let first = self
-                .stored
-                .iter()
-                .find(|(s, stored)| *s >= t && *stored == id)
-                .map(|(s, _)| *s);
+        for _ in 0..=self.back.len() {
+            let first = self.stored.get(&id).and_then(|seqs| {
+                let i = seqs.partition_point(|s| *s < t);
+                seqs.get(i).copied()
+            });
             match first.and_then(|s| self.back.get(&s)) {
                 Some((to, at)) => (id, t) = (*to, *at),
                 None => break,
@@ -87,7 +86,7 @@ mod tests {
         // An inode 7 stored at 3 for good; inode 5 stored at 4, back as a copy numbered 7 at
         // 10; that stored at 12, back as 9 at 20; a new inode numbered 5 stored at 30.
         let mut c = Copies {
-            stored: vec![(3, id(7)), (4, id(5)), (12, id(7)), (30, id(5))],
+            stored: HashMap::from([(id(7), vec![3, 12]), (id(5), vec![4, 30])]),
             back: HashMap::from([(4, (id(7), 10)), (12, (id(9), 20))]),
         };
         assert_eq!(c.now(id(5), 3), id(9), "followed through both copies");

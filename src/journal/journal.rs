@@ -177,6 +177,9 @@ pub struct Journal {
     adopted: Vec<PathBuf>,
     /// When the last checkpoint was taken (`None` after `open`: nothing counts as new).
     pub(crate) checkpoint_time: Option<[i64; 2]>,
+    /// The directory a rollback step last worked in (steps come in runs that share one);
+    /// forgotten whenever a step moves or removes a directory.
+    pub(crate) last_dir: std::cell::RefCell<Option<(PathBuf, std::sync::Arc<OwnedFd>)>>,
 }
 
 fn mkdir_private(p: &Path) -> Result<(), JournalError> {
@@ -379,6 +382,7 @@ impl Journal {
             meta_saved: HashSet::new(),
             adopted,
             checkpoint_time: None,
+            last_dir: std::cell::RefCell::new(None),
         })
     }
 

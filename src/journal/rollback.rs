@@ -238,10 +238,18 @@ impl Journal {
             let last = plan.last().cloned().expect("a non-empty plan");
             return Err(self.abort(begin_seq, &last, why));
         }
-        self.verify(plan, &mut report);
+        // One stat per path: the seal the next operation checks against, and the
+        // verification of this one.
+        let seal = self.probe_seal();
+        let shapes = match &seal {
+            Ok(s) => s.shapes(),
+            Err(_) => HashMap::new(),
+        };
+        self.verify(plan, &shapes, &mut report);
+        drop(shapes);
         self.append(end(begin_seq))?;
         self.after_operation();
-        if let Err(e) = self.write_seal() {
+        if let Err(e) = seal.and_then(|s| self.save_seal(s)) {
             report
                 .problems
                 .push(format!("cannot seal the journal: {e}"));
@@ -283,7 +291,12 @@ impl Journal {
 
     /// Checks each path the plan restored against what its oldest entry recorded (step 4 of
     /// the module doc).
-    fn verify(&self, plan: &[Entry], report: &mut RollbackReport) {
+    fn verify(
+        &self,
+        plan: &[Entry],
+        probed: &HashMap<&PathText, Option<(Kind, u32, u64)>>,
+        report: &mut RollbackReport,
+    ) {
         let mut oldest: HashMap<&PathText, &Entry> = HashMap::new();
         // The oldest entry restoring each inode: through a hard link it may have the last
         // word on a path's content and mode.
@@ -324,19 +337,23 @@ impl Journal {
                     (*mode, *size) = (None, None);
                 }
             }
-            let now = self.stat_rel(path).ok().flatten();
-            if want.matches(now.as_ref()) {
+            let now = match probed.get(path) {
+                Some(shape) => *shape,
+                None => self
+                    .stat_rel(path)
+                    .ok()
+                    .flatten()
+                    .map(|s| (s.kind, s.mode, s.size)),
+            };
+            if want.matches(now) {
                 report.verified += 1;
                 continue;
             }
             let why = match (&want, &now) {
                 (Expect::Absent, _) => "still exists".to_string(),
                 (Expect::Present { .. }, None) => "missing".to_string(),
-                (Expect::Present { kind, mode, size }, Some(s)) => format!(
-                    "{:?} {:o} {} bytes, was {kind:?} {:?} {size:?}",
-                    s.kind,
-                    s.mode,
-                    s.size,
+                (Expect::Present { kind, mode, size }, Some((k, m, z))) => format!(
+                    "{k:?} {m:o} {z} bytes, was {kind:?} {:?} {size:?}",
                     mode.map(|m| format!("{m:o}"))
                 ),
             };
@@ -368,13 +385,14 @@ enum Expect {
 }
 
 impl Expect {
-    fn matches(&self, now: Option<&super::log::Stat>) -> bool {
+    /// `now`: type, permission bits and size, `None` when absent.
+    fn matches(&self, now: Option<(Kind, u32, u64)>) -> bool {
         match (self, now) {
             (Expect::Absent, None) => true,
-            (Expect::Present { kind, mode, size }, Some(s)) => {
-                kind.is_none_or(|k| k == s.kind)
-                    && mode.is_none_or(|m| s.kind == Kind::Symlink || m == s.mode)
-                    && size.is_none_or(|z| s.kind != Kind::File || z == s.size)
+            (Expect::Present { kind, mode, size }, Some((k, m, z))) => {
+                kind.is_none_or(|want| want == k)
+                    && mode.is_none_or(|want| k == Kind::Symlink || want == m)
+                    && size.is_none_or(|want| k != Kind::File || want == z)
             }
             _ => false,
         }

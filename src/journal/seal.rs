@@ -37,6 +37,16 @@ pub(crate) struct Print {
     ctime: [i64; 2],
 }
 
+impl SealFile {
+    /// Type, permission bits and size of each path, as probed.
+    pub fn shapes(&self) -> std::collections::HashMap<&PathText, Option<(Kind, u32, u64)>> {
+        self.paths
+            .iter()
+            .map(|(p, print)| (p, print.as_ref().map(|x| (x.kind, x.mode, x.size))))
+            .collect()
+    }
+}
+
 impl Print {
     fn of(st: &libc::stat) -> Print {
         Print {
@@ -54,7 +64,7 @@ impl Print {
 
 /// `seal.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct SealFile {
+pub(crate) struct SealFile {
     v: u32,
     /// The log's next seq when the seal was taken: it describes the workspace as long as no
     /// change or operation marker has a seq at or above it.
@@ -159,10 +169,15 @@ impl Journal {
 
     /// Writes `seal.json` for the workspace as it is now (see the module doc).
     pub(crate) fn write_seal(&self) -> Result<u64, JournalError> {
+        let seal = self.probe_seal()?;
+        self.save_seal(seal)
+    }
+
+    /// The fingerprints of the workspace as it is now.
+    pub(crate) fn probe_seal(&self) -> Result<SealFile, JournalError> {
         let mut probe = Prober::new(self);
         let mut seal = SealFile {
             v: 2,
-            upto: self.next_seq(),
             ..SealFile::default()
         };
         let paths = self.named_paths();
@@ -178,6 +193,13 @@ impl Journal {
             let print = probe.print(&d)?;
             seal.dirs.push((d, print));
         }
+        Ok(seal)
+    }
+
+    /// Writes `seal` as describing the workspace from the log's next entry on (nothing may
+    /// have changed since it was probed).
+    pub(crate) fn save_seal(&self, mut seal: SealFile) -> Result<u64, JournalError> {
+        seal.upto = self.next_seq();
         let path = self.seal_path();
         let tmp = self.dir.join(".seal.json.tmp");
         let text = serde_json::to_vec(&seal).map_err(io::Error::other);

@@ -14,6 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::fcntl::{OFlag, RenameFlags};
 
@@ -28,6 +29,28 @@ use crate::audit::PathText;
 
 /// A step that could not be done: the rollback stops and is reverted.
 pub(crate) type Step = Result<(), String>;
+
+/// Why a store object could not be put back.
+enum Unstash {
+    /// Something stands where it goes.
+    Taken,
+    Failed(String),
+}
+
+impl From<String> for Unstash {
+    fn from(s: String) -> Unstash {
+        Unstash::Failed(s)
+    }
+}
+
+impl Unstash {
+    fn into_step(self) -> String {
+        match self {
+            Unstash::Taken => "something stands where it goes back".to_string(),
+            Unstash::Failed(s) => s,
+        }
+    }
+}
 
 fn p(t: &PathText) -> &Path {
     Path::new(t.as_os_str())
@@ -82,8 +105,28 @@ impl Apply {
 }
 
 impl Journal {
-    pub(crate) fn parent(&self, rel: &PathText) -> io::Result<(OwnedFd, OsString)> {
-        fsops::parent_of(self.ws(), p(rel))
+    /// The directory of `rel` (open, kept for the next step in it) and its final name.
+    pub(crate) fn parent(&self, rel: &PathText) -> io::Result<(Arc<OwnedFd>, OsString)> {
+        let rel = p(rel);
+        let name = rel
+            .file_name()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?
+            .to_owned();
+        let dir = rel.parent().unwrap_or(Path::new(""));
+        let mut last = self.last_dir.borrow_mut();
+        if let Some((d, fd)) = last.as_ref() {
+            if d == dir {
+                return Ok((Arc::clone(fd), name));
+            }
+        }
+        let fd = Arc::new(fsops::open_dir_beneath(self.ws(), dir)?);
+        *last = Some((dir.to_path_buf(), Arc::clone(&fd)));
+        Ok((fd, name))
+    }
+
+    /// A directory moved or went away: open directories again from the workspace.
+    pub(crate) fn forget_dirs(&self) {
+        self.last_dir.borrow_mut().take();
     }
 
     /// What is at `rel` now; `None` when it or a directory on the way is missing.
@@ -114,6 +157,9 @@ impl Journal {
             .ok_or_else(|| format!("{} vanished", rel.display()))?;
         let seq = self.next_seq();
         let target = Self::object_name(obj.unwrap_or(seq));
+        if st.kind == Kind::Dir {
+            self.forget_dirs();
+        }
         self.append_step(Op::Deleted {
             path: rel.clone(),
             st,
@@ -216,11 +262,17 @@ impl Journal {
     }
 
     /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled
-    /// as `created` with the inode put there and the object it came from.
-    /// `seq`: the entry that stored it.
-    fn unstash(&mut self, obj: u64, rel: &PathText, st: &Stat, seq: u64, a: &mut Apply) -> Step {
+    /// as `created` with the inode put there and the object it came from. `seq`: the entry
+    /// that stored it.
+    fn unstash(
+        &mut self,
+        obj: u64,
+        rel: &PathText,
+        st: &Stat,
+        seq: u64,
+        a: &mut Apply,
+    ) -> Result<(), Unstash> {
         let orig = a.now_id(st.id(), seq - 1);
-        let stored_at = seq;
         let oname = Self::object_name(obj);
         let oname = OsStr::new(&oname);
         let object = stat_at(self.store(), oname)
@@ -231,10 +283,20 @@ impl Journal {
                     rel.display()
                 )
             })?;
+        if object.kind == Kind::Dir {
+            self.forget_dirs();
+        }
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
         let dir = dir.as_fd();
+        let taken = |e: io::Error| {
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                Unstash::Taken
+            } else {
+                Unstash::Failed(fail("restore", rel)(e))
+            }
+        };
         if object.id() != orig && object.kind != Kind::Dir {
             // A copy: a name of the same inode may be back already; hard links stay links.
             if let Some((alias, id)) = self.alias_of(orig, rel, oname, a) {
@@ -244,7 +306,7 @@ impl Journal {
                     obj: None,
                 })?;
                 let (adir, aname) = self.parent(&alias).map_err(fail("open", &alias))?;
-                return fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(fail("link", rel));
+                return fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(taken);
             }
         }
         if self.header.mode != StoreMode::Copy {
@@ -253,26 +315,24 @@ impl Journal {
                 id: Some(object.id()),
                 obj: Some(obj),
             })?;
-            match fsops::rename_at(
-                self.store(),
-                oname,
-                dir,
-                &name,
-                RenameFlags::RENAME_NOREPLACE,
-            ) {
+            let flags = RenameFlags::RENAME_NOREPLACE;
+            match fsops::rename_at(self.store(), oname, dir, &name, flags) {
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
                 Ok(()) => {
                     if object.id() != orig {
                         a.links.insert(orig, (rel.clone(), object.id()));
-                        a.copies.record(stored_at, object.id());
+                        a.copies.record(seq, object.id());
                     }
                     return Ok(());
                 }
-                Err(e) => return Err(fail("restore", rel)(e)),
+                Err(e) => return Err(taken(e)),
             }
         }
         // Another filesystem: copy next to it under a temporary name (journaled too, so an
         // interrupted copy is cleaned up), move into place, drop the object.
+        if stat_at(dir, &name).map_err(fail("inspect", rel))?.is_some() {
+            return Err(Unstash::Taken);
+        }
         let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
         let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
         self.append_step(Op::Created {
@@ -292,12 +352,28 @@ impl Journal {
         fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
             .map_err(fail("restore", rel))?;
         a.links.insert(orig, (rel.clone(), copied.id()));
-        a.copies.record(stored_at, copied.id());
-        copy::remove_tree(self.store(), oname).map_err(fail("drop the saved copy of", rel))
+        a.copies.record(seq, copied.id());
+        copy::remove_tree(self.store(), oname)
+            .map_err(fail("drop the saved copy of", rel))
+            .map_err(Unstash::Failed)
+    }
+
+    /// Puts `store/<obj>` back at `rel`; when something stands there, makes way first (if the
+    /// rollback may replace it) and tries again.
+    fn restore(&mut self, obj: u64, rel: &PathText, st: &Stat, seq: u64, a: &mut Apply) -> Step {
+        match self.unstash(obj, rel, st, seq, a) {
+            Err(Unstash::Taken) => {
+                self.clear_way(rel, a, "exists again")?;
+                self.unstash(obj, rel, st, seq, a)
+                    .map_err(Unstash::into_step)
+            }
+            other => other.map_err(Unstash::into_step),
+        }
     }
 
     /// Renames `from` to the free name `to`, journaled as `renamed`.
     fn move_entry(&mut self, from: &PathText, to: &PathText) -> Step {
+        self.forget_dirs();
         let (fd, fname) = self
             .parent(from)
             .map_err(fail("open the directory of", from))?;
@@ -443,6 +519,7 @@ impl Journal {
                     .map_err(fail("open the directory of", path))?;
                 let children = fsops::list_dir(dir.as_fd(), &name).map_err(fail("list", path))?;
                 if children.is_empty() {
+                    self.forget_dirs();
                     self.append_step(Op::Rmdir {
                         path: path.clone(),
                         st: now,
@@ -470,10 +547,7 @@ impl Journal {
                     }
                 }
             }
-            Op::Deleted { path, st, .. } => {
-                self.clear_way(path, a, "exists again")?;
-                self.unstash(e.object(), path, st, e.seq, a)
-            }
+            Op::Deleted { path, st, .. } => self.restore(e.object(), path, st, e.seq, a),
             Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
                 Some(now) if now.kind == Kind::Dir => Ok(()),
                 Some(_) => {
@@ -512,10 +586,7 @@ impl Journal {
                             }
                         }
                     }
-                    Some(r) => {
-                        self.clear_way(to, a, "exists again")?;
-                        self.unstash(e.seq, to, r, e.seq, a)
-                    }
+                    Some(r) => self.restore(e.seq, to, r, e.seq, a),
                     None => Ok(()),
                 }
             }
@@ -541,6 +612,7 @@ impl Journal {
                         ))
                     };
                 }
+                self.forget_dirs();
                 let (fd, fname) = self
                     .parent(from)
                     .map_err(fail("open the directory of", from))?;

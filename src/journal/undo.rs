@@ -21,6 +21,14 @@ fn fail(what: &str, path: &PathText, err: io::Error) -> String {
 }
 
 impl Journal {
+    /// The directory of `rel`, opened afresh (a revert moves directories back).
+    fn fresh_parent(
+        &self,
+        rel: &PathText,
+    ) -> io::Result<(std::os::fd::OwnedFd, std::ffi::OsString)> {
+        fsops::parent_of(self.ws(), std::path::Path::new(rel.as_os_str()))
+    }
+
     /// Reverts one step if the state shows it is in effect. `copies` maps inodes put back as
     /// copies (across filesystems) to the copy's id.
     pub(crate) fn revert_step(
@@ -32,7 +40,7 @@ impl Journal {
         let now_id = |id: FileId, copies: &Copies| copies.now(id, e.seq);
         match &e.op {
             Op::Created { path, id, obj } => {
-                let Ok((dir, name)) = self.parent(path) else {
+                let Ok((dir, name)) = self.fresh_parent(path) else {
                     return Ok(()); // its directory is gone, so is it
                 };
                 let dir = dir.as_fd();
@@ -91,8 +99,10 @@ impl Journal {
                 .recreate_dir(path, st)
                 .map_err(|err| fail("recreate", path, err)),
             Op::Renamed { from, to, src, .. } => {
-                let (fd, fname) = self.parent(from).map_err(|err| fail("open", from, err))?;
-                let (td, tname) = self.parent(to).map_err(|err| fail("open", to, err))?;
+                let (fd, fname) = self
+                    .fresh_parent(from)
+                    .map_err(|err| fail("open", from, err))?;
+                let (td, tname) = self.fresh_parent(to).map_err(|err| fail("open", to, err))?;
                 let at_to = stat_at(td.as_fd(), &tname).map_err(|err| fail("inspect", to, err))?;
                 if at_to.is_some_and(|s| s.id() == now_id(*src, copies)) {
                     fsops::rename_at(
@@ -113,8 +123,10 @@ impl Journal {
                 to_id,
                 ..
             } => {
-                let (fd, fname) = self.parent(from).map_err(|err| fail("open", from, err))?;
-                let (td, tname) = self.parent(to).map_err(|err| fail("open", to, err))?;
+                let (fd, fname) = self
+                    .fresh_parent(from)
+                    .map_err(|err| fail("open", from, err))?;
+                let (td, tname) = self.fresh_parent(to).map_err(|err| fail("open", to, err))?;
                 let a = stat_at(fd.as_fd(), &fname).map_err(|err| fail("inspect", from, err))?;
                 let b = stat_at(td.as_fd(), &tname).map_err(|err| fail("inspect", to, err))?;
                 let (f, t) = (now_id(*from_id, copies), now_id(*to_id, copies));
@@ -134,7 +146,9 @@ impl Journal {
                 .write_back(e.seq, path, st)
                 .map_err(|err| fail("restore the content of", path, err)),
             Op::Meta { path, st } => {
-                let (dir, name) = self.parent(path).map_err(|err| fail("open", path, err))?;
+                let (dir, name) = self
+                    .fresh_parent(path)
+                    .map_err(|err| fail("open", path, err))?;
                 if stat_at(dir.as_fd(), &name)
                     .map_err(|err| fail("inspect", path, err))?
                     .is_none()
@@ -157,7 +171,7 @@ impl Journal {
     }
 
     fn recreate_dir(&self, path: &PathText, st: &Stat) -> io::Result<()> {
-        let (dir, name) = self.parent(path)?;
+        let (dir, name) = self.fresh_parent(path)?;
         if stat_at(dir.as_fd(), &name)?.is_some() {
             return Ok(());
         }
@@ -174,7 +188,7 @@ impl Journal {
         let Some(object) = stat_at(store, obj)? else {
             return Ok(None);
         };
-        let (dir, name) = self.parent(path)?;
+        let (dir, name) = self.fresh_parent(path)?;
         let dir = dir.as_fd();
         if let Some(now) = stat_at(dir, &name)? {
             if now.id() == st.id() || self.header.mode == StoreMode::Copy {
@@ -204,7 +218,7 @@ impl Journal {
         let Ok(src) = fsops::open_at(self.store(), obj, OFlag::O_RDONLY, 0) else {
             return Ok(()); // the pre-image was never saved: the step never happened
         };
-        let (dir, name) = self.parent(path)?;
+        let (dir, name) = self.fresh_parent(path)?;
         let dir = dir.as_fd();
         match stat_at(dir, &name)? {
             Some(now) if now.kind == Kind::File => {
@@ -226,6 +240,7 @@ impl Journal {
             .filter(|e| e.seq > begin && e.op.is_change())
             .cloned()
             .collect();
+        self.forget_dirs();
         let mut copies = Copies::of(&self.entries);
         let mut copied = Vec::new();
         let problems = steps
