@@ -246,7 +246,57 @@ fn errors_leave_no_entry_that_undoes_anything() {
         Err(JournalError::Exists { .. })
     ));
     assert_eq!(digest(&e), before);
-    let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    // After the run, a rollback checks what it finds: the entries of calls the kernel refused
+    // undo nothing, and are no conflicts.
+    j.seal().expect("seal");
+    let report = j
+        .rollback_with(cp, &RollbackOptions::default(), &mut |_, _| {})
+        .expect("rollback");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn entries_of_refused_calls_undo_nothing() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    // The hooks write their entries, then the kernel refuses the calls: a directory into its
+    // own subdirectory, over a non-empty directory, from outside over a non-empty directory.
+    let r = ren(
+        &mut j,
+        &e.ws.join("src"),
+        &e.ws.join("src/nested/inside"),
+        0,
+    );
+    assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+    let r = ren(&mut j, &e.ws.join("docs"), &e.ws.join("src"), 0);
+    assert_eq!(
+        r.expect_err("refused").raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    let outside = e.run.join("outside-dir");
+    fs::create_dir_all(&outside).expect("mkdir");
+    let r = ren(&mut j, &outside, &e.ws.join("docs"), 0);
+    assert_eq!(
+        r.expect_err("refused").raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    let x = libc::RENAME_EXCHANGE;
+    let r = ren(
+        &mut j,
+        &e.ws.join("docs"),
+        &e.ws.join("docs/readme-hard"),
+        x,
+    );
+    assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+    j.seal().expect("seal");
+    assert_eq!(digest(&e), before);
+    let report = j
+        .rollback_with(cp, &RollbackOptions::default(), &mut |_, _| {})
+        .expect("rollback");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(digest(&e), before);
 }

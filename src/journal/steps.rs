@@ -34,6 +34,8 @@ pub(crate) type Step = Result<(), String>;
 enum Unstash {
     /// Something stands where it goes.
     Taken,
+    /// The object is not in the store: the hook drops it when the call it was kept for fails.
+    Missing,
     Failed(String),
 }
 
@@ -47,6 +49,7 @@ impl Unstash {
     fn into_step(self) -> String {
         match self {
             Unstash::Taken => "something stands where it goes back".to_string(),
+            Unstash::Missing => "its saved copy is missing".to_string(),
             Unstash::Failed(s) => s,
         }
     }
@@ -275,14 +278,11 @@ impl Journal {
         let orig = a.now_id(st.id(), seq - 1);
         let oname = Self::object_name(obj);
         let oname = OsStr::new(&oname);
-        let object = stat_at(self.store(), oname)
-            .map_err(fail("inspect the saved copy of", rel))?
-            .ok_or_else(|| {
-                format!(
-                    "the saved copy of {} is missing (store/{obj})",
-                    rel.display()
-                )
-            })?;
+        let Some(object) =
+            stat_at(self.store(), oname).map_err(fail("inspect the saved copy of", rel))?
+        else {
+            return Err(Unstash::Missing);
+        };
         if object.kind == Kind::Dir {
             self.forget_dirs();
         }
@@ -360,9 +360,17 @@ impl Journal {
 
     /// Puts `store/<obj>` back at `rel`; when something stands there, makes way first (if the
     /// rollback may replace it) and tries again.
+    /// The entry's call may have failed (the kernel refused it): then the entry is still
+    /// there, or its object was dropped, and there is nothing to undo.
     fn restore(&mut self, obj: u64, rel: &PathText, st: &Stat, seq: u64, a: &mut Apply) -> Step {
         match self.unstash(obj, rel, st, seq, a) {
+            Err(Unstash::Missing) => Ok(()),
             Err(Unstash::Taken) => {
+                let was = a.now_id(st.id(), seq - 1);
+                let now = self.stat_rel(rel).map_err(fail("inspect", rel))?;
+                if now.is_some_and(|n| n.id() == was) {
+                    return Ok(());
+                }
                 self.clear_way(rel, a, "exists again")?;
                 self.unstash(obj, rel, st, seq, a)
                     .map_err(Unstash::into_step)
@@ -565,10 +573,17 @@ impl Journal {
             } => {
                 if *boundary != Some(Boundary::ToLeft) {
                     let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
-                    if at_to.is_some_and(|s| s.id() == a.now_id(*src, e.seq)) {
+                    let src = a.now_id(*src, e.seq);
+                    if at_to.is_some_and(|s| s.id() == src) {
                         self.make_parents(from, a)?;
                         self.clear_way(from, a, "was taken since the rename")?;
                         self.move_entry(to, from)?;
+                    } else if self
+                        .stat_rel(from)
+                        .map_err(fail("inspect", from))?
+                        .is_some_and(|s| s.id() == src)
+                    {
+                        return Ok(()); // the rename never happened (the kernel refused it)
                     } else if !self.overridable(to, a) {
                         return Err(format!(
                             "conflict: {} is not what the run renamed there",
@@ -599,8 +614,16 @@ impl Journal {
             } => {
                 let x = self.stat_rel(from).map_err(fail("inspect", from))?;
                 let y = self.stat_rel(to).map_err(fail("inspect", to))?;
-                let swapped = x.is_some_and(|x| x.id() == a.now_id(*to_id, e.seq))
-                    && y.is_some_and(|y| y.id() == a.now_id(*from_id, e.seq));
+                let swapped = x
+                    .as_ref()
+                    .is_some_and(|x| x.id() == a.now_id(*to_id, e.seq))
+                    && y.as_ref()
+                        .is_some_and(|y| y.id() == a.now_id(*from_id, e.seq));
+                let unswapped = x.is_some_and(|x| x.id() == a.now_id(*from_id, e.seq))
+                    && y.is_some_and(|y| y.id() == a.now_id(*to_id, e.seq));
+                if unswapped {
+                    return Ok(()); // the exchange never happened
+                }
                 if !swapped {
                     return if self.overridable(from, a) && self.overridable(to, a) {
                         Ok(())
@@ -637,6 +660,8 @@ impl Journal {
                 match self.stat_rel(path).map_err(fail("inspect", path))? {
                     None => Ok(()),
                     Some(now) if now.id() == a.now_id(*src, e.seq) => self.stash(path, None),
+                    // What the rename would have replaced is still there: it never happened.
+                    Some(now) if self.replaced_by(e, path) == Some(now.id()) => Ok(()),
                     Some(_) => self.clear_way(path, a, "is not what entered the workspace"),
                 }
             }
@@ -681,6 +706,18 @@ impl Journal {
             | Op::Aborted { .. }
             | Op::Sealed { .. }
             | Op::Copied { .. } => Ok(()),
+        }
+    }
+
+    /// The inode entry `e` found at `path` and recorded just before it (the `deleted` or
+    /// `rmdir` of what a rename into the workspace was to replace).
+    fn replaced_by(&self, e: &Entry, path: &PathText) -> Option<FileId> {
+        let prev = self.entries.iter().rev().find(|p| p.seq + 1 == e.seq)?;
+        match &prev.op {
+            Op::Deleted { path: p, st, .. } | Op::Rmdir { path: p, st } if p == path => {
+                Some(st.id())
+            }
+            _ => None,
         }
     }
 
