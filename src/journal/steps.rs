@@ -290,6 +290,11 @@ impl Journal {
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
         let dir = dir.as_fd();
+        // Checked before the step is journaled: an entry for a restore that never happens would
+        // make an undo of this rollback take away whatever stands there.
+        if stat_at(dir, &name).map_err(fail("inspect", rel))?.is_some() {
+            return Err(Unstash::Taken);
+        }
         let taken = |e: io::Error| {
             if e.raw_os_error() == Some(libc::EEXIST) {
                 Unstash::Taken
@@ -330,9 +335,6 @@ impl Journal {
         }
         // Another filesystem: copy next to it under a temporary name (journaled too, so an
         // interrupted copy is cleaned up), move into place, drop the object.
-        if stat_at(dir, &name).map_err(fail("inspect", rel))?.is_some() {
-            return Err(Unstash::Taken);
-        }
         let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
         let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
         self.append_step(Op::Created {
