@@ -12,10 +12,16 @@
 //!   excluded side alone (cargo's "create a temporary directory, rename it to `target`");
 //!   otherwise the excluded path is adopted: journaled from then on, so the undo can move it
 //!   back exactly as it was moved;
-//! - out of the workspace (into the private tmp): a delete as far as the workspace can tell; a
-//!   copy (a reflink where possible) of the entry or tree goes to the store first;
-//! - into the workspace from outside: an `entered` entry; the undo moves the entry into the
+//! - a file out of the workspace (into the private tmp): a delete as far as the workspace can
+//!   tell; a copy (a reflink where possible) goes to the store first;
+//! - a file into the workspace from outside: an `entered` entry; the undo moves it into the
 //!   store (it is never deleted);
+//! - a *directory* into or out of the workspace itself fails with EXDEV, as across
+//!   filesystems, and `mv` copies and removes entry by entry: `protect` and the judge of git
+//!   configs see entries by their path, and a tree moved out (where no protect glob reaches),
+//!   changed there and moved back would carry a protected entry past them (a repository's
+//!   `.git/config`). The journal could record it (`record_leaving` copies trees), the policy
+//!   cannot judge it yet;
 //! - RENAME_EXCHANGE across any of these boundaries: the same rules, applied to both sides.
 
 use std::ffi::OsStr;
@@ -100,6 +106,13 @@ impl Journal {
         }
         let src = stat_at(a.dir, a.name)?.ok_or_else(|| errno(libc::ENOENT))?;
         let dst = stat_at(b.dir, b.name)?;
+        // A directory crossing the workspace's own edge: see the module doc.
+        let crosses = matches!(fs, Side::Outside) || matches!(ts, Side::Outside);
+        let dir_moves = src.kind == Kind::Dir
+            || (exchange && dst.as_ref().is_some_and(|d| d.kind == Kind::Dir));
+        if crosses && dir_moves {
+            return Err(errno(libc::EXDEV));
+        }
         if exchange {
             let dst = dst.ok_or_else(|| errno(libc::ENOENT))?;
             self.exchange(a, b, fs, ts, &src, &dst)?;

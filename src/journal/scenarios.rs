@@ -264,7 +264,8 @@ fn entries_of_refused_calls_undo_nothing() {
     let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
     let cp = j.checkpoint("start", None).expect("checkpoint");
     // The hooks write their entries, then the kernel refuses the calls: a directory into its
-    // own subdirectory, over a non-empty directory, from outside over a non-empty directory.
+    // own subdirectory, over a non-empty directory, an exchange with its own child, a file
+    // from outside over an immutable file.
     let r = ren(
         &mut j,
         &e.ws.join("src"),
@@ -277,13 +278,21 @@ fn entries_of_refused_calls_undo_nothing() {
         r.expect_err("refused").raw_os_error(),
         Some(libc::ENOTEMPTY)
     );
-    let outside = e.run.join("outside-dir");
-    fs::create_dir_all(&outside).expect("mkdir");
-    let r = ren(&mut j, &outside, &e.ws.join("docs"), 0);
-    assert_eq!(
-        r.expect_err("refused").raw_os_error(),
-        Some(libc::ENOTEMPTY)
-    );
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(e.ws.join("secret"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if immutable {
+        let outside = e.run.join("outside-file");
+        fs::write(&outside, b"o").expect("write");
+        let r = ren(&mut j, &outside, &e.ws.join("secret"), 0);
+        assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EPERM));
+        let r = del(&mut j, &e.ws.join("secret"));
+        assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EPERM));
+    } else {
+        eprintln!("skipped the immutable file: chattr +i does not work here");
+    }
     let x = libc::RENAME_EXCHANGE;
     let r = ren(
         &mut j,
@@ -297,6 +306,12 @@ fn entries_of_refused_calls_undo_nothing() {
     let report = j
         .rollback_with(cp, &RollbackOptions::default(), &mut |_, _| {})
         .expect("rollback");
+    if immutable {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(e.ws.join("secret"))
+            .status();
+    }
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(digest(&e), before);
 }
@@ -823,19 +838,25 @@ fn renames_out_of_and_into_the_workspace_and_exchanges_come_back() {
         fs::create_dir_all(outside.join("incoming")).expect("mkdir");
         fs::write(outside.join("incoming/f"), b"from outside").expect("write");
         fs::write(outside.join("file"), b"outside file").expect("write");
+        fs::write(outside.join("other"), b"another outside file").expect("write");
         let before = full_digest(&e);
         let pol = policy(&["target/**"], 1 << 20);
         let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
         let cp = j.checkpoint("start", None).expect("checkpoint");
         let ws = &e.ws;
-        ren(&mut j, &ws.join("src"), &outside.join("src"), 0).expect("out of the workspace");
-        // The directory goes on changing where the journal cannot see it.
-        fs::remove_file(outside.join("src/main.rs")).expect("rm outside");
-        ren(&mut j, &outside.join("incoming"), &ws.join("incoming"), 0).expect("into");
+        // A directory crossing the workspace's own edge is refused as across filesystems.
+        let r = ren(&mut j, &ws.join("src"), &outside.join("src"), 0);
+        assert_eq!(r.expect_err("EXDEV").raw_os_error(), Some(libc::EXDEV));
+        let r = ren(&mut j, &outside.join("incoming"), &ws.join("incoming"), 0);
+        assert_eq!(r.expect_err("EXDEV").raw_os_error(), Some(libc::EXDEV));
+        // Files cross it.
+        ren(&mut j, &ws.join("secret"), &outside.join("secret"), 0).expect("file out");
+        fs::write(outside.join("secret"), b"changed outside").expect("write");
         ren(&mut j, &outside.join("file"), &ws.join("README"), 0).expect("over a file");
+        ren(&mut j, &outside.join("other"), &ws.join("brand-new"), 0).expect("file in");
         let x = libc::RENAME_EXCHANGE;
+        ren(&mut j, &ws.join("run.sh"), &outside.join("incoming/f"), x).expect("swap out");
         ren(&mut j, &ws.join("docs"), &ws.join("target/debug"), x).expect("swap excluded");
-        ren(&mut j, &ws.join("secret"), &outside.join("incoming2"), 0).expect("file out");
         assert_ne!(full_digest(&e), before);
         let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
         assert!(r.problems.is_empty(), "{:?}", r.problems);
