@@ -50,10 +50,12 @@
 mod cache;
 mod copy;
 mod digest;
+mod fresh;
 mod fsops;
 mod history;
 mod hooks;
 mod ids;
+mod inverse;
 #[allow(clippy::module_inception)]
 mod journal;
 mod log;
@@ -65,6 +67,7 @@ mod runs;
 mod seal;
 mod steps;
 mod undo;
+mod verify;
 
 #[cfg(test)]
 mod scenarios;

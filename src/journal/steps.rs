@@ -1,12 +1,8 @@
-//! The steps of a rollback: each undoes one entry, and is itself journaled before it changes
-//! anything (the same entries the hooks write: `created`, `deleted`, `rmdir`, `renamed`,
-//! `exchanged`, `modified`, `meta`), so the rollback can be reverted exactly, by `guard undo`
-//! or, when it fails half-way or is interrupted, by replaying its steps backwards.
-//!
-//! A step first checks that the state is what the entry left. When it is not, the path is
-//! either one the rollback may overwrite (git's caches, excluded paths, everything when forced
-//! or during the run itself): what is there is moved into the store first (journaled, so it
-//! is kept); or it is a conflict, and the whole rollback is reverted.
+//! The steps a rollback is made of, each journaled before it changes anything (the same
+//! entries the hooks write: `created`, `deleted`, `rmdir`, `renamed`, `exchanged`,
+//! `modified`, `meta`), so the rollback can be reverted exactly, by `guard undo` or, when it
+//! fails half-way or is interrupted, by replaying its steps backwards. Which steps undo which
+//! entry is `inverse.rs`.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
@@ -23,7 +19,7 @@ use super::copy;
 use super::fsops::{self, stat_at};
 use super::ids::Copies;
 use super::journal::{Journal, StoreMode};
-use super::log::{Boundary, Entry, FileId, Kind, Op, Stat};
+use super::log::{FileId, Kind, Op, Stat};
 use super::report::Conflict;
 use crate::audit::PathText;
 
@@ -31,7 +27,7 @@ use crate::audit::PathText;
 pub(crate) type Step = Result<(), String>;
 
 /// Why a store object could not be put back.
-enum Unstash {
+pub(crate) enum Unstash {
     /// Something stands where it goes.
     Taken,
     /// The object is not in the store: the hook drops it when the call it was kept for fails.
@@ -46,7 +42,7 @@ impl From<String> for Unstash {
 }
 
 impl Unstash {
-    fn into_step(self) -> String {
+    pub(crate) fn into_step(self) -> String {
         match self {
             Unstash::Taken => "something stands where it goes back".to_string(),
             Unstash::Missing => "its saved copy is missing".to_string(),
@@ -55,11 +51,11 @@ impl Unstash {
     }
 }
 
-fn p(t: &PathText) -> &Path {
+pub(crate) fn p(t: &PathText) -> &Path {
     Path::new(t.as_os_str())
 }
 
-fn fail<'a>(what: &'a str, path: &'a PathText) -> impl FnOnce(io::Error) -> String + 'a {
+pub(crate) fn fail<'a>(what: &'a str, path: &'a PathText) -> impl FnOnce(io::Error) -> String + 'a {
     move |e| format!("cannot {what} {}: {e}", path.display())
 }
 
@@ -73,7 +69,7 @@ pub(crate) struct Apply {
     /// Entries that cannot be restored (no pre-image): reported, not fatal.
     pub problems: Vec<String>,
     /// Directories this rollback made, whose metadata is set once their entries are back.
-    dirs: Vec<(PathText, Stat)>,
+    pub dirs: Vec<(PathText, Stat)>,
     /// Inodes restored as copies: the original's id -> (path, id of the copy).
     links: HashMap<FileId, (PathText, FileId)>,
     /// Names of each inode in the log, built on first use (copies of hard links).
@@ -92,7 +88,7 @@ impl Apply {
     }
 
     /// The id now of the inode entry `seq` recorded as `id` (a copy's, once restored as one).
-    fn now_id(&self, id: FileId, seq: u64) -> FileId {
+    pub(crate) fn now_id(&self, id: FileId, seq: u64) -> FileId {
         self.copies.now(id, seq)
     }
 
@@ -141,17 +137,17 @@ impl Journal {
         }
     }
 
-    fn overridable(&self, rel: &PathText, a: &Apply) -> bool {
+    pub(crate) fn overridable(&self, rel: &PathText, a: &Apply) -> bool {
         a.force || self.is_excluded(p(rel)) || cache::is_cache(p(rel))
     }
 
-    fn append_step(&mut self, op: Op) -> Result<u64, String> {
+    pub(crate) fn append_step(&mut self, op: Op) -> Result<u64, String> {
         self.append(op).map_err(|e| e.to_string())
     }
 
     /// Moves what is at `rel` (a whole tree for a directory) into `store/<obj>` (the step's
     /// own seq when `None`), journaled as `deleted`.
-    fn stash(&mut self, rel: &PathText, obj: Option<u64>) -> Step {
+    pub(crate) fn stash(&mut self, rel: &PathText, obj: Option<u64>) -> Step {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
@@ -199,7 +195,7 @@ impl Journal {
 
     /// Makes way at `rel` for a restore: nothing there, or something the rollback may replace
     /// (kept in the store); anything else is a conflict.
-    fn clear_way(&mut self, rel: &PathText, a: &mut Apply, why: &str) -> Step {
+    pub(crate) fn clear_way(&mut self, rel: &PathText, a: &mut Apply, why: &str) -> Step {
         if self.stat_rel(rel).map_err(fail("inspect", rel))?.is_none() {
             return Ok(());
         }
@@ -267,7 +263,7 @@ impl Journal {
     /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled
     /// as `created` with the inode put there and the object it came from. `seq`: the entry
     /// that stored it.
-    fn unstash(
+    pub(crate) fn unstash(
         &mut self,
         obj: u64,
         rel: &PathText,
@@ -360,29 +356,8 @@ impl Journal {
             .map_err(Unstash::Failed)
     }
 
-    /// Puts `store/<obj>` back at `rel`; when something stands there, makes way first (if the
-    /// rollback may replace it) and tries again.
-    /// The entry's call may have failed (the kernel refused it): then the entry is still
-    /// there, or its object was dropped, and there is nothing to undo.
-    fn restore(&mut self, obj: u64, rel: &PathText, st: &Stat, seq: u64, a: &mut Apply) -> Step {
-        match self.unstash(obj, rel, st, seq, a) {
-            Err(Unstash::Missing) => Ok(()),
-            Err(Unstash::Taken) => {
-                let was = a.now_id(st.id(), seq - 1);
-                let now = self.stat_rel(rel).map_err(fail("inspect", rel))?;
-                if now.is_some_and(|n| n.id() == was) {
-                    return Ok(());
-                }
-                self.clear_way(rel, a, "exists again")?;
-                self.unstash(obj, rel, st, seq, a)
-                    .map_err(Unstash::into_step)
-            }
-            other => other.map_err(Unstash::into_step),
-        }
-    }
-
     /// Renames `from` to the free name `to`, journaled as `renamed`.
-    fn move_entry(&mut self, from: &PathText, to: &PathText) -> Step {
+    pub(crate) fn move_entry(&mut self, from: &PathText, to: &PathText) -> Step {
         self.forget_dirs();
         let (fd, fname) = self
             .parent(from)
@@ -409,7 +384,7 @@ impl Journal {
     }
 
     /// Makes the directory `rel` (mode 0700 until [`Journal::finish_dirs`] sets `st`'s).
-    fn make_dir(&mut self, rel: &PathText, st: Option<&Stat>, a: &mut Apply) -> Step {
+    pub(crate) fn make_dir(&mut self, rel: &PathText, st: Option<&Stat>, a: &mut Apply) -> Step {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
@@ -428,7 +403,7 @@ impl Journal {
 
     /// Makes the missing directories above `rel` (an excluded path whose tree was removed
     /// since: the entry goes back where it came from).
-    fn make_parents(&mut self, rel: &PathText, a: &mut Apply) -> Step {
+    pub(crate) fn make_parents(&mut self, rel: &PathText, a: &mut Apply) -> Step {
         let mut missing = Vec::new();
         let mut cur = p(rel).parent();
         while let Some(d) = cur.filter(|d| !d.as_os_str().is_empty()) {
@@ -448,7 +423,7 @@ impl Journal {
     /// Writes the pre-image `store/<obj>` into the file at `rel` (same inode, so its other
     /// names see it), after saving what it holds now (journaled as `modified`); then `st`'s
     /// metadata.
-    fn rewrite(&mut self, rel: &PathText, obj: u64, st: &Stat) -> Step {
+    pub(crate) fn rewrite(&mut self, rel: &PathText, obj: u64, st: &Stat) -> Step {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
@@ -484,7 +459,7 @@ impl Journal {
     }
 
     /// Sets `st`'s mode, owner and times on `rel`, journaled as `meta` with the current ones.
-    fn set_meta(&mut self, rel: &PathText, st: &Stat) -> Step {
+    pub(crate) fn set_meta(&mut self, rel: &PathText, st: &Stat) -> Step {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
@@ -508,223 +483,8 @@ impl Journal {
         Ok(())
     }
 
-    /// Undoes entry `e` (journaled), if the state shows it is still in effect.
-    pub(crate) fn undo_step(&mut self, e: &Entry, a: &mut Apply) -> Step {
-        match &e.op {
-            Op::Created { path, id, obj } => {
-                let Some(now) = self.stat_rel(path).map_err(fail("inspect", path))? else {
-                    return Ok(()); // gone already (with its directory, maybe)
-                };
-                if let Some(id) = id {
-                    if now.id() != a.now_id(*id, e.seq) {
-                        return self.clear_way(path, a, "is not what the operation put there");
-                    }
-                    return self.stash(path, *obj);
-                }
-                if now.kind != Kind::Dir {
-                    return self.stash(path, None);
-                }
-                let (dir, name) = self
-                    .parent(path)
-                    .map_err(fail("open the directory of", path))?;
-                let children = fsops::list_dir(dir.as_fd(), &name).map_err(fail("list", path))?;
-                if children.is_empty() {
-                    self.forget_dirs();
-                    self.append_step(Op::Rmdir {
-                        path: path.clone(),
-                        st: now,
-                    })?;
-                    return fsops::unlink_at(dir.as_fd(), &name, true)
-                        .map_err(fail("remove", path));
-                }
-                let foreign = children
-                    .iter()
-                    .find(|c| !self.is_excluded(&p(path).join(c)));
-                match foreign {
-                    Some(c) if !self.overridable(path, a) => Err(format!(
-                        "conflict: {} was made by the run but holds {}, which it did not make",
-                        path.display(),
-                        c.to_string_lossy()
-                    )),
-                    _ => {
-                        a.replaced.insert(
-                            PathBuf::from(path.clone()),
-                            "made by the run, removed with what was put in it since (kept in \
-                             the journal)"
-                                .to_string(),
-                        );
-                        self.stash(path, None)
-                    }
-                }
-            }
-            Op::Deleted { path, st, .. } => self.restore(e.object(), path, st, e.seq, a),
-            Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
-                Some(now) if now.kind == Kind::Dir => Ok(()),
-                Some(_) => {
-                    self.clear_way(path, a, "is no longer a directory")?;
-                    self.make_dir(path, Some(st), a)
-                }
-                None => self.make_dir(path, Some(st), a),
-            },
-            Op::Renamed {
-                from,
-                to,
-                src,
-                replaced,
-                boundary,
-            } => {
-                if *boundary != Some(Boundary::ToLeft) {
-                    let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
-                    let src = a.now_id(*src, e.seq);
-                    if at_to.is_some_and(|s| s.id() == src) {
-                        self.make_parents(from, a)?;
-                        self.clear_way(from, a, "was taken since the rename")?;
-                        self.move_entry(to, from)?;
-                    } else if self
-                        .stat_rel(from)
-                        .map_err(fail("inspect", from))?
-                        .is_some_and(|s| s.id() == src)
-                    {
-                        return Ok(()); // the rename never happened (the kernel refused it)
-                    } else if !self.overridable(to, a) {
-                        return Err(format!(
-                            "conflict: {} is not what the run renamed there",
-                            to.display()
-                        ));
-                    }
-                }
-                match replaced {
-                    Some(r) if r.kind == Kind::Dir => {
-                        match self.stat_rel(to).map_err(fail("inspect", to))? {
-                            Some(now) if now.kind == Kind::Dir => Ok(()),
-                            _ => {
-                                self.clear_way(to, a, "exists again")?;
-                                self.make_dir(to, Some(r), a)
-                            }
-                        }
-                    }
-                    Some(r) => self.restore(e.seq, to, r, e.seq, a),
-                    None => Ok(()),
-                }
-            }
-            Op::Exchanged {
-                from,
-                to,
-                from_id,
-                to_id,
-                ..
-            } => {
-                let x = self.stat_rel(from).map_err(fail("inspect", from))?;
-                let y = self.stat_rel(to).map_err(fail("inspect", to))?;
-                let swapped = x
-                    .as_ref()
-                    .is_some_and(|x| x.id() == a.now_id(*to_id, e.seq))
-                    && y.as_ref()
-                        .is_some_and(|y| y.id() == a.now_id(*from_id, e.seq));
-                let unswapped = x.is_some_and(|x| x.id() == a.now_id(*from_id, e.seq))
-                    && y.is_some_and(|y| y.id() == a.now_id(*to_id, e.seq));
-                if unswapped {
-                    return Ok(()); // the exchange never happened
-                }
-                if !swapped {
-                    return if self.overridable(from, a) && self.overridable(to, a) {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "conflict: {} and {} are not what the run swapped",
-                            from.display(),
-                            to.display()
-                        ))
-                    };
-                }
-                self.forget_dirs();
-                let (fd, fname) = self
-                    .parent(from)
-                    .map_err(fail("open the directory of", from))?;
-                let (td, tname) = self.parent(to).map_err(fail("open the directory of", to))?;
-                self.append_step(Op::Exchanged {
-                    from: from.clone(),
-                    to: to.clone(),
-                    from_id: a.now_id(*to_id, e.seq),
-                    to_id: a.now_id(*from_id, e.seq),
-                    adopted: None,
-                })?;
-                fsops::rename_at(
-                    fd.as_fd(),
-                    &fname,
-                    td.as_fd(),
-                    &tname,
-                    RenameFlags::RENAME_EXCHANGE,
-                )
-                .map_err(fail("swap back", from))
-            }
-            Op::Entered { path, src } => {
-                match self.stat_rel(path).map_err(fail("inspect", path))? {
-                    None => Ok(()),
-                    Some(now) if now.id() == a.now_id(*src, e.seq) => self.stash(path, None),
-                    // What the rename would have replaced is still there: it never happened.
-                    Some(now) if self.replaced_by(e, path) == Some(now.id()) => Ok(()),
-                    Some(_) => self.clear_way(path, a, "is not what entered the workspace"),
-                }
-            }
-            Op::Modified { path, st } => {
-                match self.stat_rel(path).map_err(fail("inspect", path))? {
-                    Some(now) if now.kind == Kind::File => self.rewrite(path, e.seq, st),
-                    now => {
-                        if now.is_some() {
-                            self.clear_way(path, a, "is no longer a regular file")?;
-                        }
-                        // Gone: bring the pre-image back as the file.
-                        self.restore_copy(e.seq, path, st)
-                    }
-                }
-            }
-            Op::Meta { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
-                // A directory this rollback made gets its metadata once its entries are back:
-                // this older entry has the last word on it.
-                Some(_) if a.dirs.iter().any(|(d, _)| d == path) => {
-                    for (d, s) in &mut a.dirs {
-                        if d == path {
-                            *s = st.clone();
-                        }
-                    }
-                    Ok(())
-                }
-                Some(_) => self.set_meta(path, st),
-                None if self.overridable(path, a) => Ok(()),
-                None => Err(format!("conflict: {} is missing", path.display())),
-            },
-            Op::Unprotected { path, size, .. } => {
-                a.problems.push(format!(
-                    "{} was written without a pre-image ({size} bytes); not restored",
-                    path.display()
-                ));
-                Ok(())
-            }
-            Op::Checkpoint { .. }
-            | Op::Begin { .. }
-            | Op::RolledBack { .. }
-            | Op::Undone { .. }
-            | Op::Aborted { .. }
-            | Op::Sealed { .. }
-            | Op::Copied { .. } => Ok(()),
-        }
-    }
-
-    /// The inode entry `e` found at `path` and recorded just before it (the `deleted` or
-    /// `rmdir` of what a rename into the workspace was to replace).
-    fn replaced_by(&self, e: &Entry, path: &PathText) -> Option<FileId> {
-        let prev = self.entries.iter().rev().find(|p| p.seq + 1 == e.seq)?;
-        match &prev.op {
-            Op::Deleted { path: p, st, .. } | Op::Rmdir { path: p, st } if p == path => {
-                Some(st.id())
-            }
-            _ => None,
-        }
-    }
-
     /// Brings the pre-image `store/<obj>` back as a new file at the free name `rel`.
-    fn restore_copy(&mut self, obj: u64, rel: &PathText, st: &Stat) -> Step {
+    pub(crate) fn restore_copy(&mut self, obj: u64, rel: &PathText, st: &Stat) -> Step {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
