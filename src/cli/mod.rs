@@ -114,6 +114,8 @@ pub enum CliError {
     State(#[from] crate::journal::StateError),
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    History(Box<crate::run::HistoryError>),
     #[error("{0}")]
     Usage(String),
     #[error("cannot write to stdout")]
@@ -135,6 +137,12 @@ impl From<crate::run::RunError> for CliError {
 impl From<crate::policy::PolicyError> for CliError {
     fn from(e: crate::policy::PolicyError) -> Self {
         CliError::Policy(Box::new(e))
+    }
+}
+
+impl From<crate::run::HistoryError> for CliError {
+    fn from(e: crate::run::HistoryError) -> Self {
+        CliError::History(Box::new(e))
     }
 }
 

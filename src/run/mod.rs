@@ -21,6 +21,7 @@
 mod builder;
 mod finish;
 mod history;
+mod operate;
 mod outcome;
 mod prepare;
 mod profiles;
@@ -33,6 +34,7 @@ mod error;
 pub use builder::{Run, RunBuilder, DEFAULT_KEEP_RUNS};
 pub use error::RunError;
 pub use history::{History, HistoryError, RunRecord};
+pub use operate::{Operation, OperationOptions, OperationReport};
 pub use outcome::{Notice, Outcome, RollbackOutcome};
 pub use profiles::{Profiles, DEFAULT_PROFILE};
 pub use running::Running;
