@@ -4,6 +4,7 @@
 //! (with its source chain and hint) and maps to status 125.
 
 mod conventions;
+mod diff;
 mod doctor;
 mod exec;
 mod log;
@@ -62,7 +63,7 @@ pub enum Command {
     /// A run's refused calls for CI: Markdown, GitHub annotations and job summary, GitLab.
     Report(report::ReportArgs),
     /// What a run changed in its workspace: added, modified, deleted, metadata.
-    Diff(txn::DiffArgs),
+    Diff(diff::DiffArgs),
     /// Undo a run (or roll it back to a checkpoint) after it ended.
     Rollback(txn::RollbackArgs),
     /// Revert the newest rollback of a run (an undo of an undo redoes it).
@@ -184,7 +185,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Runs(args) => runs::run(args),
         Command::Log(args) => log::run(args),
         Command::Report(args) => report::run(args),
-        Command::Diff(args) => txn::diff(args),
+        Command::Diff(args) => diff::run(args),
         Command::Rollback(args) => txn::rollback(args),
         Command::Undo(args) => txn::undo(args),
         Command::Recover(args) => txn::recover(args),

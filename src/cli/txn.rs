@@ -1,6 +1,6 @@
-//! The transaction commands: `guard diff`, `guard rollback`, `guard undo`, `guard recover`,
-//! `guard prune`: printers over [`History`], which does the work on a run's journal after the
-//! run has ended (or after guard crashed).
+//! The transaction commands: `guard rollback`, `guard undo`, `guard recover`, `guard prune`:
+//! printers over [`History`], which does the work on a run's journal after the run has ended
+//! (or after guard crashed). `guard diff` is in `diff.rs`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,59 +17,12 @@ pub fn find_run(run: Option<&str>) -> Result<RunRecord, CliError> {
     Ok(History::open()?.find(run)?)
 }
 
-fn show(p: &Path) -> String {
+pub(super) fn show(p: &Path) -> String {
     audit::escape_for_terminal(p.as_os_str().as_encoded_bytes())
 }
 
-fn line(out: &mut impl Write, s: impl std::fmt::Display) -> Result<(), CliError> {
+pub(super) fn line(out: &mut impl Write, s: impl std::fmt::Display) -> Result<(), CliError> {
     writeln!(out, "{s}").map_err(CliError::Stdout)
-}
-
-#[derive(Debug, Args)]
-pub struct DiffArgs {
-    /// The run (default: the newest).
-    pub run: Option<String>,
-}
-
-/// `guard diff [RUN]`: what the run changed in its workspace, from the journal.
-pub fn diff(args: DiffArgs) -> Result<i32, CliError> {
-    let history = History::open()?;
-    let run = history.find(args.run.as_deref())?;
-    let d = history.diff(&run)?;
-    let mut out = std::io::stdout().lock();
-    let ws = run.workspace().map(show).unwrap_or_default();
-    line(&mut out, format!("run {} in {ws}", run.id))?;
-    for (mark, list) in [
-        ("A", &d.added),
-        ("M", &d.modified),
-        ("D", &d.deleted),
-        ("m", &d.metadata),
-    ] {
-        for p in list {
-            line(&mut out, format!("{mark} {}", show(p)))?;
-        }
-    }
-    let total = d.added.len() + d.modified.len() + d.deleted.len() + d.metadata.len();
-    line(
-        &mut out,
-        format!(
-            "{total} change(s): {} added, {} modified, {} deleted, {} metadata only",
-            d.added.len(),
-            d.modified.len(),
-            d.deleted.len(),
-            d.metadata.len()
-        ),
-    )?;
-    if !d.excluded.is_empty() {
-        line(
-            &mut out,
-            format!(
-                "not journaled (transaction.exclude): {}",
-                d.excluded.join(", ")
-            ),
-        )?;
-    }
-    Ok(0)
 }
 
 #[derive(Debug, Args)]

@@ -59,6 +59,7 @@ mod inverse;
 #[allow(clippy::module_inception)]
 mod journal;
 mod log;
+mod preimage;
 mod rename;
 mod report;
 mod rollback;
@@ -74,6 +75,7 @@ mod scenarios;
 
 pub use digest::tree_digest;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
+pub use preimage::PreImage;
 pub use report::{Conflict, Diff};
 pub use rollback::{Planned, RollbackOptions, RollbackReport};
 pub use rundir::{default_run, list_runs, state_dir, RunDir, RunMeta, StateError};

@@ -23,6 +23,7 @@ mod finish;
 mod history;
 mod operate;
 mod outcome;
+mod patch;
 mod prepare;
 mod profiles;
 mod running;
@@ -36,6 +37,7 @@ pub use error::RunError;
 pub use history::{History, HistoryError, RunRecord};
 pub use operate::{Operation, OperationOptions, OperationReport};
 pub use outcome::{Notice, Outcome, RollbackOutcome};
+pub use patch::{Content, FilePatch};
 pub use profiles::{Profiles, DEFAULT_PROFILE};
 pub use running::Running;
 

@@ -8,6 +8,7 @@ mod audit_log;
 mod audit_query;
 mod ci_kit;
 mod conventions;
+mod diff_patch;
 mod emulation;
 mod fidelity;
 mod fidelity_builds;
