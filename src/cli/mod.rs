@@ -7,6 +7,7 @@ mod conventions;
 mod diff;
 mod doctor;
 mod exec;
+mod explain;
 mod log;
 mod profile;
 mod progress;
@@ -14,7 +15,6 @@ mod report;
 mod runs;
 mod txn;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -31,7 +31,7 @@ Exit status:
   126      guard exec: the command cannot be executed
   127      guard exec: the command was not found
   1        guard log --verify: a hash chain does not hold;
-           guard explain: the profile would refuse the call;
+           guard explain: the profile would refuse an operation;
            guard doctor: guard runs here, degraded (2: it cannot run here)
   0        everything else that succeeded";
 
@@ -77,18 +77,9 @@ pub enum Command {
         #[command(subcommand)]
         command: profile::ProfileCommand,
     },
-    /// How a profile judges an exec, without running anything.
-    Explain {
-        /// Profiles to apply, in order (built-in name or file).
-        #[arg(short, long = "profile")]
-        profile: Vec<String>,
-        /// The workspace to assume (default: the current directory).
-        #[arg(short, long)]
-        workspace: Option<PathBuf>,
-        /// The command line to judge.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<OsString>,
-    },
+    /// How a run under the profiles would treat a read, write, delete, connect or exec, and
+    /// which layer decides (the seccomp filter, the supervisor, Landlock); nothing is run.
+    Explain(explain::ExplainArgs),
     /// Kernel features, what guard enforces here and what it degrades.
     Doctor {
         /// Machine-readable output.
@@ -191,11 +182,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Recover(args) => txn::recover(args),
         Command::Prune(args) => txn::prune(args),
         Command::Profile { command } => profile::run(command),
-        Command::Explain {
-            profile,
-            workspace,
-            command,
-        } => profile::explain(&profile, workspace, &command),
+        Command::Explain(args) => explain::run(args),
         Command::Doctor { json } => doctor::run(json),
         Command::Completions { shell } => conventions::completions(shell),
         Command::Man { out_dir } => conventions::man(out_dir.as_deref()),

@@ -31,9 +31,11 @@ mod spawn;
 mod start;
 
 mod error;
+mod explain;
 
 pub use builder::{Run, RunBuilder, DEFAULT_KEEP_RUNS};
 pub use error::RunError;
+pub use explain::{Explainer, Explanation, Layer, Question, Step};
 pub use history::{History, HistoryError, RunRecord};
 pub use operate::{Operation, OperationOptions, OperationReport};
 pub use outcome::{Notice, Outcome, RollbackOutcome};

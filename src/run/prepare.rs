@@ -116,10 +116,7 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
         tmp: d.tmp.clone(),
         state: d.state.clone(),
     };
-    let mut policy = std::mem::take(&mut b.profiles).resolve(&vars)?;
-    if policy.net.dns {
-        policy.net.connect.extend(crate::supervisor::nameservers());
-    }
+    let policy = run_policy(std::mem::take(&mut b.profiles), &vars, b.atomic)?;
     for root in &policy.fs.write {
         if d.state.starts_with(root) {
             return Err(RunError::StateInsideWriteRoot {
@@ -128,12 +125,27 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
             });
         }
     }
-    if b.atomic {
+    Ok(Arc::new(policy))
+}
+
+/// The policy a run enforces: `profiles` resolved with the run's variables, the nameservers
+/// of /etc/resolv.conf added when `net.dns` says so, `--atomic` applied. `guard explain`
+/// judges with the same.
+pub(super) fn run_policy(
+    profiles: super::Profiles,
+    vars: &Vars,
+    atomic: bool,
+) -> Result<Policy, policy::PolicyError> {
+    let mut policy = profiles.resolve(vars)?;
+    if policy.net.dns {
+        policy.net.connect.extend(crate::supervisor::nameservers());
+    }
+    if atomic {
         // Any denial ends the run, any failure too, and both restore the run's start.
         policy.transaction.on_deny = policy::OnDeny::Kill;
         policy.transaction.on_failure = policy::OnFailure::Rollback;
     }
-    Ok(Arc::new(policy))
+    Ok(policy)
 }
 
 pub(super) fn cstring(bytes: Vec<u8>) -> CString {

@@ -25,6 +25,7 @@ mod hosts;
 mod judge;
 mod memory;
 mod perform;
+pub mod preview;
 mod procinfo;
 mod react;
 mod read;
@@ -53,7 +54,7 @@ use answer::Answer;
 use record::Record;
 
 pub use emulate::Inject;
-pub use hosts::nameservers;
+pub use hosts::{nameservers, PendingHosts};
 pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.

@@ -10,6 +10,7 @@ mod ci_kit;
 mod conventions;
 mod diff_patch;
 mod emulation;
+mod explain;
 mod fidelity;
 mod fidelity_builds;
 mod fidelity_suites;

@@ -1,0 +1,675 @@
+//! `guard explain`: how a run under a profile would treat one operation (read, write or delete
+//! a path, connect to an address, exec a command line), without running anything, and which
+//! layer decides: the seccomp filter, the supervisor, or Landlock.
+//!
+//! Nothing here re-implements a layer. The filter's answer is the BPF program a run installs
+//! ([`seccomp::build`] of the run's [`FilterSpec`]) executed on the call the operation makes;
+//! the supervisor's is [`policy::decide`] on the request its resolve stage would build (the path
+//! walked by the supervisor's own walker, [`preview::resolve_path`]) and [`policy::react`] on
+//! the verdict; Landlock's is the ruleset plan of [`landlock::grants`], over the same roots
+//! [`landlock::prepare`] opens. The policy is the run's ([`run_policy`]), the kernel features
+//! the run's ([`Features`]), so explain and a run agree by construction; a test runs a table
+//! of cases both ways.
+//!
+//! [`seccomp::build`]: crate::confine::seccomp::build
+//! [`landlock::grants`]: crate::confine::landlock::grants
+//! [`landlock::prepare`]: crate::confine::landlock::prepare
+//! [`preview::resolve_path`]: crate::supervisor::preview::resolve_path
+//! [`run_policy`]: super::prepare::run_policy
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::confine::bpf::{self, SeccompData, SockFilter};
+use crate::confine::features::{self, Features};
+use crate::confine::landlock::{self, FsGrant, Need};
+use crate::confine::seccomp::{self, FilterSpec};
+use crate::confine::Feature;
+use crate::policy::{self, Action, NetAddr, Op, Policy, Reaction, Request, Situation, Vars};
+use crate::supervisor::preview::{self, EntryKind};
+
+use super::{Profiles, RunError};
+
+/// One operation to explain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Question {
+    /// Open a file (or list a directory) for reading.
+    Read(PathBuf),
+    /// Open a file for writing, creating it if needed (`> PATH`).
+    Write(PathBuf),
+    /// Remove a file, or an empty directory.
+    Delete(PathBuf),
+    /// Connect to `HOST:PORT`, `IP:PORT`, `[IPv6]:PORT`, a unix socket path or `@abstract`.
+    Connect(String),
+    /// Execute a command line (the program found on `PATH` as a shell would).
+    Exec(Vec<OsString>),
+}
+
+impl Question {
+    /// `read`, `write`, `delete`, `connect` or `exec`.
+    pub fn operation(&self) -> &'static str {
+        match self {
+            Question::Read(_) => "read",
+            Question::Write(_) => "write",
+            Question::Delete(_) => "delete",
+            Question::Connect(_) => "connect",
+            Question::Exec(_) => "exec",
+        }
+    }
+}
+
+/// The layer of guard that has the say over a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// The static seccomp filter: lets a call through, traps it, or refuses it itself.
+    Filter,
+    /// The supervisor: judges a trapped call against the profile and performs it.
+    Supervisor,
+    /// Landlock: the kernel's own boundary (read, write and execute roots).
+    Landlock,
+    /// None of guard's: the kernel answers as it would without guard (no such file, ...).
+    Kernel,
+}
+
+impl Layer {
+    /// The name in words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Filter => "filter",
+            Layer::Supervisor => "supervisor",
+            Layer::Landlock => "landlock",
+            Layer::Kernel => "kernel",
+        }
+    }
+}
+
+/// What one layer does with the call.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Step {
+    /// The layer.
+    pub layer: Layer,
+    /// What it does, in words.
+    pub says: String,
+}
+
+/// The answer for one [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// `read`, `write`, `delete`, `connect` or `exec`.
+    pub operation: &'static str,
+    /// What is judged: the path as the supervisor resolves it, the address, the command line.
+    pub target: String,
+    /// The verdict as a run records it (`kill` when the refusal ends the run).
+    pub verdict: Action,
+    /// The errno the call fails with, when it fails (a refusal's, or the kernel's own).
+    pub errno: Option<i32>,
+    /// The layer whose decision it is.
+    pub layer: Layer,
+    /// The rule that decides: a rule id of the audit log for the filter and the supervisor, the
+    /// profile list (`fs.read`, `fs.write`) for Landlock, empty for the kernel.
+    pub rule: String,
+    /// Why, in words.
+    pub reason: Option<String>,
+    /// Each layer the call meets, in order.
+    pub steps: Vec<Step>,
+}
+
+impl Explanation {
+    /// Whether guard refuses the call (the kernel's own errors are not refusals).
+    pub fn refused(&self) -> bool {
+        matches!(self.verdict, Action::Deny | Action::Kill)
+    }
+}
+
+/// Explains operations under one policy, as a run on this kernel would treat them.
+pub struct Explainer {
+    policy: Policy,
+    /// The policy with `net.connect` host names resolved, once a connect asked for it.
+    resolved: std::sync::OnceLock<Arc<Policy>>,
+    features: Features,
+    filter: Vec<SockFilter>,
+    cwd: PathBuf,
+    path_var: Option<OsString>,
+}
+
+impl std::fmt::Debug for Explainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Explainer")
+            .field("policy", &self.policy.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Explainer {
+    /// The policy a run of `profiles` on `workspace` (default: the current directory) would
+    /// enforce, on this kernel with the run's feature `options`. Probing the listener features
+    /// forks a short-lived child: call this before starting threads.
+    pub fn new(
+        profiles: Profiles,
+        workspace: Option<PathBuf>,
+        options: &features::Options,
+    ) -> Result<Explainer, RunError> {
+        let cwd = std::env::current_dir().map_err(|source| RunError::Workspace {
+            path: ".".into(),
+            source,
+        })?;
+        let ws = workspace.unwrap_or_else(|| cwd.clone());
+        let workspace = std::fs::canonicalize(&ws)
+            .map_err(|source| RunError::Workspace { path: ws, source })?;
+        let vars = Vars {
+            workspace,
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            // A run's private tmp is named after its id; no run has one yet.
+            tmp: std::env::temp_dir().join("guard-RUN"),
+            state: crate::journal::state_dir()?,
+        };
+        let policy = super::prepare::run_policy(profiles, &vars, false)?;
+        let filter = seccomp::build(&FilterSpec::for_policy(&policy))?;
+        Ok(Explainer {
+            policy,
+            resolved: std::sync::OnceLock::new(),
+            features: Features::probe_with(options),
+            filter,
+            cwd,
+            path_var: std::env::var_os("PATH"),
+        })
+    }
+
+    /// The policy explained.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// How a run would treat `q`.
+    pub fn explain(&self, q: &Question) -> Explanation {
+        let mut e = Explanation {
+            operation: q.operation(),
+            target: String::new(),
+            verdict: Action::Allow,
+            errno: None,
+            layer: Layer::Kernel,
+            rule: String::new(),
+            reason: None,
+            steps: Vec::new(),
+        };
+        match q {
+            Question::Read(p) => self.read(p, &mut e),
+            Question::Write(p) => self.write(p, &mut e),
+            Question::Delete(p) => self.delete(p, &mut e),
+            Question::Connect(a) => self.connect(a, &mut e),
+            Question::Exec(argv) => self.exec(argv, &mut e),
+        }
+        e
+    }
+
+    /// The filter's answer to call `nr` with `args`: `None` when it traps the call to the
+    /// supervisor, `Some(Ok)` when it lets it through, `Some(Err(errno))` when it refuses it.
+    fn filter(&self, nr: i64, args: [u64; 6], e: &mut Explanation) -> Option<Result<(), i32>> {
+        let data = SeccompData {
+            nr: nr as i32,
+            arch: seccomp::AUDIT_ARCH_NATIVE,
+            instruction_pointer: 0,
+            args,
+        };
+        let name = seccomp::syscall_name(nr);
+        let ret = bpf::run(&self.filter, &data);
+        let (says, answer) = match ret & 0xffff_0000 {
+            bpf::SECCOMP_RET_USER_NOTIF => (format!("traps {name} to the supervisor"), None),
+            bpf::SECCOMP_RET_ALLOW => (
+                format!("lets {} through: it is not judged", call_name(nr)),
+                Some(Ok(())),
+            ),
+            bpf::SECCOMP_RET_ERRNO => {
+                let errno = (ret & bpf::SECCOMP_RET_DATA) as i32;
+                (
+                    format!("refuses {name} with {}", errno_name(errno)),
+                    Some(Err(errno)),
+                )
+            }
+            _ => (format!("kills the process that calls {name}"), Some(Err(0))),
+        };
+        e.steps.push(Step {
+            layer: Layer::Filter,
+            says,
+        });
+        if let Some(Err(errno)) = answer {
+            e.verdict = if errno == 0 {
+                Action::Kill
+            } else {
+                Action::Deny
+            };
+            e.errno = (errno != 0).then_some(errno);
+            e.layer = Layer::Filter;
+            e.rule = "seccomp-deny-list".into();
+        }
+        answer
+    }
+
+    /// The supervisor's judgement of `req`, carried into `e`; whether the call goes ahead.
+    fn judge(&self, policy: &Policy, req: &Request<'_>, e: &mut Explanation) -> bool {
+        let v = policy::decide(policy, req);
+        let reaction = policy::react(
+            policy,
+            &v,
+            &Situation {
+                new_command: false,
+                transactional: true,
+            },
+        );
+        e.layer = Layer::Supervisor;
+        e.verdict = reaction.recorded(v.action);
+        e.rule = v.rule.to_string();
+        e.reason = v.reason.clone();
+        let then = match reaction {
+            Reaction::Allow => "allows it".to_string(),
+            Reaction::CheckpointThenAllow { .. } => {
+                "takes a checkpoint of the workspace, then allows it (risky)".to_string()
+            }
+            Reaction::Fail => format!("refuses it with {}", errno_name(v.errno)),
+            Reaction::RollbackCommand => format!(
+                "refuses it with {}, ends the command and rolls back what it did (on-deny = rollback)",
+                errno_name(v.errno)
+            ),
+            Reaction::KillRun => format!(
+                "refuses it with {} and ends the run, restoring the workspace (exit 120)",
+                errno_name(v.errno)
+            ),
+        };
+        e.steps.push(Step {
+            layer: Layer::Supervisor,
+            says: format!("{then} (rule {})", v.rule),
+        });
+        if matches!(v.action, Action::Deny | Action::Kill) {
+            e.errno = Some(v.errno);
+            return false;
+        }
+        true
+    }
+
+    /// Landlock's answer for `need` on `path`, carried into `e`; whether it allows.
+    fn landlock(&self, path: &Path, need: Need, e: &mut Explanation) -> bool {
+        let what = match need {
+            Need::Read => "reading",
+            Need::Execute => "executing",
+            Need::Write => "writing",
+        };
+        let list = if need == Need::Write {
+            "fs.write"
+        } else {
+            "fs.read"
+        };
+        match landlock::grants(&self.policy, &self.features, path, need) {
+            FsGrant::NotEnforced(why) => {
+                e.steps.push(Step {
+                    layer: Layer::Landlock,
+                    says: format!("does not stand here: {why}"),
+                });
+                true
+            }
+            FsGrant::Granted { root, list } => {
+                e.steps.push(Step {
+                    layer: Layer::Landlock,
+                    says: format!("allows {what}: beneath {} ({})", root.display(), list.key()),
+                });
+                if e.layer != Layer::Supervisor {
+                    e.layer = Layer::Landlock;
+                    e.rule = list.key().into();
+                }
+                true
+            }
+            FsGrant::Refused => {
+                e.steps.push(Step {
+                    layer: Layer::Landlock,
+                    says: format!(
+                        "refuses {what} with EACCES: no {} root holds {}",
+                        if need == Need::Write {
+                            "fs.write"
+                        } else {
+                            "fs.read or fs.write"
+                        },
+                        path.display()
+                    ),
+                });
+                e.layer = Layer::Landlock;
+                e.verdict = Action::Deny;
+                e.errno = Some(libc::EACCES);
+                e.rule = list.into();
+                e.reason = Some(format!("{} is outside the {list} roots", path.display()));
+                false
+            }
+        }
+    }
+
+    /// The kernel's own error, as it would answer without guard.
+    fn kernel(&self, errno: i32, why: String, e: &mut Explanation) {
+        e.steps.push(Step {
+            layer: Layer::Kernel,
+            says: format!("fails with {}: {why}", errno_name(errno)),
+        });
+        e.errno = Some(errno);
+        if e.layer == Layer::Kernel {
+            e.reason = Some(why);
+        }
+    }
+
+    fn read(&self, p: &Path, e: &mut Explanation) {
+        e.target = p.display().to_string();
+        let flags = libc::O_RDONLY as u64;
+        let at = libc::AT_FDCWD as i64 as u64;
+        if let Some(Err(_)) = self.filter(openat(), [at, 0, flags, 0, 0, 0], e) {
+            return;
+        }
+        let view = match preview::resolve_path(p, true) {
+            Ok(v) => v,
+            Err(errno) => return self.kernel(errno, "the path does not resolve".into(), e),
+        };
+        e.target = view.path.display().to_string();
+        if view.kind.is_none() {
+            return self.kernel(libc::ENOENT, "no such file".into(), e);
+        }
+        self.landlock(&view.path, Need::Read, e);
+    }
+
+    fn write(&self, p: &Path, e: &mut Explanation) {
+        e.target = p.display().to_string();
+        let flags = (libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) as u64;
+        let at = libc::AT_FDCWD as i64 as u64;
+        if self
+            .filter(openat(), [at, 0, flags, 0o666, 0, 0], e)
+            .is_some()
+        {
+            return;
+        }
+        let view = match preview::resolve_path(p, true) {
+            Ok(v) => v,
+            Err(errno) => return self.unresolved(errno, e),
+        };
+        e.target = view.path.display().to_string();
+        let creates = view.kind.is_none();
+        let req = Request {
+            path: Some(&view.path),
+            creates,
+            ..Request::new(if creates { Op::Create } else { Op::Write })
+        };
+        if !self.judge(&self.policy, &req, e) {
+            return;
+        }
+        self.performed(&view.path, view.kind == Some(EntryKind::Dir), e);
+    }
+
+    fn delete(&self, p: &Path, e: &mut Explanation) {
+        e.target = p.display().to_string();
+        let view = match preview::resolve_path(p, false) {
+            Ok(v) => v,
+            Err(errno) => {
+                let at = libc::AT_FDCWD as i64 as u64;
+                if self.filter(unlinkat(), [at, 0, 0, 0, 0, 0], e).is_some() {
+                    return;
+                }
+                return self.unresolved(errno, e);
+            }
+        };
+        let rmdir = view.kind == Some(EntryKind::Dir);
+        let flags = if rmdir { libc::AT_REMOVEDIR as u64 } else { 0 };
+        let at = libc::AT_FDCWD as i64 as u64;
+        if self
+            .filter(unlinkat(), [at, 0, flags, 0, 0, 0], e)
+            .is_some()
+        {
+            return;
+        }
+        e.target = view.path.display().to_string();
+        let req = Request {
+            path: Some(&view.path),
+            ..Request::new(Op::Delete)
+        };
+        if !self.judge(&self.policy, &req, e) {
+            return;
+        }
+        e.steps.push(Step {
+            layer: Layer::Supervisor,
+            says: "removes it for the caller, journaled first when it is in the workspace".into(),
+        });
+        if view.kind.is_none() {
+            self.kernel(libc::ENOENT, "nothing to remove".into(), e);
+        }
+    }
+
+    /// A path the supervisor cannot walk: the call fails with the kernel's errno, recorded
+    /// under the rule `resolve`.
+    fn unresolved(&self, errno: i32, e: &mut Explanation) {
+        e.layer = Layer::Supervisor;
+        e.verdict = Action::Deny;
+        e.errno = Some(errno);
+        e.rule = policy::Builtin::Resolve.as_str().into();
+        e.reason = Some("the path does not resolve".into());
+        e.steps.push(Step {
+            layer: Layer::Supervisor,
+            says: format!(
+                "cannot walk the path: the call fails with {}, as without guard (rule resolve)",
+                errno_name(errno)
+            ),
+        });
+    }
+
+    /// An allowed change, performed: by the supervisor (so no Landlock rule applies), or, on a
+    /// kernel without descriptor injection, continued into the kernel, where Landlock checks it.
+    fn performed(&self, path: &Path, is_dir: bool, e: &mut Explanation) {
+        if self.features.available(Feature::AddFd) {
+            e.steps.push(Step {
+                layer: Layer::Supervisor,
+                says: "opens it for the caller with the caller's credentials and hands over the \
+                       descriptor; the pre-image is journaled first when it is in the workspace"
+                    .into(),
+            });
+        } else {
+            e.steps.push(Step {
+                layer: Layer::Supervisor,
+                says: "lets the kernel continue the open (no descriptor injection here)".into(),
+            });
+            if !self.landlock(path, Need::Write, e) {
+                return;
+            }
+        }
+        if is_dir {
+            self.kernel(
+                libc::EISDIR,
+                "a directory cannot be opened for writing".into(),
+                e,
+            );
+        }
+    }
+
+    fn connect(&self, target: &str, e: &mut Explanation) {
+        e.target = target.to_string();
+        let (addrs, name) = match parse_connect(target) {
+            Ok(v) => v,
+            Err(why) => {
+                e.verdict = Action::Deny;
+                e.reason = Some(why.clone());
+                return self.kernel(libc::EINVAL, why, e);
+            }
+        };
+        if self.filter(connect_nr(), [3, 0, 16, 0, 0, 0], e).is_some() {
+            return;
+        }
+        let Some(first) = addrs.first() else {
+            let why = format!("{target} does not resolve");
+            return self.kernel(libc::ENOENT, why, e);
+        };
+        if name.is_some() {
+            e.steps.push(Step {
+                layer: Layer::Kernel,
+                says: format!(
+                    "{target} resolves to {}; the program connects to an address",
+                    addrs.iter().map(format_addr).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        let policy = self.resolved_policy();
+        e.target = format_addr(first);
+        let req = Request {
+            addr: Some(first),
+            ..Request::new(Op::Connect)
+        };
+        if self.judge(&policy, &req, e) {
+            e.steps.push(Step {
+                layer: Layer::Supervisor,
+                says: "connects the caller's socket itself; whether anything answers is up to \
+                       the network"
+                    .into(),
+            });
+        }
+    }
+
+    /// The policy with the host names of `net.connect` resolved, as the supervisor resolves
+    /// them at the start of a run.
+    fn resolved_policy(&self) -> Arc<Policy> {
+        Arc::clone(self.resolved.get_or_init(|| {
+            let base = Arc::new(self.policy.clone());
+            let mut pending = crate::supervisor::PendingHosts::start(&base);
+            pending.poll(true).map_or(base, |(p, _)| p)
+        }))
+    }
+
+    fn exec(&self, argv: &[OsString], e: &mut Explanation) {
+        e.target = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let Some(name) = argv.first() else {
+            return self.kernel(libc::ENOENT, "no command".into(), e);
+        };
+        if self.filter(execve(), [0; 6], e).is_some() {
+            return;
+        }
+        let program = match crate::launch::resolve_program(name, self.path_var.as_deref()) {
+            Ok(p) => p,
+            Err(err) => {
+                // No such program here: the profile's verdict on the command line still holds
+                // wherever it is installed, so judge the arguments alone.
+                let errno = match err {
+                    crate::launch::CommandError::NotExecutable { .. } => libc::EACCES,
+                    _ => libc::ENOENT,
+                };
+                let req = Request {
+                    argv,
+                    cwd: Some(&self.cwd),
+                    ..Request::new(Op::Exec)
+                };
+                if self.judge(&self.policy, &req, e) {
+                    self.kernel(errno, err.to_string(), e);
+                }
+                return;
+            }
+        };
+        let exe = match preview::resolve_path(&program, true) {
+            Ok(v) => v.path,
+            Err(errno) => return self.unresolved(errno, e),
+        };
+        let req = Request {
+            argv,
+            exe: Some(&exe),
+            cwd: Some(&self.cwd),
+            ..Request::new(Op::Exec)
+        };
+        if !self.judge(&self.policy, &req, e) {
+            return;
+        }
+        e.steps.push(Step {
+            layer: Layer::Supervisor,
+            says: "lets the kernel carry out the exec (it cannot be performed for the caller)"
+                .into(),
+        });
+        if !self.landlock(&exe, Need::Execute, e) {
+            return;
+        }
+        if let Some(interpreter) = shebang(&exe) {
+            if let Ok(v) = preview::resolve_path(&interpreter, true) {
+                self.landlock(&v.path, Need::Execute, e);
+            }
+        }
+    }
+}
+
+fn errno_name(errno: i32) -> String {
+    crate::audit::errno_name(errno)
+}
+
+/// The name of a call that the filter lets through, as a person says it.
+fn call_name(nr: i64) -> &'static str {
+    if nr == openat() {
+        "a read-only open"
+    } else {
+        seccomp::syscall_name(nr)
+    }
+}
+
+fn openat() -> i64 {
+    libc::SYS_openat
+}
+
+fn unlinkat() -> i64 {
+    libc::SYS_unlinkat
+}
+
+fn execve() -> i64 {
+    libc::SYS_execve
+}
+
+fn connect_nr() -> i64 {
+    libc::SYS_connect
+}
+
+/// The interpreter of a `#!` script, which the kernel executes too.
+fn shebang(exe: &Path) -> Option<PathBuf> {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(exe).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = std::str::from_utf8(line).ok()?;
+    text.split_whitespace().next().map(PathBuf::from)
+}
+
+/// The addresses a connect target names, and the host name when it is one.
+fn parse_connect(target: &str) -> Result<(Vec<NetAddr>, Option<String>), String> {
+    if target.starts_with('/') {
+        return Ok((vec![NetAddr::Unix(target.into())], None));
+    }
+    if let Some(name) = target.strip_prefix('@') {
+        return Ok((vec![NetAddr::Abstract(name.as_bytes().to_vec())], None));
+    }
+    if let Ok(sa) = target.parse::<std::net::SocketAddr>() {
+        return Ok((vec![NetAddr::Inet(sa)], None));
+    }
+    let Some((host, port)) = target.rsplit_once(':') else {
+        return Err(format!(
+            "{target}: not HOST:PORT, IP:PORT, [IPv6]:PORT, /unix/socket or @abstract"
+        ));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{target}: {port} is not a port number"))?;
+    use std::net::ToSocketAddrs as _;
+    let addrs = (host, port)
+        .to_socket_addrs()
+        .map(|it| it.map(NetAddr::Inet).collect())
+        .unwrap_or_default();
+    Ok((addrs, Some(host.to_string())))
+}
+
+fn format_addr(a: &NetAddr) -> String {
+    match a {
+        NetAddr::Inet(s) => s.to_string(),
+        NetAddr::Unix(p) => p.display().to_string(),
+        NetAddr::Abstract(n) => format!("@{}", String::from_utf8_lossy(n)),
+        NetAddr::Unspecified => "unspecified".into(),
+        NetAddr::Other(f) => format!("family {f}"),
+    }
+}
