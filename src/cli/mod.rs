@@ -8,6 +8,7 @@ mod diff;
 mod doctor;
 mod exec;
 mod explain;
+mod learn;
 mod log;
 mod profile;
 mod progress;
@@ -25,7 +26,7 @@ pub use exec::ExecArgs;
 /// The exit statuses, listed under `guard --help`.
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  N        guard exec: the command's own status (128+N when signal N ended it)
+  N        guard exec, guard learn: the command's own status (128+N when signal N ended it)
   120      guard exec: the run was stopped by policy (on-deny = kill, --atomic)
   125      guard itself failed: usage, profile, setup, state directory
   126      guard exec: the command cannot be executed
@@ -56,6 +57,8 @@ pub struct Cli {
 pub enum Command {
     /// Run CMD under a profile: Landlock, seccomp, judged calls, audit log.
     Exec(ExecArgs),
+    /// Run CMD observed and write the profile it needs on top of the base profiles.
+    Learn(learn::LearnArgs),
     /// List recorded runs, newest first, one line each.
     Runs(runs::RunsArgs),
     /// Show a run's audit log (the newest run by default).
@@ -108,6 +111,8 @@ pub enum CliError {
     Audit(#[from] crate::audit::AuditError),
     #[error(transparent)]
     History(Box<crate::run::HistoryError>),
+    #[error(transparent)]
+    Learn(Box<crate::run::learn::LearnError>),
     #[error("{0}")]
     Usage(String),
     #[error("cannot write to stdout")]
@@ -173,6 +178,7 @@ impl CliError {
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Exec(args) => exec::run(args),
+        Command::Learn(args) => learn::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Log(args) => log::run(args),
         Command::Report(args) => report::run(args),

@@ -63,6 +63,7 @@ impl Run {
             subreaper: false,
             notices: None,
             progress: None,
+            learning: false,
         }
     }
 }
@@ -87,6 +88,7 @@ pub struct RunBuilder {
     pub(super) subreaper: bool,
     pub(super) notices: Option<NoticeFn>,
     pub(super) progress: Option<ProgressFn>,
+    pub(super) learning: bool,
 }
 
 impl RunBuilder {
@@ -208,6 +210,17 @@ impl RunBuilder {
         self
     }
 
+    /// Observe the command for `guard learn` ([`learn`](super::learn)): the profiles are
+    /// applied in observe mode (every judged call is allowed and recorded, no Landlock
+    /// ruleset) with the seccomp deny list kept, and every open is trapped so that the reads,
+    /// which Landlock would bound, are recorded too (op `read` in the audit log). Every open
+    /// then pays a round trip to the supervisor. It protects nothing: use it on commands you
+    /// trust.
+    pub fn learning(mut self, on: bool) -> Self {
+        self.learning = on;
+        self
+    }
+
     /// Handle the run's [`Notice`]s (default: `tracing` warnings).
     pub fn notices(mut self, handler: impl FnMut(&Notice) + Send + 'static) -> Self {
         self.notices = Some(Box::new(handler));
@@ -243,6 +256,7 @@ impl std::fmt::Debug for RunBuilder {
             .field("features", &self.features)
             .field("forward_signals", &self.forward_signals)
             .field("subreaper", &self.subreaper)
+            .field("learning", &self.learning)
             .finish_non_exhaustive()
     }
 }

@@ -21,6 +21,7 @@
 mod builder;
 mod finish;
 mod history;
+pub mod learn;
 mod operate;
 mod outcome;
 mod patch;

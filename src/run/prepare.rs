@@ -116,7 +116,10 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
         tmp: d.tmp.clone(),
         state: d.state.clone(),
     };
-    let policy = run_policy(std::mem::take(&mut b.profiles), &vars, b.atomic)?;
+    let mut policy = run_policy(std::mem::take(&mut b.profiles), &vars, b.atomic)?;
+    if b.learning {
+        policy.mode = policy::Mode::Observe;
+    }
     for root in &policy.fs.write {
         if d.state.starts_with(root) {
             return Err(RunError::StateInsideWriteRoot {

@@ -59,6 +59,16 @@ impl Profiles {
         }
     }
 
+    /// The profiles by name or file, as layered (`None` for a resolver of the embedding
+    /// program).
+    pub(crate) fn specs(&self) -> Option<Vec<String>> {
+        match &self.source {
+            Source::Specs(specs) if specs.is_empty() => Some(vec![DEFAULT_PROFILE.to_string()]),
+            Source::Specs(specs) => Some(specs.clone()),
+            Source::Resolver(_) => None,
+        }
+    }
+
     /// Resolve the selection with the run's variables.
     pub(crate) fn resolve(self, vars: &Vars) -> Result<Policy, PolicyError> {
         match self.source {

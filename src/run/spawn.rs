@@ -100,7 +100,13 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .map_err(|errno| RunError::NoNotify(io::Error::from_raw_os_error(errno)))?;
     let features = Features::of_kernel(&kernel, &b.features);
     let prepared = confine::landlock::prepare(&policy, &features)?;
-    let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
+    let mut spec = confine::seccomp::FilterSpec::for_policy(&policy);
+    if b.learning {
+        // Learning sees every open, and keeps the deny list the profile will run under.
+        spec.trap_reads = true;
+        spec.deny_list = true;
+    }
+    let filter = confine::seccomp::build(&spec)?;
     let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
     // 5. run.json.
@@ -212,6 +218,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         journal: Some(journal),
         root: command_pid as u32,
         tree: tree.clone(),
+        record_reads: b.learning,
     })
     .spawn();
     let supervisor = match supervisor {

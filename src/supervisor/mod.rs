@@ -29,6 +29,7 @@ pub mod preview;
 mod procinfo;
 mod react;
 mod read;
+mod reads;
 mod receive;
 mod record;
 mod resolve;
@@ -93,6 +94,8 @@ struct Core {
     tree: crate::launch::RunTree,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
+    /// Record every read-only open in the audit log (`guard learn`).
+    record_reads: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
@@ -132,6 +135,8 @@ pub struct Setup {
     pub root: u32,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
+    /// Record every read-only open the filter traps (it traps them all for `guard learn`).
+    pub record_reads: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -152,6 +157,7 @@ impl Supervisor {
             journal,
             root,
             tree,
+            record_reads,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         Supervisor {
@@ -168,6 +174,7 @@ impl Supervisor {
                 root,
                 tree,
                 transactional: journal.is_some(),
+                record_reads,
                 tx: Mutex::new(TxState {
                     journal,
                     txn: txn::Txn::new(root),
@@ -242,7 +249,12 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         return;
     }
     let judged = match resolved {
-        Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
+        Ok(resolve::Resolution::Read(r)) => {
+            if core.record_reads {
+                reads::record(core, &n, &r, start);
+            }
+            return answer::answer(core, n.id, Answer::Continue);
+        }
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };

@@ -1,5 +1,5 @@
 //! The resolve stage's view of a path, for `guard explain`: the path argument walked exactly as
-//! the supervisor walks a caller's ([`target::target`]), with guard's own process as the
+//! the supervisor walks a caller's (`target::target`), with guard's own process as the
 //! caller (its cwd is where relative paths start). What explain judges is then what a run
 //! would judge: the parent's real path and the final name, or the kernel's errno when the path
 //! does not resolve.

@@ -155,8 +155,20 @@ impl Resolved {
 pub enum Resolution {
     /// Judge it against the policy.
     Judge(Box<Resolved>),
-    /// Nothing to judge (an openat2 that only reads): let it run.
-    Pass,
+    /// A read-only open: nothing to judge (Landlock bounds reads), let it run. Only openat2
+    /// comes here, unless the run records reads (`guard learn` traps every open).
+    Read(ReadOnly),
+}
+
+/// A read-only open, as passed: walked only when the run records reads.
+#[derive(Debug)]
+pub struct ReadOnly {
+    pub syscall: &'static str,
+    /// The directory a relative path starts from, as passed.
+    pub dirfd: u64,
+    /// The path (empty when it could not be read).
+    pub raw: Vec<u8>,
+    pub flags: u64,
 }
 
 /// A path argument's string, as read: empty for a NULL the call allows.
@@ -164,6 +176,21 @@ fn path_of(mem: &mut Memory, at: &PathArg) -> io::Result<Vec<u8>> {
     match at.path {
         Some(p) => mem.string(p),
         None => Ok(Vec::new()),
+    }
+}
+
+/// A call that makes a new entry (mkdir, mknod, symlink, link, open with O_CREAT|O_EXCL)
+/// where one exists fails with EEXIST: the kernel finds the name taken during the lookup,
+/// before it asks Landlock or any permission check, so that is the answer whatever the
+/// profile says (`mkdir -p` and `create_dir_all` rely on it for the directories that exist).
+fn exists(name: &'static str, t: &Target) -> Result<(), Failure> {
+    match t.kind {
+        Some(_) => Err(Failure::unresolved(
+            name,
+            &io::Error::from_raw_os_error(libc::EEXIST),
+            "the entry exists",
+        )),
+        None => Ok(()),
     }
 }
 
@@ -257,6 +284,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let b = raw_b
                 .and_then(|raw| walk(n, &to, &raw, false))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            exists(name, &b)?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
             r.creates = new.then(|| pb.clone());
@@ -271,6 +299,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, false))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            exists(name, &t)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -288,6 +317,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, false))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists(name, &t)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
             r.creates = new.then(|| p.clone());
@@ -298,6 +328,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, false))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists(name, &t)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());
@@ -364,7 +395,12 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 }
             };
             if flags & O_WRITE_FLAGS == 0 {
-                return Ok(Resolution::Pass);
+                return Ok(Resolution::Read(ReadOnly {
+                    syscall: name,
+                    dirfd: at.dirfd,
+                    raw: path_of(&mut mem, &at).unwrap_or_default(),
+                    flags,
+                }));
             }
             if resolve_flags != 0 {
                 // The caller asked openat2 to restrict its own resolution; guard resolves
@@ -380,6 +416,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, !(nofollow || (creat && excl))))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            if creat && excl {
+                exists(name, &t)?;
+            }
             let op = if t.kind.is_none() && creat {
                 Op::Create
             } else {

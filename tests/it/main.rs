@@ -18,6 +18,7 @@ mod fs_boundary;
 mod git;
 mod journal_fidelity;
 mod journal_limits;
+mod learn;
 mod library;
 mod otlp;
 mod pjdfstest;
