@@ -308,3 +308,32 @@ fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
     );
     assert!(text.contains("\"{home}/.npm\""), "{text}");
 }
+
+/// `mkdir -p` and `create_dir_all` of a tree outside the write roots meet directories that
+/// exist: the kernel answers EEXIST before any permission check, and so must guard (a refusal
+/// there made npm fail, and no learned profile could remove it).
+#[test]
+fn making_an_entry_where_one_exists_fails_with_eexist_as_without_guard() {
+    let w = Workspace::new();
+    w.write(&w.outside.join("file").display().to_string(), "x\n");
+    let outside = w.outside.display().to_string();
+    let file = w.outside.join("file").display().to_string();
+    for (op, path, other) in [
+        ("mkdir", outside.as_str(), None),
+        ("mkdir", "/etc", None),
+        ("symlink", "target", Some(file.as_str())),
+        ("link", file.as_str(), Some(file.as_str())),
+    ] {
+        let mut argv = vec![w.probe(), op.to_string(), path.to_string()];
+        argv.extend(other.map(str::to_string));
+        let bare = Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .expect("probe");
+        let bare = String::from_utf8_lossy(&bare.stdout).trim().to_string();
+        assert!(bare.contains("EEXIST"), "{op} bare: {bare}");
+        let out = w.exec(&["agent"]).run(&argv);
+        assert_eq!(crate::util::probe_result(&out), bare, "{op} {path} under guard");
+        assert!(refusals(&w).is_empty(), "{op}: not a refusal: {:#?}", refusals(&w));
+    }
+}
