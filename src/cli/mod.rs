@@ -26,11 +26,11 @@ pub use exec::ExecArgs;
 /// The exit statuses, listed under `guard --help`.
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  N        guard exec, guard learn: the command's own status (128+N when signal N ended it)
+  N        guard exec, learn: the command's own status (128+N when signal N ended it)
   120      guard exec: the run was stopped by policy (on-deny = kill, --atomic)
   125      guard itself failed: usage, profile, setup, state directory
-  126      guard exec: the command cannot be executed
-  127      guard exec: the command was not found
+  126      guard exec, learn: the command cannot be executed
+  127      guard exec, learn: the command was not found
   1        guard log --verify: a hash chain does not hold;
            guard explain: the profile would refuse an operation;
            guard doctor: guard runs here, degraded (2: it cannot run here)
@@ -80,8 +80,10 @@ pub enum Command {
         #[command(subcommand)]
         command: profile::ProfileCommand,
     },
-    /// How a run under the profiles would treat a read, write, delete, connect or exec, and
-    /// which layer decides (the seccomp filter, the supervisor, Landlock); nothing is run.
+    /// How a run would treat a read, write, delete, connect or exec, and which layer decides.
+    ///
+    /// Nothing is run: the seccomp filter, the supervisor and Landlock are asked as a run
+    /// under the same profiles would ask them.
     Explain(explain::ExplainArgs),
     /// Kernel features, what guard enforces here and what it degrades.
     Doctor {

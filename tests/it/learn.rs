@@ -333,7 +333,15 @@ fn making_an_entry_where_one_exists_fails_with_eexist_as_without_guard() {
         let bare = String::from_utf8_lossy(&bare.stdout).trim().to_string();
         assert!(bare.contains("EEXIST"), "{op} bare: {bare}");
         let out = w.exec(&["agent"]).run(&argv);
-        assert_eq!(crate::util::probe_result(&out), bare, "{op} {path} under guard");
-        assert!(refusals(&w).is_empty(), "{op}: not a refusal: {:#?}", refusals(&w));
+        assert_eq!(
+            crate::util::probe_result(&out),
+            bare,
+            "{op} {path} under guard"
+        );
+        assert!(
+            refusals(&w).is_empty(),
+            "{op}: not a refusal: {:#?}",
+            refusals(&w)
+        );
     }
 }
