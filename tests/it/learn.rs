@@ -140,13 +140,21 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
     w.write(&w.home.join(".toolrc").display().to_string(), "setting=1\n");
     w.write(".git/config", "[core]\n");
     w.write("notes.txt", "notes\n");
+    // The base (agent and the test layer) also refuses one command line.
+    let mut layer = std::fs::read_to_string(&w.profile).expect("test layer");
+    layer.push_str(
+        "\n[[rule]]\nid = \"no-stamp\"\nwhen = \"exec\"\nargv = [\"touch\", \"{workspace}/stamp\"]\n\
+         action = \"deny\"\nreason = \"a command line the base refuses\"\n",
+    );
+    std::fs::write(&w.profile, layer).expect("write the test layer");
     // Reads the home directory (Landlock), writes beneath it (the supervisor's write roots),
-    // edits a protected file (protect), and works in the workspace.
+    // edits a protected file (protect), runs a refused command line (a rule), and works in the
+    // workspace.
     let script = "cat \"$HOME/.toolrc\" >/dev/null; cp notes.txt out.txt; \
                   mkdir -p \"$HOME/.config/tool\"; echo state > \"$HOME/.config/tool/state\"; \
-                  printf '[user]\\n\\tname = agent\\n' >> .git/config; \
+                  printf '[user]\\n\\tname = agent\\n' >> .git/config; touch \"$PWD/stamp\"; \
                   test -s \"$HOME/.config/tool/state\" && grep -q agent .git/config && \
-                  grep -q setting \"$HOME/.toolrc\" && echo done";
+                  test -e stamp && grep -q setting \"$HOME/.toolrc\" && echo done";
     let (text, base) = round_trip(
         &w,
         &Workload {
@@ -169,11 +177,14 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
         .collect();
     assert!(rules.contains(&"fs.write-roots"), "{rules:?}");
     assert!(rules.contains(&"fs.protect"), "{rules:?}");
+    assert!(rules.contains(&"no-stamp"), "{rules:?}");
     // Generalised with variables, commented with the call that needed each entry.
     for expected in [
         "\"{home}/.toolrc\"",
         "\"{home}/.config\"",
         "path = [\"{workspace}/.git/config\"]",
+        "argv = [\"touch\", \"{workspace}/stamp\"]",
+        "(refused by no-stamp)",
         "(refused by fs.protect)",
         "(refused by fs.write-roots)",
         "(refused by fs.read)",
