@@ -510,11 +510,27 @@ impl Explainer {
                 ),
             });
         }
-        let policy = self.resolved_policy();
         e.target = format_addr(first);
         let req = Request {
             addr: Some(first),
             ..Request::new(Op::Connect)
+        };
+        // Host names of net.connect can only allow more: look them up (as a run does at its
+        // start, waiting as long as a connect would) only when the address is refused without.
+        let unresolved = policy::decide(&self.policy, &req);
+        let has_hosts = self
+            .policy
+            .net
+            .connect
+            .iter()
+            .any(|t| matches!(t, policy::NetTarget::Host { .. }));
+        let policy = if unresolved.rule == policy::RuleId::Builtin(policy::Builtin::Connect)
+            && unresolved.action == Action::Deny
+            && has_hosts
+        {
+            self.resolved_policy()
+        } else {
+            Arc::new(self.policy.clone())
         };
         if self.judge(&policy, &req, e) {
             e.steps.push(Step {
