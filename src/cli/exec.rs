@@ -92,5 +92,8 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
         run = run.summary(file);
     }
     let outcome = run.spawn(&args.command)?.wait()?;
+    if let Some(line) = outcome.refusals_line() {
+        eprintln!("guard: {line}");
+    }
     Ok(outcome.exit_code())
 }

@@ -30,7 +30,9 @@ use super::error::PolicyError;
 use super::model::*;
 use super::net::{self, NetMatcher};
 use super::paths::{self, glob_anchor, normalize, normalize_glob, Expand, ExpandError};
-use super::raw::{RawMode, RawOnDeny, RawOnFailure, RawOversize, RawPort, RawRule, RawSize};
+use super::raw::{
+    RawDenials, RawMode, RawOnDeny, RawOnFailure, RawOversize, RawPort, RawRule, RawSize,
+};
 
 const DEFAULT_MAX_PREIMAGE: u64 = 64 << 20;
 const REPLACEABLE: &[&str] = &[
@@ -43,6 +45,8 @@ const REPLACEABLE: &[&str] = &[
     "env.drop",
     "env.allow",
     "env.set",
+    "home.locate",
+    "home.redact",
     "rule",
 ];
 
@@ -88,6 +92,8 @@ struct Acc {
     drop: Vec<String>,
     allow: Vec<String>,
     set: Vec<(String, String)>,
+    home: HomePolicy,
+    denials: Denials,
     rules: Vec<Rule>,
     /// Every rule id seen so far: the profile that defined it, and the rule as written.
     rule_ids: Vec<(String, String, RawRule)>,
@@ -114,6 +120,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         drop: Vec::new(),
         allow: Vec::new(),
         set: Vec::new(),
+        home: HomePolicy::default(),
+        denials: Denials::default(),
         rules: Vec::new(),
         rule_ids: Vec::new(),
     };
@@ -162,6 +170,11 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         },
         rules: acc.rules,
         vars: vars.clone(),
+        home: acc.home,
+        report: ReportPolicy {
+            denials: acc.denials,
+        },
+        guard_files: units.iter().filter_map(|u| u.file().cloned()).collect(),
     })
 }
 
@@ -183,6 +196,8 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "env.drop" => acc.drop.clear(),
             "env.allow" => acc.allow.clear(),
             "env.set" => acc.set.clear(),
+            "home.locate" => acc.home.locate.clear(),
+            "home.redact" => acc.home.redact.clear(),
             "rule" => {
                 acc.rules.clear();
                 acc.rule_ids.clear();
@@ -311,6 +326,32 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         };
         acc.set.retain(|(k, _)| k != key);
         acc.set.push((key.clone(), value));
+    }
+
+    let home = &raw.home;
+    if let Some(private) = home.private {
+        acc.home.private = private;
+    }
+    for (field, from, to) in [
+        ("home.locate", &home.locate, &mut acc.home.locate),
+        ("home.redact", &home.redact, &mut acc.home.redact),
+    ] {
+        for (var, entry) in from {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                return Err(cx.bad_value(field, var, "not a valid variable name".into()));
+            }
+            let Some(path) = cx.abs_path(field, entry)? else {
+                continue;
+            };
+            to.retain(|(v, _)| v != var);
+            to.push((var.clone(), path));
+        }
+    }
+    if let Some(d) = raw.report.denials {
+        acc.denials = match d {
+            RawDenials::Stderr => Denials::Stderr,
+            RawDenials::None => Denials::None,
+        };
     }
 
     let mut rules = Vec::with_capacity(raw.rule.len() + acc.rules.len());

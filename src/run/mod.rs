@@ -39,3 +39,4 @@ pub use running::Running;
 
 pub use crate::journal::{Conflict, Diff, PruneReport, Recovered};
 pub use crate::launch::RunTree;
+pub use crate::supervisor::Explanations;

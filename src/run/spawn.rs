@@ -229,7 +229,17 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let mut exec_failed = false;
     if let Err(launch::ExecFailed(error)) = spawned.wait_exec() {
         exec_failed = true;
-        notify(&mut b.notices, Notice::ExecFailed { program, error });
+        let hint = (error.raw_os_error() == Some(libc::EACCES))
+            .then(|| outside_roots_hint(&policy, &program))
+            .flatten();
+        notify(
+            &mut b.notices,
+            Notice::ExecFailed {
+                program,
+                error,
+                hint,
+            },
+        );
     }
     d.armed = false;
     Ok(Running::new(Active {
@@ -258,4 +268,29 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         notices: b.notices.take(),
         progress: b.progress.take(),
     }))
+}
+
+/// Why Landlock refused to execute `program`, when it is because the program lies outside
+/// every read and write root (the kernel does not tell guard; it can see it for itself).
+fn outside_roots_hint(policy: &policy::Policy, program: &std::path::Path) -> Option<String> {
+    if policy.mode != policy::Mode::Enforce {
+        return None;
+    }
+    let real = std::fs::canonicalize(program).ok()?;
+    let inside = policy
+        .fs
+        .read
+        .iter()
+        .chain(&policy.fs.write)
+        .filter_map(|root| std::fs::canonicalize(root).ok())
+        .any(|root| real.starts_with(root));
+    if inside {
+        return None;
+    }
+    let dir = real.parent().unwrap_or(&real);
+    Some(format!(
+        "{} lies outside the profile's read roots (Landlock refused it); to allow, add {} to [fs] read",
+        real.display(),
+        dir.display()
+    ))
 }

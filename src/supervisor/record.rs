@@ -106,6 +106,7 @@ impl Record {
             addr: self.addr,
             cwd: self.cwd.map(Into::into),
             verdict: match self.verdict.action {
+                _ if self.verdict.is_kernel_error() => audit::Verdict::Error,
                 Action::Allow => audit::Verdict::Allow,
                 Action::Deny => audit::Verdict::Deny,
                 Action::Risky => audit::Verdict::Risky,
@@ -126,7 +127,7 @@ pub(super) fn record(core: &Core, r: Record, start: Instant) {
     core.audit.decision(r.into_event(seq, latency_us));
 }
 
-fn format_addr(a: &policy::NetAddr) -> String {
+pub(super) fn format_addr(a: &policy::NetAddr) -> String {
     use policy::NetAddr;
     match a {
         NetAddr::Inet(s) => s.to_string(),
