@@ -1034,7 +1034,23 @@ action = "kill"
         assert!(strict.net.connect.is_empty() && !strict.net.dns);
 
         let ci = load(&["ci".into()], &vars()).unwrap();
-        assert!(ci.fs.read.iter().all(|r| !r.starts_with("/home/u")));
+        // Under the home directory, ci reads the toolchains and cargo's home, nothing else.
+        let toolchains = [
+            ".cargo/bin",
+            ".rustup",
+            ".pyenv",
+            ".nvm",
+            ".local/bin",
+            ".local/lib",
+            ".local/share/pipx",
+            ".local/share/uv",
+            ".cargo",
+        ]
+        .map(|t| PathBuf::from("/home/u").join(t));
+        for r in ci.fs.read.iter().filter(|r| r.starts_with("/home/u")) {
+            assert!(toolchains.contains(r), "{}", r.display());
+        }
+        assert!(ci.home.private && strict.home.private);
         assert!(ci.net.dns);
         let agent = load(&[], &vars()).unwrap();
         assert_eq!(agent.name, "agent", "agent is the default");
@@ -1052,6 +1068,21 @@ action = "kill"
         assert!(agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"));
         assert!(agent.fs.protect_anchors.contains(&PathBuf::from("/ws")));
         assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));
+        assert!(!agent.home.private);
+        assert_eq!(
+            agent.home.redact,
+            [(
+                "NPM_CONFIG_USERCONFIG".to_string(),
+                PathBuf::from("/home/u/.npmrc")
+            )]
+        );
+        for p in [&agent, &ci, &strict] {
+            assert!(
+                p.home.locate.iter().any(|(v, _)| v == "RUSTUP_HOME"),
+                "{}",
+                p.name
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@
 mod builder;
 mod finish;
 mod history;
+mod home;
 mod outcome;
 mod prepare;
 mod profiles;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::builder::{NoticeFn, RunBuilder};
 use super::prepare::{cstring, dirs, policy};
 use super::running::{Active, ProcessState, Running};
-use super::{start, Notice, RunError};
+use super::{home, start, Notice, RunError};
 use crate::audit::{self, AuditWriter, Event};
 use crate::confine::{self, features, Feature, Features};
 use crate::journal::{self, Journal, RunMeta};
@@ -42,6 +42,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .collect();
     d.profile = b.profiles.describe();
     let policy = policy(&mut b, &d)?;
+    home::create_write_roots(&policy);
     let otlp = audit::OtlpConfig::detect(b.audit_otlp.as_deref(), &d.run_dir.id, &|name| {
         std::env::var(name).ok()
     })
@@ -82,7 +83,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         _ => argv[0].clone(),
     };
     let program = launch::resolve_program(&name, path_var.as_deref())?;
-    let extra = [
+    let mut extra = vec![
         ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
         ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
         (
@@ -90,7 +91,9 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             d.workspace.as_os_str().to_os_string(),
         ),
     ];
-    let envp = launch::sanitize_env(base_env, &policy.env, &extra);
+    extra.extend(home::private_home(&policy, &d.tmp)?);
+    let mut envp = launch::sanitize_env(base_env, &policy.env, &extra);
+    home::tool_variables(&policy, &d.tmp, &mut envp)?;
     let c_argv: Vec<CString> = argv.iter().map(|a| cstring(a.clone().into_vec())).collect();
 
     // 4. The confinement, built in the parent, from one probe of the kernel.
