@@ -48,6 +48,9 @@ pub struct Unit {
     /// The file it was read from, absolute (canonical when it could be resolved); `None` for
     /// a built-in.
     file: Option<PathBuf>,
+    /// A configuration file found without a flag: it refines the profile and keeps its name
+    /// unless it says `name = ...`.
+    pub config: bool,
     /// Identity for cycle and duplicate detection.
     key: String,
     /// The name a profile gets when it does not say `name = ...`.
@@ -60,6 +63,11 @@ impl Unit {
     /// The file this profile was read from; `None` for a built-in.
     pub fn file(&self) -> Option<&PathBuf> {
         self.file.as_ref()
+    }
+
+    /// Whether this profile says `extends = ...`.
+    pub fn extends(&self) -> bool {
+        self.raw.extends.is_some()
     }
 }
 
@@ -156,6 +164,7 @@ fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyEr
     Ok(Unit {
         display,
         file,
+        config: false,
         key,
         default_name,
         text,

@@ -33,4 +33,4 @@ pub use net::NetMatcher;
 pub use paths::normalize;
 pub use react::{react, Reaction, Situation};
 pub use render::render;
-pub use resolve::{check, load};
+pub use resolve::{check, load, load_layers};

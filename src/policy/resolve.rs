@@ -63,6 +63,49 @@ pub fn load(specs: &[String], vars: &Vars) -> Result<Policy, PolicyError> {
     resolve(&specs, &units, vars)
 }
 
+/// Loads the profiles of a run that also found configuration files without a flag (`config`:
+/// the user's `config.toml`, then the workspace's `.guard.toml`, as found; each taken as a
+/// path). The layers, later ones winning where they set the same scalar:
+/// 1. the default profile, `agent`, when no profile is named and no configuration file
+///    `extends` one;
+/// 2. the configuration files, in the order given;
+/// 3. the named profiles (`-p`), in order.
+///
+/// So with `-p`, what the named profiles' chains set wins over the files (which still add to
+/// the lists); without it, the files refine the default.
+pub fn load_layers(
+    specs: &[String],
+    config: &[PathBuf],
+    vars: &Vars,
+) -> Result<Policy, PolicyError> {
+    let config_specs: Vec<String> = config.iter().map(|p| p.display().to_string()).collect();
+    let config_parsed: Vec<Spec> = config.iter().map(|p| Spec::Path(p.clone())).collect();
+    let mut all_specs = Vec::new();
+    let mut parsed = Vec::new();
+    if specs.is_empty() {
+        let config_units = chain::load_all(&config_parsed)?;
+        if !config_units.iter().any(Unit::extends) {
+            all_specs.push("agent".to_string());
+            parsed.push(Spec::Builtin("agent".to_string()));
+        }
+    }
+    all_specs.extend(config_specs);
+    parsed.extend(config_parsed);
+    for s in specs {
+        all_specs.push(s.clone());
+        parsed.push(Spec::classify(s, None));
+    }
+    let mut units = chain::load_all(&parsed)?;
+    let config: Vec<PathBuf> = config
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    for unit in &mut units {
+        unit.config = unit.file().is_some_and(|f| config.contains(f));
+    }
+    resolve(&all_specs, &units, vars)
+}
+
 /// Loads one profile file (always taken as a path, whatever its name) for
 /// `guard profile check FILE`.
 pub fn check(path: &Path, vars: &Vars) -> Result<Policy, PolicyError> {
@@ -215,10 +258,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         }
     }
 
-    acc.name = raw
-        .name
-        .clone()
-        .unwrap_or_else(|| unit.default_name.clone());
+    acc.name = match (&raw.name, unit.config) {
+        (Some(name), _) => name.clone(),
+        (None, true) if !acc.name.is_empty() => acc.name.clone(),
+        (None, _) => unit.default_name.clone(),
+    };
     if let Some(d) = &raw.description {
         acc.description = Some(d.clone());
     }

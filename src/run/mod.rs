@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod config;
 mod finish;
 mod history;
 mod home;

@@ -49,6 +49,12 @@ pub enum Notice {
     },
     /// Policy stopped the run (a `kill` rule, or `on-deny = "kill"`).
     PolicyStop,
+    /// A workspace configuration file was found but not used: its user has not trusted it
+    /// (or it changed since).
+    UntrustedConfig {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for Notice {
@@ -87,6 +93,12 @@ impl fmt::Display for Notice {
             Notice::PolicyStop => {
                 f.write_str("the run was stopped by policy; see `guard log --denied`")
             }
+            Notice::UntrustedConfig { path } => write!(
+                f,
+                "warning: not using {}: it is not trusted (new, or changed since it was trusted)\nhint: read it, then `guard profile trust {}` to use it from now on",
+                path.display(),
+                path.display()
+            ),
         }
     }
 }

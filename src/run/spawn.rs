@@ -41,7 +41,10 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     d.profile = b.profiles.describe();
-    let policy = policy(&mut b, &d)?;
+    let (policy, untrusted) = policy(&mut b, &d)?;
+    if let Some(path) = untrusted {
+        notify(&mut b.notices, Notice::UntrustedConfig { path });
+    }
     home::create_write_roots(&policy);
     let otlp = audit::OtlpConfig::detect(b.audit_otlp.as_deref(), &d.run_dir.id, &|name| {
         std::env::var(name).ok()
