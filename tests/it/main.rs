@@ -3,6 +3,7 @@
 mod bins;
 mod util;
 
+mod agents;
 mod attacks;
 mod audit_log;
 mod audit_query;
