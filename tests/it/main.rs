@@ -3,6 +3,7 @@
 mod bins;
 mod util;
 
+mod agent_session;
 mod agents;
 mod attacks;
 mod audit_log;
