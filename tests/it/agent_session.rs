@@ -28,7 +28,7 @@ impl Daemon {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new("git")
+        let mut child = Command::new("git")
             .arg("daemon")
             .arg("--reuseaddr")
             .arg("--export-all")
@@ -49,6 +49,8 @@ impl Daemon {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("git daemon did not listen on port {port}");
     }
 }
