@@ -106,6 +106,15 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .map_err(|errno| RunError::NoNotify(io::Error::from_raw_os_error(errno)))?;
     let features = Features::of_kernel(&kernel, &b.features);
     let prepared = confine::landlock::prepare(&policy, &features)?;
+    let exec_roots = prepared.ruleset.is_some().then(|| {
+        policy
+            .fs
+            .read
+            .iter()
+            .chain(&policy.fs.write)
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect::<Vec<_>>()
+    });
     let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
     let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
@@ -218,6 +227,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         journal: Some(journal),
         root: command_pid as u32,
         tree: tree.clone(),
+        exec_roots,
     })
     .spawn();
     let supervisor = match supervisor {

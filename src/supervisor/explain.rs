@@ -59,6 +59,9 @@ pub struct Explanations {
     pub rate_limited: u64,
     /// Not written: the profile says `[report] denials = "none"`.
     pub off: u64,
+    /// Execs the policy allowed that Landlock refuses (the program lies outside the roots it
+    /// grants execute on); not refusals by policy, so not in `by_rule`.
+    pub landlock_execs: u64,
 }
 
 impl Explanations {
@@ -152,6 +155,53 @@ pub(super) fn tell(core: &Core, pid: u32, judged: &Judged, verdict: &Verdict, po
         Delivery::NoStream => refusals.stats.no_stream += 1,
         Delivery::WouldBlock => refusals.stats.would_block += 1,
     }
+}
+
+/// An exec the policy allows, of a program that lies outside every root Landlock grants
+/// execute on: the kernel refuses it (EACCES, the shell's 126) after the supervisor lets it
+/// through, and does not tell guard. The caller is told the same way as for a refusal (once
+/// per process and program, counted in `landlock_execs`), and the returned note goes into the
+/// decision's reason. `None` for everything else.
+pub(super) fn landlock_refuses_exec(
+    core: &Core,
+    pid: u32,
+    r: &super::resolve::Resolved,
+    policy: &Policy,
+) -> Option<String> {
+    let roots = core.exec_roots.as_ref()?;
+    if r.op != Op::Exec || r.exe_anonymous {
+        return None;
+    }
+    let exe = std::fs::canonicalize(r.exe.as_ref()?).ok()?;
+    if roots.iter().any(|root| exe.starts_with(root)) {
+        return None;
+    }
+    let dir = exe.parent().unwrap_or(&exe);
+    let shown = audit::escape_for_terminal(exe.as_os_str().as_bytes());
+    let note = format!("Landlock refuses it: {shown} lies outside the read roots");
+    let mut refusals = lock(&core.refusals);
+    refusals.stats.landlock_execs += 1;
+    if policy.report.denials == Denials::None
+        || !refusals
+            .told
+            .insert((pid, "landlock".into(), shown.clone()))
+        || !refusals.limit.admit()
+    {
+        return Some(note);
+    }
+    drop(refusals);
+    let line = format!(
+        "guard: the kernel will refuse exec of {shown}: outside the read roots (Landlock); to allow, add {} to [fs] read\n",
+        audit::escape_for_terminal(dir.as_os_str().as_bytes())
+    );
+    let result = deliver(pid, line.as_bytes());
+    let mut refusals = lock(&core.refusals);
+    match result {
+        Delivery::Written => refusals.stats.written += 1,
+        Delivery::NoStream => refusals.stats.no_stream += 1,
+        Delivery::WouldBlock => refusals.stats.would_block += 1,
+    }
+    Some(note)
 }
 
 /// The operation and the printable target of a call.

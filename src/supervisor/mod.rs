@@ -96,6 +96,8 @@ struct Core {
     root: u32,
     /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
+    /// See [`Setup::exec_roots`].
+    exec_roots: Option<Vec<PathBuf>>,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
@@ -137,6 +139,10 @@ pub struct Setup {
     pub root: u32,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
+    /// The roots Landlock grants execute on (read and write roots, canonical), when a Landlock
+    /// ruleset is in force: an exec of a program outside them is explained to the caller,
+    /// since the kernel refuses it after the supervisor lets it through.
+    pub exec_roots: Option<Vec<PathBuf>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -157,6 +163,7 @@ impl Supervisor {
             journal,
             root,
             tree,
+            exec_roots,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         Supervisor {
@@ -173,6 +180,7 @@ impl Supervisor {
                 refusals: Mutex::new(explain::Refusals::default()),
                 root,
                 tree,
+                exec_roots,
                 transactional: journal.is_some(),
                 tx: Mutex::new(TxState {
                     journal,
@@ -267,6 +275,9 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         &judged,
     ) {
         (react::Next::Perform(tx), Judged::Call(r)) => {
+            if let Some(note) = explain::landlock_refuses_exec(core, n.pid, r, &policy) {
+                record.note(Some(note));
+            }
             let (answer, note) = perform::perform(core, &n, r, tx, inject, &policy);
             record.note(note);
             answer

@@ -242,3 +242,54 @@ fn run_end_counts_agree_with_log_denied() {
         out.stderr()
     );
 }
+
+#[test]
+fn an_exec_that_landlock_refuses_is_explained_to_the_shell_and_the_command_gets_a_hint() {
+    let w = Workspace::new();
+    std::fs::set_permissions(&w.outside, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let tool = w.outside.join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho ran\n").expect("write");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (out, captured) = piped(
+        &w,
+        &["agent"],
+        "landlock.out",
+        &format!("{}; echo \"status $?\"", tool.display()),
+    );
+    out.expect_code(0);
+    assert!(
+        captured.contains("status 126"),
+        "the kernel refused it: {captured}"
+    );
+    assert!(!captured.contains("ran"), "{captured}");
+    let expected = format!(
+        "guard: the kernel will refuse exec of {}: outside the read roots (Landlock); to allow, add {} to [fs] read",
+        tool.display(),
+        w.outside.display()
+    );
+    assert!(captured.contains(&expected), "{captured}");
+    let exec = w
+        .decisions()
+        .into_iter()
+        .find(|d| d["op"] == "exec" && d["exe"] == tool.display().to_string())
+        .expect("the exec is in the log");
+    assert!(
+        exec["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Landlock refuses it"),
+        "{exec}"
+    );
+
+    // The run's own command: guard says why it could not be executed.
+    let out = w.exec(&["agent"]).run(&[tool.display().to_string()]);
+    out.expect_code(126);
+    assert!(
+        out.stderr().contains(&format!(
+            "lies outside the profile's read roots (Landlock refused it); to allow, add {} to [fs] read",
+            w.outside.display()
+        )),
+        "{}",
+        out.stderr()
+    );
+}
