@@ -4,9 +4,13 @@
 //! is [`policy::explain`]'s).
 //!
 //! Promises:
-//! - never blocks the caller or a supervisor thread: the write is `RWF_NOWAIT` (a pipe or
-//!   socket that is full is skipped), and only to a pipe, a terminal, a regular file or a unix
-//!   stream socket; anything else is skipped. Every skip is counted ([`Explanations`]);
+//! - never blocks the caller or a supervisor thread: the write is `RWF_NOWAIT`, `MSG_DONTWAIT`
+//!   for a socket, or goes through a non-blocking reopening of the descriptor where a pipe,
+//!   FIFO or terminal does not support `RWF_NOWAIT` (a full one is skipped), and only to a
+//!   pipe, a terminal, a regular file or a unix stream socket; anything else is skipped.
+//!   Every skip is counted ([`Explanations`]). A pipe whose reader is gone raises SIGPIPE in
+//!   the writing thread, which Rust programs (guard included) ignore; an embedding program
+//!   must ignore it too;
 //! - once per (process, rule, target), and at most [`PER_SEC`] lines a second (burst
 //!   [`BURST`]) for the whole run;
 //! - written before the call is answered, so the line comes before the program's own message
@@ -249,7 +253,11 @@ enum Delivery {
     WouldBlock,
 }
 
-/// Write `line` to the stderr of thread `pid`'s process, without waiting.
+/// Write `line` to the stderr of thread `pid`'s process, without waiting: a socket with
+/// `MSG_DONTWAIT`; anything else with `RWF_NOWAIT` where the file supports it. A pipe or FIFO
+/// or a terminal that does not is reopened through `/proc/PID/fd/2` with `O_NONBLOCK` (a new
+/// open file description: the process's own flags stay as they are), after checking it is
+/// the same object; a regular file is written as it is (it does not wait on a reader).
 fn deliver(pid: u32, line: &[u8]) -> Delivery {
     let Ok(fd) = sys::process::pidfd_for_thread(pid)
         .and_then(|p| sys::process::pidfd_getfd(p.as_fd(), libc::STDERR_FILENO))
@@ -259,25 +267,46 @@ fn deliver(pid: u32, line: &[u8]) -> Delivery {
     let Some(kind) = kind(&fd) else {
         return Delivery::NoStream;
     };
+    let done = |r: nix::Result<usize>| match r {
+        Ok(_) => Delivery::Written,
+        Err(nix::errno::Errno::EAGAIN) => Delivery::WouldBlock,
+        Err(_) => Delivery::NoStream,
+    };
+    if kind == Kind::Socket {
+        use nix::sys::socket::{send, MsgFlags};
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        return done(send(std::os::fd::AsRawFd::as_raw_fd(&fd), line, flags));
+    }
     match sys::stream::write_nowait(fd.as_fd(), line) {
         Ok(_) => Delivery::Written,
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && kind != Kind::File => {
             Delivery::WouldBlock
         }
-        // A file system without RWF_NOWAIT for buffered writes, or a terminal (no RWF_NOWAIT
-        // support): neither blocks for long on a line; a terminal is asked first.
         Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EOPNOTSUPP)) => {
-            if kind == Kind::Terminal && !writable_now(&fd) {
-                return Delivery::WouldBlock;
+            if kind == Kind::File {
+                return done(nix::unistd::write(&fd, line));
             }
-            match nix::unistd::write(&fd, line) {
-                Ok(_) => Delivery::Written,
-                Err(nix::errno::Errno::EAGAIN) => Delivery::WouldBlock,
-                Err(_) => Delivery::NoStream,
+            match reopen_nonblocking(pid, &fd) {
+                Some(nb) => done(nix::unistd::write(&nb, line)),
+                None => Delivery::NoStream,
             }
         }
         Err(_) => Delivery::NoStream,
     }
+}
+
+/// `/proc/PID/fd/2` opened again for writing with `O_NONBLOCK`, when it still is `same`.
+fn reopen_nonblocking(pid: u32, same: &OwnedFd) -> Option<OwnedFd> {
+    use nix::fcntl::OFlag;
+    let path = format!("/proc/{pid}/fd/{}", libc::STDERR_FILENO);
+    let flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let fd = sys::fs::openat(None, path.as_str(), flags, nix::sys::stat::Mode::empty()).ok()?;
+    let id = |f: &OwnedFd| {
+        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(f))
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino))
+    };
+    (id(&fd).is_some() && id(&fd) == id(same)).then_some(fd)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,14 +335,4 @@ fn kind(fd: &OwnedFd) -> Option<Kind> {
         }
         _ => None,
     }
-}
-
-/// Whether a write to `fd` would not block right now.
-fn writable_now(fd: &OwnedFd) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
-        && fds[0].revents().is_some_and(|r| {
-            r.contains(PollFlags::POLLOUT) && !r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)
-        })
 }

@@ -293,3 +293,44 @@ fn an_exec_that_landlock_refuses_is_explained_to_the_shell_and_the_command_gets_
         out.stderr()
     );
 }
+
+#[test]
+fn an_explanation_that_would_block_is_skipped_and_counted_and_the_call_is_answered() {
+    let w = Workspace::new();
+    let target = w.outside.join("x");
+    // The probe's stderr is a FIFO that is full (64 KiB, its capacity) and that nobody
+    // drains: writing the line would block, so guard must skip it.
+    let script = format!(
+        "mkfifo full && exec 3<>full && head -c 65536 /dev/zero >&3 && {} write {} data 2>&3; echo \"after $?\"",
+        w.probe(),
+        target.display()
+    );
+    let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    out.expect_code(0);
+    assert!(out.stdout().contains("errno 13 EACCES"), "{}", out.stdout());
+    assert!(out.stdout().contains("after"), "{}", out.stdout());
+    assert!(
+        out.stderr().contains(
+            "1 call refused (1 fs.write-roots); 0 explained on the refused process's stderr, 1 not"
+        ),
+        "{}",
+        out.stderr()
+    );
+    assert!(!target.exists());
+
+    // A FIFO with room (no RWF_NOWAIT there either): the line goes through. The reader writes
+    // to the stdout it inherited, so none of its own calls waits on the FIFO's writer.
+    let script = format!(
+        "mkfifo open && {{ cat open & pid=$!; }} && exec 4>open && {} write {} data 2>&4; exec 4>&-; wait $pid",
+        w.probe(),
+        target.display()
+    );
+    let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    out.expect_code(0);
+    let seen = out.stdout();
+    assert!(
+        seen.contains("guard: refused create of"),
+        "{seen:?}\n{}",
+        out.stderr()
+    );
+}
