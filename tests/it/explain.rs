@@ -318,10 +318,11 @@ fn an_explanation_that_would_block_is_skipped_and_counted_and_the_call_is_answer
     );
     assert!(!target.exists());
 
-    // A FIFO with room (no RWF_NOWAIT there either): the line goes through. The reader writes
-    // to the stdout it inherited, so none of its own calls waits on the FIFO's writer.
+    // A FIFO with room (no RWF_NOWAIT there either): the line goes through. The shell holds
+    // it open for reading and writing, so no open of it waits for a partner, and reads the
+    // line back.
     let script = format!(
-        "mkfifo open && {{ cat open & pid=$!; }} && exec 4>open && {} write {} data 2>&4; exec 4>&-; wait $pid",
+        "mkfifo open && exec 4<>open && {} write {} data 2>&4; read line <&4; echo \"got: $line\"",
         w.probe(),
         target.display()
     );
@@ -329,7 +330,7 @@ fn an_explanation_that_would_block_is_skipped_and_counted_and_the_call_is_answer
     out.expect_code(0);
     let seen = out.stdout();
     assert!(
-        seen.contains("guard: refused create of"),
+        seen.contains("got: guard: refused create of"),
         "{seen:?}\n{}",
         out.stderr()
     );
