@@ -353,6 +353,8 @@ mod tests {
                 connect_matcher: crate::policy::NetMatcher::new(&connect),
                 connect,
                 bind: None,
+                bind_addrs: Vec::new(),
+                resolve: Vec::new(),
                 dns: false,
             },
             transaction: TransactionPolicy {

@@ -135,6 +135,7 @@ impl Resolved {
             exe_anonymous: self.exe_anonymous,
             cwd: self.cwd.as_deref(),
             addr: self.addr.as_ref(),
+            name: None,
             reopens_own_pipe: matches!(
                 &self.act,
                 Act::Open { at, .. } if at.kind == Some(Kind::Magic)
