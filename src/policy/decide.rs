@@ -31,6 +31,20 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     if policy.mode == Mode::Observe {
         return allow(Builtin::Observe, None);
     }
+    if let (Op::Dns, Some(_)) = (req.op, req.addr) {
+        // A query goes to a nameserver: the nameserver must be one the program may reach.
+        let to_server = decide(
+            policy,
+            &Request {
+                name: None,
+                ..Request::new(Op::Connect)
+            }
+            .with_addr(req.addr),
+        );
+        if !matches!(to_server.action, Action::Allow | Action::Risky) {
+            return to_server;
+        }
+    }
     if let Some(rule) = policy.rules.iter().find(|r| rule_matches(r, req)) {
         let errno = match rule.action {
             Action::Allow | Action::Risky => 0,
@@ -746,7 +760,19 @@ mod tests {
              resolve = [\"*.corp.test\", \"exact.test\"]\n",
         )
         .unwrap();
-        let p = load(&[layer.display().to_string()], &vars()).unwrap();
+        let mut p = load(&[layer.display().to_string()], &vars()).unwrap();
+        // What the supervisor adds for `dns = true`: the nameservers of /etc/resolv.conf.
+        p.net.connect.push(NetTarget::Cidr {
+            addr: "10.0.0.53".parse().unwrap(),
+            prefix: 32,
+            port: Some(53),
+        });
+        let other = net(&p, Op::Dns, &inet("10.9.9.9:53"), Some("crates.io"));
+        assert_eq!(
+            (other.action, other.rule.as_str()),
+            (Action::Deny, "net.connect"),
+            "a nameserver the profile does not reach"
+        );
         let ns = inet("10.0.0.53:53");
         let dns = |name: &str| net(&p, Op::Dns, &ns, Some(name));
         for ok in [

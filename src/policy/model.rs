@@ -318,6 +318,11 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// This request with `addr` as its address.
+    pub fn with_addr(self, addr: Option<&'a NetAddr>) -> Self {
+        Request { addr, ..self }
+    }
+
     /// A request with only the operation set; fill in the rest with struct update syntax.
     pub fn new(op: Op) -> Self {
         Request {

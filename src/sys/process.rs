@@ -307,6 +307,33 @@ pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
     pidfd_open(tgid)
 }
 
+/// A pidfd for the process that thread `tid` belongs to, cheaply: pidfd_open on the thread
+/// itself works for a thread group leader (and for any thread since Linux 6.9 with
+/// PIDFD_THREAD); otherwise through /proc, as [`pidfd_for_thread`].
+pub fn pidfd_for_caller(tid: u32) -> io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+    let tid_t =
+        libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    for flags in [0, PIDFD_THREAD] {
+        // SAFETY: plain integer arguments; returns a new descriptor or -1.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, tid_t, flags) };
+        if rc >= 0 {
+            return owned_fd(rc);
+        }
+    }
+    pidfd_for_thread(tid)
+}
+
+/// tgkill(2): send `sig` to thread `tid` of process `tgid`.
+pub fn tgkill(tgid: u32, tid: u32, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Put `sig` back to its default disposition (so raising it ends the process the way it ended
 /// the command).
 pub fn reset_signal_to_default(sig: nix::sys::signal::Signal) -> nix::Result<()> {
