@@ -16,6 +16,8 @@ mod fs_boundary;
 mod git;
 mod journal_limits;
 mod library;
+mod net;
+mod netns;
 mod otlp;
 mod pjdfstest;
 mod process;

@@ -148,7 +148,10 @@ pub fn dns_connect(pid: u32, sock: i32, ns: SocketAddr) -> Option<NetAct> {
 }
 
 /// Connect the caller's socket to the relay, and tell the relay which nameserver the caller
-/// meant, keyed by the socket's local address.
+/// meant, keyed by the socket's local address. The relay must know the socket before the
+/// connect: over loopback a TCP handshake completes inside connect(), and the relay may
+/// accept the connection before connect returns. So an unbound socket is first bound to the
+/// loopback address the connect would have chosen.
 pub fn connect_to_relay(
     state: &Arc<NetState>,
     relay: &Relay,
@@ -158,25 +161,48 @@ pub fn connect_to_relay(
     let Some(target) = relay.target(c.stream, c.domain) else {
         return Outcome::Failed(libc::ENETUNREACH);
     };
-    let result = connect_raw(c.sock.as_fd(), &sockaddr_bytes(target, c.domain));
-    let pending = matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS));
-    if result.is_ok() || pending {
-        if let Some(NetAddr::Inet(local)) = sockname_raw(c.sock.as_fd())
-            .ok()
-            .and_then(|raw| decode_sockaddr(&raw, n.pid).ok())
-        {
-            state.register(
-                local,
-                Client {
-                    upstream: c.upstream,
-                    pid: n.pid,
-                },
-            );
-        }
-    }
-    match result {
+    let local = match local_address(c, target) {
+        Ok(l) => l,
+        Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    state.register(
+        local,
+        Client {
+            upstream: c.upstream,
+            pid: n.pid,
+        },
+    );
+    match connect_raw(c.sock.as_fd(), &sockaddr_bytes(target, c.domain)) {
         Ok(()) => Outcome::Done(0),
         Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// The local address `c`'s socket will have once connected to `target`: its bound address
+/// (a wildcard address stands for the loopback one the connect picks), or, when it is not
+/// bound, the one guard binds it to now.
+fn local_address(c: &ConnectDns, target: SocketAddr) -> io::Result<SocketAddr> {
+    let bound = sockname_raw(c.sock.as_fd())
+        .ok()
+        .and_then(|raw| decode_sockaddr(&raw, 0).ok());
+    let loopback = target.ip();
+    match bound {
+        Some(NetAddr::Inet(sa)) if sa.port() != 0 => Ok(if sa.ip().is_unspecified() {
+            SocketAddr::new(loopback, sa.port())
+        } else {
+            sa
+        }),
+        _ => {
+            crate::sys::net::bind_raw(
+                c.sock.as_fd(),
+                &sockaddr_bytes(SocketAddr::new(loopback, 0), c.domain),
+            )?;
+            match sockname_raw(c.sock.as_fd()).and_then(|raw| decode_sockaddr(&raw, 0)) {
+                Ok(NetAddr::Inet(sa)) => Ok(sa),
+                Ok(_) => Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
+                Err(e) => Err(e),
+            }
+        }
     }
 }
 
