@@ -94,7 +94,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             d.workspace.as_os_str().to_os_string(),
         ),
     ];
-    if let Some(v) = crate::supervisor::resolver_options(&policy, res_options) {
+    if let Some(v) = crate::supervisor::resolver_options(
+        &policy,
+        res_options,
+        crate::sys::process::glibc_version(),
+    ) {
         extra.push(("RES_OPTIONS".to_string(), v));
     }
     let envp = launch::sanitize_env(base_env, &policy.env, &extra);

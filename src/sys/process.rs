@@ -324,6 +324,25 @@ pub fn pidfd_for_caller(tid: u32) -> io::Result<OwnedFd> {
     pidfd_for_thread(tid)
 }
 
+/// The version of the GNU C library guard runs with (`gnu_get_libc_version`), as (major,
+/// minor); `None` under another C library.
+pub fn glibc_version() -> Option<(u32, u32)> {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: gnu_get_libc_version takes no arguments and returns a pointer to a static,
+        // NUL-terminated string that lives as long as the process.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        let mut parts = v.to_str().ok()?.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        None
+    }
+}
+
 /// tgkill(2): send `sig` to thread `tid` of process `tgid`.
 pub fn tgkill(tgid: u32, tid: u32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: plain integer arguments.

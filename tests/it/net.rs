@@ -382,6 +382,18 @@ fn a_wildcard_rule_admits_only_what_an_allowed_name_resolved_to() {
         "ok connected=127.0.0.7:8443"
     );
     assert_eq!(sink.count(), 1);
+    // Asked with sendto (musl's way, answered by the nameserver itself): guard asked the
+    // same question first and learned the answer.
+    assert_eq!(
+        run(&[
+            "dns-sendto-connect",
+            "127.0.0.1:53",
+            "api.wild.test",
+            "8443"
+        ]),
+        "ok connected=127.0.0.7:8443"
+    );
+    assert_eq!(sink.count(), 2);
     // A name outside the wildcard is not even asked.
     assert!(run(&["resolve", "wild.test"]).starts_with("resolve-failed"));
     let asked = d.allowed.asked.lock().expect("lock").clone();

@@ -37,15 +37,25 @@ use super::Core;
 /// At most this many addresses are learned for one host entry.
 const LEARNED_MAX: usize = 256;
 
+/// The GNU C library from which on its resolver takes a UDP answer by its id and question
+/// alone: verified on 2.36 (guard's relay answers glibc's queries there), whose send_dg no
+/// longer compares the answer's source with the nameserver's address.
+const GLIBC_WITHOUT_SOURCE_CHECK: (u32, u32) = (2, 36);
+
 /// The `RES_OPTIONS` the command gets under `policy`, given the one it would have had
-/// (`current`): `use-vc` appended when the policy lets it reach a nameserver, so glibc's
-/// resolver asks over TCP. Over UDP, glibc takes an answer only from the address it sent to
-/// (its reply-source check), and guard's relay answers from its own address; over TCP there
-/// is no such check. `None`: leave the variable as it is.
+/// (`current`) and the GNU C library of the machine (`glibc`, from guard's own): `use-vc`
+/// appended when the policy lets it reach a nameserver and the C library is older than
+/// [`GLIBC_WITHOUT_SOURCE_CHECK`]. Older resolvers drop a UDP answer that does not come from
+/// the nameserver's own address (`res_ourserver_p`), and guard's relay answers from its own;
+/// over TCP there is no such check. `None`: leave the variable as it is.
 pub fn resolver_options(
     policy: &Policy,
     current: Option<&std::ffi::OsStr>,
+    glibc: Option<(u32, u32)>,
 ) -> Option<std::ffi::OsString> {
+    if glibc.is_none_or(|v| v >= GLIBC_WITHOUT_SOURCE_CHECK) {
+        return None;
+    }
     let reaches_53 = policy.net.dns
         || policy.net.connect.iter().any(|t| match t {
             NetTarget::Cidr { port, .. } | NetTarget::Host { port, .. } => {
@@ -266,5 +276,31 @@ pub(super) fn carry(core: &Core, n: &Notif, act: &NetAct) {
     };
     if let Some(a) = a {
         answer::answer(core, n.id, a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_glibc_asks_over_tcp_when_a_nameserver_is_reachable() {
+        let vars = policy::Vars {
+            workspace: "/ws".into(),
+            home: None,
+            tmp: "/tmp/g".into(),
+            state: "/var/g".into(),
+        };
+        let agent = policy::load(&["agent".into()], &vars).expect("agent");
+        let strict = policy::load(&["strict".into()], &vars).expect("strict");
+        let old = Some((2, 31));
+        assert_eq!(resolver_options(&agent, None, old), Some("use-vc".into()));
+        assert_eq!(
+            resolver_options(&agent, Some("rotate".as_ref()), old),
+            Some("rotate use-vc".into())
+        );
+        assert_eq!(resolver_options(&strict, None, old), None, "no DNS at all");
+        assert_eq!(resolver_options(&agent, None, Some((2, 36))), None);
+        assert_eq!(resolver_options(&agent, None, None), None, "not glibc");
     }
 }

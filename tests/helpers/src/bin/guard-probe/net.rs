@@ -283,6 +283,29 @@ unsafe fn dns_sendto(ns: &libc::sockaddr_in, name: &str) -> String {
     recv_reply(s.as_raw_fd())
 }
 
+/// A DNS query with sendto, then a TCP connect to the first address of the answer at `port`.
+unsafe fn dns_sendto_connect(ns: &libc::sockaddr_in, name: &str, port: &str) -> String {
+    let answer = dns_sendto(ns, name);
+    let Some(first) = answer
+        .strip_prefix("ok answer rcode=0 addrs=")
+        .and_then(|a| a.split(',').next())
+        .filter(|a| !a.is_empty())
+    else {
+        return format!("no address: {answer}");
+    };
+    let to = v4(&OsString::from(format!("{first}:{port}")));
+    let s = socket(libc::SOCK_STREAM);
+    if libc::connect(
+        s.as_raw_fd(),
+        (&to as *const libc::sockaddr_in).cast(),
+        SIN_LEN,
+    ) != 0
+    {
+        return failed(errno());
+    }
+    format!("ok connected={first}:{port}")
+}
+
 /// A DNS query on a connected UDP socket with write() and read() (Go's way).
 unsafe fn dns_write(ns: &libc::sockaddr_in, name: &str) -> String {
     let s = socket(libc::SOCK_DGRAM);
@@ -375,6 +398,7 @@ pub fn dispatch(args: &[OsString]) -> Option<String> {
             "bind-udp" => bind_udp(&v4(&arg(1))),
             "dns-sendto" => dns_sendto(&v4(&arg(1)), &text(2)),
             "dns-write" => dns_write(&v4(&arg(1)), &text(2)),
+            "dns-sendto-connect" => dns_sendto_connect(&v4(&arg(1)), &text(2), &text(3)),
             "dns-tcp" => dns_tcp(&arg(1), &text(2)),
             "resolve" => resolve(&text(1), None),
             "resolve-connect" => resolve(&text(1), text(2).parse().ok()),
