@@ -53,8 +53,6 @@ pub struct Send {
     stream: bool,
     /// The caller's socket is non-blocking, or it asked for MSG_DONTWAIT.
     nonblocking: bool,
-    /// The thread group of the caller (for SIGPIPE).
-    tgid: u32,
     /// Descriptors passed with SCM_RIGHTS, duplicated from the caller; alive until sent.
     fds: Vec<OwnedFd>,
     /// A DNS query (to this nameserver) whose answer guard learns first, by asking itself.
@@ -70,7 +68,6 @@ impl Send {
             msgs: self.msgs.clone(),
             stream: self.stream,
             nonblocking: self.nonblocking,
-            tgid: self.tgid,
             fds: self
                 .fds
                 .iter()
@@ -81,15 +78,14 @@ impl Send {
     }
 }
 
-/// The caller's socket `sock`, duplicated, with its type and the caller's thread group.
-pub(super) fn duplicate(pid: u32, sock: i32) -> io::Result<(OwnedFd, OwnedFd, i32, u32)> {
+/// The caller's socket `sock`, duplicated, with the caller's pidfd and the socket's type.
+pub(super) fn duplicate(pid: u32, sock: i32) -> io::Result<(OwnedFd, OwnedFd, i32)> {
     let pidfd = crate::sys::process::pidfd_for_caller(pid)
         .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     let dup = crate::sys::process::pidfd_getfd(pidfd.as_fd(), sock)
         .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     let stype = crate::sys::net::sockopt_int(dup.as_fd(), libc::SO_TYPE)?;
-    let tgid = tgid_of(pid).unwrap_or(pid);
-    Ok((pidfd, dup, stype, tgid))
+    Ok((pidfd, dup, stype))
 }
 
 fn tgid_of(pid: u32) -> Option<u32> {
@@ -112,7 +108,6 @@ fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
 /// be the caller's own. Other control messages are passed as they are.
 fn translate_control(
     pid: u32,
-    tgid: u32,
     pidfd: &OwnedFd,
     control: &[u8],
 ) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
@@ -150,7 +145,7 @@ fn translate_control(
             let own = |key: &str, v: u32| {
                 status_field(pid, key).is_some_and(|ids| ids.iter().take(3).any(|&i| i == v))
             };
-            if cpid != tgid || !own("Uid:", uid) || !own("Gid:", gid) {
+            if Some(cpid) != tgid_of(pid) || !own("Uid:", uid) || !own("Gid:", gid) {
                 return Err(io::Error::from_raw_os_error(libc::EPERM));
             }
         }
@@ -177,7 +172,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory) -> Result<Resolution, Fa
             ))
         }
     };
-    let (pidfd, dup, stype, tgid) =
+    let (pidfd, dup, stype) =
         duplicate(n.pid, sock).map_err(|e| kernel(e, "not a socket of the caller"))?;
     let (kind, mut msgs) = match call.args {
         Args::SendTo { buf, len, addr, .. } => {
@@ -217,7 +212,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory) -> Result<Resolution, Fa
     let mut fds = Vec::new();
     for m in &mut msgs {
         if !m.control.is_empty() {
-            let (control, passed) = translate_control(n.pid, tgid, &pidfd, &m.control)
+            let (control, passed) = translate_control(n.pid, &pidfd, &m.control)
                 .map_err(|e| kernel(e, "cannot pass the control messages"))?;
             m.control = control;
             fds.extend(passed);
@@ -279,7 +274,6 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory) -> Result<Resolution, Fa
         msgs,
         stream,
         nonblocking,
-        tgid,
         fds,
         lookup,
     };
@@ -405,9 +399,9 @@ pub fn perform(state: &Arc<NetState>, n: &Notif, s: &Send) -> Outcome {
             ours | libc::MSG_DONTWAIT
         };
         match attempt(n, s, &mut at, flags) {
-            Ok(true) => return finish(state, n, s, settle(s, &at, Ok(()))),
+            Ok(true) => return finish(state, n, settle(s, &at, Ok(()))),
             Err(e) if s.nonblocking || e.raw_os_error() != Some(libc::EAGAIN) => {
-                return finish(state, n, s, settle(s, &at, Err(e)))
+                return finish(state, n, settle(s, &at, Err(e)))
             }
             // Blocking, and it would block (or sent in part): finish on a thread.
             Ok(false) | Err(_) => {}
@@ -417,7 +411,6 @@ pub fn perform(state: &Arc<NetState>, n: &Notif, s: &Send) -> Outcome {
         return finish(
             state,
             n,
-            s,
             settle(s, &at, Err(io::Error::from_raw_os_error(libc::EAGAIN))),
         );
     }
@@ -454,7 +447,7 @@ pub fn perform(state: &Arc<NetState>, n: &Notif, s: &Send) -> Outcome {
                 }
             }
             let outcome = settle(&owned, &at, end);
-            answer_later(&state, &n, &owned, outcome);
+            answer_later(&state, &n, outcome);
             SEND_WORKERS.fetch_sub(1, Ordering::Relaxed);
         });
     match spawned {
@@ -467,10 +460,10 @@ pub fn perform(state: &Arc<NetState>, n: &Notif, s: &Send) -> Outcome {
 }
 
 /// The outcome, with a broken pipe's SIGPIPE raised after the answer (see [`settle`]).
-fn finish(state: &Arc<NetState>, n: &Notif, s: &Send, outcome: Outcome) -> Outcome {
+fn finish(state: &Arc<NetState>, n: &Notif, outcome: Outcome) -> Outcome {
     if let Outcome::Failed(e) = outcome {
         if e == -libc::EPIPE {
-            answer_later(state, n, s, outcome);
+            answer_later(state, n, outcome);
             return Outcome::Answered;
         }
     }
@@ -478,7 +471,7 @@ fn finish(state: &Arc<NetState>, n: &Notif, s: &Send, outcome: Outcome) -> Outco
 }
 
 /// Answer the caller of `n` from here (a send thread, or a broken pipe).
-fn answer_later(state: &NetState, n: &Notif, s: &Send, outcome: Outcome) {
+fn answer_later(state: &NetState, n: &Notif, outcome: Outcome) {
     let (val, error, pipe) = match outcome {
         Outcome::Done(v) => (v, 0, false),
         Outcome::Failed(e) if e == -libc::EPIPE => (0, -libc::EPIPE, true),
@@ -487,6 +480,7 @@ fn answer_later(state: &NetState, n: &Notif, s: &Send, outcome: Outcome) {
     };
     let _ = state.listener.respond(n.id, val, error, false);
     if pipe {
-        let _ = crate::sys::process::tgkill(s.tgid, n.pid, libc::SIGPIPE);
+        let tgid = tgid_of(n.pid).unwrap_or(n.pid);
+        let _ = crate::sys::process::tgkill(tgid, n.pid, libc::SIGPIPE);
     }
 }

@@ -70,7 +70,7 @@ pub fn resolve_bind(
     let addr = decode_sockaddr(&raw, n.pid)
         .map_err(|e| Failure::undecodable(syscall, &e, "bad socket address"))?;
     let act = if matches!(addr, NetAddr::Inet(_)) {
-        let (_, dup, _, _) = duplicate(n.pid, sock)
+        let (_, dup, _) = duplicate(n.pid, sock)
             .map_err(|e| Failure::unresolved(syscall, &e, "not a socket of the caller"))?;
         Act::Net(Box::new(NetAct::Bind {
             sock: dup,
@@ -92,7 +92,7 @@ pub fn resolve_listen(
     backlog: i32,
 ) -> Result<Resolution, Failure> {
     let kernel = |e: io::Error| Failure::unresolved(syscall, &e, "not a socket of the caller");
-    let (_, dup, _, _) = duplicate(n.pid, sock).map_err(kernel)?;
+    let (_, dup, _) = duplicate(n.pid, sock).map_err(kernel)?;
     let domain = sockopt_int(dup.as_fd(), libc::SO_DOMAIN).map_err(kernel)?;
     let bound = sockname_raw(dup.as_fd())
         .ok()
@@ -129,7 +129,7 @@ pub fn resolve_listen(
 /// The act for connect(`sock`, nameserver `ns`): to the relay when the socket is a UDP or TCP
 /// one; `None` for any other socket (it is connected as it asked).
 pub fn dns_connect(pid: u32, sock: i32, ns: SocketAddr) -> Option<NetAct> {
-    let (_, dup, stype, _) = duplicate(pid, sock).ok()?;
+    let (_, dup, stype) = duplicate(pid, sock).ok()?;
     let domain = sockopt_int(dup.as_fd(), libc::SO_DOMAIN).ok()?;
     let stream = match stype {
         libc::SOCK_STREAM => true,
