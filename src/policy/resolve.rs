@@ -599,9 +599,9 @@ impl Cx<'_> {
         if addr.is_empty() && !raw.addr.is_empty() {
             return Ok(None);
         }
-        if !addr.is_empty() && !when.contains(&Op::Connect) {
+        if !addr.is_empty() && !when.iter().any(|op| op.is_net()) {
             return Err(bad(
-                "`addr` applies only to connect\nhint: add \"connect\" to `when`",
+                "`addr` applies only to connect, bind and dns\nhint: add \"connect\" to `when`",
             ));
         }
 
