@@ -65,6 +65,8 @@ pub enum Command {
     Diff(txn::DiffArgs),
     /// Undo a run (or roll it back to a checkpoint) after it ended.
     Rollback(txn::RollbackArgs),
+    /// Revert the newest rollback of a run (an undo of an undo redoes it).
+    Undo(txn::UndoArgs),
     /// Restore workspaces left by runs whose guard was killed or crashed.
     Recover(txn::RecoverArgs),
     /// Delete the journals of older runs, keeping the newest.
@@ -176,6 +178,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Report(args) => report::run(args),
         Command::Diff(args) => txn::diff(args),
         Command::Rollback(args) => txn::rollback(args),
+        Command::Undo(args) => txn::undo(args),
         Command::Recover(args) => txn::recover(args),
         Command::Prune(args) => txn::prune(args),
         Command::Profile { command } => profile::run(command),

@@ -1,11 +1,12 @@
-//! Small, fd-relative file-system steps the journal is built from: stat, rename, unlink, open,
-//! copy (reflink first), metadata restore and content hashing. Every path argument is one
-//! directory entry name under a directory fd, so no symlink in a parent can redirect a step.
+//! Small, fd-relative file-system steps the journal is built from: stat, rename, link, unlink,
+//! open, mkdir, metadata restore, directory listing and content hashing. Every path argument is
+//! one directory entry name under a directory fd, so no symlink in a parent can redirect a step.
+//! Copies (sparse-aware, whole trees) live in `copy.rs`.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
@@ -18,7 +19,7 @@ use sha2::{Digest as _, Sha256};
 use super::log::{Kind, Stat};
 use crate::sys;
 
-fn cstr(name: &OsStr) -> io::Result<CString> {
+pub fn cstr(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
@@ -26,6 +27,15 @@ fn cstr(name: &OsStr) -> io::Result<CString> {
 pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stat>> {
     match nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(Some(Stat::from_nix(&st))),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// fstatat(AT_SYMLINK_NOFOLLOW), the raw result (with ctime), `None` when absent.
+pub fn raw_stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
+    match nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
         Err(nix::errno::Errno::ENOENT) => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -44,6 +54,23 @@ pub fn rename_at(
         Some(to_dir.as_raw_fd()),
         to,
         flags,
+    )
+    .map_err(io::Error::from)
+}
+
+/// linkat(2) without following a final symlink.
+pub fn link_at(
+    from_dir: BorrowedFd<'_>,
+    from: &OsStr,
+    to_dir: BorrowedFd<'_>,
+    to: &OsStr,
+) -> io::Result<()> {
+    nix::unistd::linkat(
+        Some(from_dir.as_raw_fd()),
+        from,
+        Some(to_dir.as_raw_fd()),
+        to,
+        AtFlags::empty(),
     )
     .map_err(io::Error::from)
 }
@@ -93,30 +120,41 @@ pub fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, OsStr
     Ok((open_dir_beneath(root, parent)?, name))
 }
 
-/// Copies `src`'s content into `dst` (both regular files; `dst` empty): a FICLONE reflink when
-/// the filesystem can, else copy_file_range / read-write. Returns whether it reflinked.
-pub fn copy_content(src: &File, dst: &File) -> io::Result<bool> {
-    if sys::fs::ficlone(dst.as_fd(), src.as_fd()).is_ok() {
-        return Ok(true);
+/// The names in the directory `dir/name` (without `.` and `..`).
+pub fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<OsString>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut d = nix::dir::Dir::openat(Some(dir.as_raw_fd()), name, flags, Mode::empty())?;
+    let mut out = Vec::new();
+    for e in d.iter() {
+        let e = e?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(OsStr::from_bytes(n).to_owned());
+        }
     }
-    let mut src = src;
-    let mut dst = dst;
-    io::copy(&mut src, &mut dst)?;
-    Ok(false)
+    Ok(out)
 }
 
-/// Sets owner (when different), permission bits (not on symlinks) and times of `dir/name`.
+/// Sets owner (when different), permission bits (not on symlinks) and times of `dir/name`. An
+/// owner only root may give (EPERM for an unprivileged guard) is left as it is: such a restore
+/// cannot be exact, and everything else still is.
 pub fn set_meta_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> {
     let raw = Some(dir.as_raw_fd());
     if let Some(now) = stat_at(dir, name)? {
         if now.uid != st.uid || now.gid != st.gid {
-            nix::unistd::fchownat(
+            let chown = nix::unistd::fchownat(
                 raw,
                 name,
                 Some(Uid::from_raw(st.uid)),
                 Some(Gid::from_raw(st.gid)),
                 AtFlags::AT_SYMLINK_NOFOLLOW,
-            )?;
+            );
+            match chown {
+                Err(nix::errno::Errno::EPERM) if !nix::unistd::geteuid().is_root() => {
+                    tracing::warn!("cannot give {:?} back to uid {}", name, st.uid);
+                }
+                other => other?,
+            }
         }
     }
     if st.kind != Kind::Symlink {
@@ -168,41 +206,6 @@ pub fn mknod_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> 
     .map_err(io::Error::from)
 }
 
-/// Copies the entry `sdir/sname` (any kind but a directory) to the new name `ddir/dname` with
-/// its metadata. Returns the content's sha256 for a regular file.
-pub fn copy_entry(
-    sdir: BorrowedFd<'_>,
-    sname: &OsStr,
-    ddir: BorrowedFd<'_>,
-    dname: &OsStr,
-    st: &Stat,
-    fsync: bool,
-) -> io::Result<Option<String>> {
-    let mut hash = None;
-    match st.kind {
-        Kind::File => {
-            let src = File::from(open_at(
-                sdir,
-                sname,
-                OFlag::O_RDONLY | OFlag::O_NONBLOCK,
-                0,
-            )?);
-            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC;
-            let dst = File::from(open_at(ddir, dname, flags, 0o600)?);
-            copy_content(&src, &dst)?;
-            if fsync {
-                dst.sync_all()?;
-            }
-            hash = Some(hash_file(&src)?);
-        }
-        Kind::Symlink => symlink_at(&readlink_at(sdir, sname)?, ddir, dname)?,
-        Kind::Dir => return Err(io::Error::from_raw_os_error(libc::EISDIR)),
-        _ => mknod_at(ddir, dname, st)?,
-    }
-    set_meta_at(ddir, dname, st)?;
-    Ok(hash)
-}
-
 /// The sha256 of a file's content from its start, lowercase hex.
 pub fn hash_file(file: &File) -> io::Result<String> {
     use std::os::unix::fs::FileExt as _;
@@ -218,15 +221,6 @@ pub fn hash_file(file: &File) -> io::Result<String> {
         off += n as u64;
     }
     Ok(hex(&h.finalize()))
-}
-
-pub fn hash_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<String> {
-    hash_file(&File::from(open_at(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_NONBLOCK,
-        0,
-    )?))
 }
 
 pub fn hex(bytes: &[u8]) -> String {

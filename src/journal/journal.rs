@@ -1,6 +1,7 @@
 //! [`Journal`]: creating and opening a run's journal, the log it appends to, the checkpoints
-//! and which workspace paths it covers. The write-ahead hooks live in `hooks.rs`, rollback in
-//! `undo.rs`.
+//! and which workspace paths it covers. The write-ahead hooks live in `hooks.rs` and
+//! `rename.rs`, rollback in `rollback.rs` (its steps in `steps.rs`, the revert of an
+//! interrupted one in `undo.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -13,7 +14,9 @@ use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 
 use super::fsops;
-use super::log::{read_log, Entry, FileId, LogWriter, Op};
+use super::history::History;
+use super::log::{read_log, Boundary, Entry, FileId, LogWriter, Op};
+use super::report::Conflict;
 use crate::audit::PathText;
 use crate::policy::TransactionPolicy;
 
@@ -103,6 +106,45 @@ pub enum JournalError {
     },
     #[error("cannot update the run metadata")]
     Run(#[from] super::StateError),
+    #[error("{} path(s) changed since the run left them, and rolling back would lose that work:{}\nhint: `--force` rolls back anyway and keeps what it replaces in the journal (`guard undo` brings it back)", conflicts.len(), list(conflicts))]
+    Conflicts { conflicts: Vec<Conflict> },
+    #[error("the rollback stopped at {at}: {why}; everything it had done was reverted, the workspace is as it was before{}", problems(reverted))]
+    Aborted {
+        at: String,
+        why: String,
+        /// Steps the revert itself could not undo (empty when the revert was complete).
+        reverted: Vec<String>,
+    },
+    #[error("the journal {path} has no record of the state the run left (it did not end cleanly)\nhint: `guard recover` restores interrupted runs; `--force` rolls back without the check")]
+    NoSeal { path: PathBuf },
+    #[error(
+        "an operation on the journal {path} was interrupted\nhint: `guard recover` reverts it"
+    )]
+    Interrupted { path: PathBuf },
+    #[error("nothing to undo: no rollback of this run is in effect")]
+    NothingToUndo,
+    #[error("the run changed the workspace after that rollback; undoing it would overwrite those changes\nhint: roll the run back first")]
+    UndoBuried,
+    #[error("the journal {path} is in use by another guard process")]
+    Busy { path: PathBuf },
+}
+
+fn list(conflicts: &[Conflict]) -> String {
+    let mut s = String::new();
+    for c in conflicts.iter().take(20) {
+        s.push_str(&format!("\n  {}: {}", c.path.display(), c.what));
+    }
+    if conflicts.len() > 20 {
+        s.push_str(&format!("\n  ... and {} more", conflicts.len() - 20));
+    }
+    s
+}
+
+fn problems(p: &[String]) -> String {
+    if p.is_empty() {
+        return String::new();
+    }
+    format!(" except:\n  {}", p.join("\n  "))
 }
 
 /// `journal.json`: what `open` needs to know about the journal.
@@ -130,6 +172,14 @@ pub struct Journal {
     pub(crate) content_saved: HashMap<FileId, Saved>,
     /// Inodes whose metadata was recorded since the checkpoint.
     pub(crate) meta_saved: HashSet<FileId>,
+    /// Excluded paths that hold what was journaled (a directory renamed into an excluded
+    /// path): journaled like any other path from then on.
+    adopted: Vec<PathBuf>,
+    /// When the last checkpoint was taken (`None` after `open`: nothing counts as new).
+    pub(crate) checkpoint_time: Option<[i64; 2]>,
+    /// The directory a rollback step last worked in (steps come in runs that share one);
+    /// forgotten whenever a step moves or removes a directory.
+    pub(crate) last_dir: std::cell::RefCell<Option<(PathBuf, std::sync::Arc<OwnedFd>)>>,
 }
 
 fn mkdir_private(p: &Path) -> Result<(), JournalError> {
@@ -270,10 +320,15 @@ impl Journal {
         let store_fd = open_dir(&store).map_err(read_err(&store))?;
         let mut j = Self::assemble(dir, header, store_fd, log, entries)?;
         // Rebuild the per-checkpoint sets, should the run go on.
-        let since = j
-            .entries
-            .iter()
-            .rposition(|e| matches!(e.op, Op::Checkpoint { .. } | Op::RolledBack { .. }));
+        let since = j.entries.iter().rposition(|e| {
+            matches!(
+                e.op,
+                Op::Checkpoint { .. }
+                    | Op::RolledBack { .. }
+                    | Op::Undone { .. }
+                    | Op::Aborted { .. }
+            )
+        });
         for e in &j.entries[since.map_or(0, |i| i + 1)..] {
             match &e.op {
                 Op::Modified { st, .. } => {
@@ -300,6 +355,20 @@ impl Journal {
             path: workspace.clone(),
             source,
         })?;
+        let adopted = entries
+            .iter()
+            .filter_map(|e| match &e.op {
+                Op::Renamed {
+                    to,
+                    boundary: Some(Boundary::ToAdopted),
+                    ..
+                } => Some(PathBuf::from(to.clone())),
+                Op::Exchanged {
+                    adopted: Some(p), ..
+                } => Some(PathBuf::from(p.clone())),
+                _ => None,
+            })
+            .collect();
         Ok(Journal {
             exclude: exclude_set(&header.exclude)?,
             dir,
@@ -311,6 +380,9 @@ impl Journal {
             entries,
             content_saved: HashMap::new(),
             meta_saved: HashSet::new(),
+            adopted,
+            checkpoint_time: None,
+            last_dir: std::cell::RefCell::new(None),
         })
     }
 
@@ -321,6 +393,11 @@ impl Journal {
 
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The `transaction.exclude` patterns the run was journaled with.
+    pub fn exclude_patterns(&self) -> &[String] {
+        &self.header.exclude
     }
 
     /// The path of `log.jsonl`.
@@ -336,14 +413,21 @@ impl Journal {
     }
 
     /// Whether `abs_path` is journaled: strictly inside the workspace and not excluded (a path
-    /// is excluded when it or one of its ancestors matches an `exclude` glob).
+    /// is excluded when it or one of its ancestors matches an `exclude` glob, unless it lies in
+    /// an excluded directory that holds what was journaled: see `rename.rs`).
     pub fn covers(&self, abs_path: &Path) -> bool {
-        self.rel(abs_path)
-            .is_some_and(|rel| !excluded(&self.exclude, rel))
+        self.rel(abs_path).is_some_and(|rel| !self.is_excluded(rel))
     }
 
     pub(crate) fn is_excluded(&self, rel: &Path) -> bool {
-        excluded(&self.exclude, rel)
+        excluded(&self.exclude, rel) && !self.adopted.iter().any(|a| rel.starts_with(a))
+    }
+
+    /// From now on, `rel` (an excluded path) and everything under it is journaled.
+    pub(crate) fn adopt(&mut self, rel: &Path) {
+        if self.is_excluded(rel) {
+            self.adopted.push(rel.to_path_buf());
+        }
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
@@ -397,6 +481,7 @@ impl Journal {
         })?;
         self.content_saved.clear();
         self.meta_saved.clear();
+        self.checkpoint_time = Some(now());
         Ok(CheckpointId(id))
     }
 
@@ -430,30 +515,37 @@ impl Journal {
             })
     }
 
-    /// Whether the entry `seq` was undone by an earlier rollback.
-    pub(crate) fn undone_set(&self) -> Vec<(u64, u64)> {
-        self.entries
-            .iter()
-            .filter_map(|e| match e.op {
-                Op::RolledBack { after, upto, .. } => Some((after, upto)),
-                _ => None,
-            })
-            .collect()
+    /// What the markers of the log say about operations.
+    pub(crate) fn history(&self) -> History {
+        History::of(&self.entries)
     }
 
-    /// Change entries after `after` that no rollback has undone, oldest first.
+    /// The run's own change entries after `after` that no rollback in effect has undone (steps
+    /// of operations are not the run's), oldest first.
     pub(crate) fn live_changes_after(&self, after: u64) -> Vec<Entry> {
-        let undone = self.undone_set();
+        let h = self.history();
         self.entries
             .iter()
             .filter(|e| e.seq > after && e.op.is_change())
-            .filter(|e| !undone.iter().any(|(a, u)| e.seq > *a && e.seq < *u))
+            .filter(|e| !h.is_step(e.seq) && !h.is_undone(e.seq))
             .cloned()
             .collect()
     }
 
     pub(crate) fn object_name(seq: u64) -> String {
         seq.to_string()
+    }
+}
+
+/// The time now, from the clock file times are taken from.
+pub(crate) fn now() -> [i64; 2] {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => [
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            i64::from(d.subsec_nanos()),
+        ],
+        // A clock before 1970: nothing can be shown to be newer than a checkpoint.
+        Err(_) => [i64::MAX, 0],
     }
 }
 

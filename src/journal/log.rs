@@ -20,7 +20,8 @@ pub(crate) struct Entry {
     pub op: Op,
 }
 
-/// What an entry records. Paths are relative to the workspace.
+/// What an entry records. Paths are relative to the workspace. See the table in the module
+/// doc of `journal` for what each one means and how it is undone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub(crate) enum Op {
@@ -29,21 +30,30 @@ pub(crate) enum Op {
         reason: String,
         pid: Option<u32>,
     },
+    /// `id`: the inode put there, when known (an undo then removes only that); `obj`: the store
+    /// object it came from (an undo puts it back there).
     Created {
         path: PathText,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<FileId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        obj: Option<u64>,
     },
-    /// The entry was moved (or copied) to `store/<seq>`.
+    /// The entry (of any kind, a directory with its tree) is kept as `store/<obj>` (`obj`
+    /// defaults to the entry's own seq).
     Deleted {
         path: PathText,
         st: Stat,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sha256: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        obj: Option<u64>,
     },
     Rmdir {
         path: PathText,
         st: Stat,
     },
-    /// `replaced`: what `to` held before; a non-directory was moved to `store/<seq>`, an empty
+    /// `replaced`: what `to` held before; a non-directory was kept as `store/<seq>`, an empty
     /// directory is recreated from its metadata.
     Renamed {
         from: PathText,
@@ -51,12 +61,22 @@ pub(crate) enum Op {
         src: FileId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         replaced: Option<Stat>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boundary: Option<Boundary>,
     },
+    /// `adopted`: the excluded one of the two paths, now holding what was journaled.
     Exchanged {
         from: PathText,
         to: PathText,
         from_id: FileId,
         to_id: FileId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adopted: Option<PathText>,
+    },
+    /// Something from outside the workspace was renamed to `path`.
+    Entered {
+        path: PathText,
+        src: FileId,
     },
     /// The pre-image content is `store/<seq>`.
     Modified {
@@ -70,35 +90,103 @@ pub(crate) enum Op {
     Unprotected {
         path: PathText,
         size: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
-    /// Entries with `after < seq < upto` were undone by a rollback to checkpoint `to`.
+    /// An operation on the journal (a rollback, or the undo of one) starts; the entries after
+    /// it, up to the marker that ends it, are its steps.
+    Begin {
+        kind: OpKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<u64>,
+    },
+    /// Ends a rollback to checkpoint `to`: run entries with `after < seq < upto` are undone.
+    /// `begin`: the seq of its `begin` (absent in journals written before operations).
     RolledBack {
         to: u32,
         after: u64,
         upto: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        begin: Option<u64>,
+    },
+    /// Ends an undo: the operation that ended at seq `target` is reverted.
+    Undone {
+        target: u64,
+        begin: u64,
+    },
+    /// The operation that began at `begin` failed or was interrupted; its steps were reverted.
+    Aborted {
+        begin: u64,
     },
     Sealed {
         paths: u64,
     },
+    /// The inode that entry `stored` kept in the store as `from` was put back as the copy
+    /// `to` (from a store on another filesystem, by the revert of an operation).
+    Copied {
+        from: FileId,
+        to: FileId,
+        stored: u64,
+    },
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum OpKind {
+    Rollback,
+    Undo,
+}
+
+/// How a rename crossed the boundary of what is journaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Boundary {
+    /// `from` is excluded: the undo moves the entry back there.
+    FromExcluded,
+    /// `to` is excluded and is journaled from then on (it holds what was journaled).
+    ToAdopted,
+    /// `to` is excluded and everything moved there was created since the last checkpoint:
+    /// any rollback that undoes the rename also undoes those creations, so the undo leaves it.
+    ToLeft,
 }
 
 impl Op {
     /// The workspace paths this entry changes.
     pub fn paths(&self) -> Vec<&PathText> {
         match self {
-            Op::Created { path }
+            Op::Created { path, .. }
             | Op::Deleted { path, .. }
             | Op::Rmdir { path, .. }
+            | Op::Entered { path, .. }
             | Op::Modified { path, .. }
             | Op::Meta { path, .. }
             | Op::Unprotected { path, .. } => vec![path],
             Op::Renamed { from, to, .. } | Op::Exchanged { from, to, .. } => vec![from, to],
-            Op::Checkpoint { .. } | Op::RolledBack { .. } | Op::Sealed { .. } => vec![],
+            Op::Checkpoint { .. }
+            | Op::Begin { .. }
+            | Op::RolledBack { .. }
+            | Op::Undone { .. }
+            | Op::Aborted { .. }
+            | Op::Sealed { .. }
+            | Op::Copied { .. } => vec![],
         }
     }
 
     pub fn is_change(&self) -> bool {
         !self.paths().is_empty()
+    }
+}
+
+impl Entry {
+    /// The store object this entry's content is kept in.
+    pub fn object(&self) -> u64 {
+        match &self.op {
+            Op::Deleted { obj: Some(o), .. } | Op::Created { obj: Some(o), .. } => *o,
+            _ => self.seq,
+        }
     }
 }
 
@@ -289,6 +377,8 @@ mod tests {
             seq: 1,
             op: Op::Created {
                 path: PathText::from(b"a/\xff".as_slice()),
+                id: None,
+                obj: None,
             },
         };
         w.append(&e).expect("append");

@@ -5,44 +5,69 @@
 //! Layout: `$STATE/runs/<run id>/{run.json, audit.jsonl, summary.json, journal/}`. Run ids sort
 //! by start time. The state directory must lie outside every write root of the sandbox.
 //! `journal/` holds `journal.json` (workspace, exclude globs, size cap, fsync, store mode),
-//! `log.jsonl`, `store/` (pre-images, one object per entry, named by the entry's `seq`) and,
-//! once the run has ended, `seal.json` (fingerprints for [`Journal::conflicts`]).
+//! `log.jsonl`, `store/` (pre-images, one object per entry, named by a `seq`), `seal.json`
+//! (the state the run, or the last operation, left: `seal.rs`) and `lock` (held by the guard
+//! process operating on the journal).
 //!
 //! # The log (`log.jsonl`)
 //!
 //! One JSON object per line, appended with one write(2) (fsync'd when the journal was created
 //! with `fsync`), always *before* the change it describes. Paths are relative to the workspace,
-//! in the lossless [`PathText`](crate::audit::PathText) form (a string, or `{"base64": ...}`).
+//! in the lossless [`PathText`](crate::audit::PathText) form (a string, or `{"base64": ...}`);
+//! a path may lie in an excluded directory when a rename crossed into or out of one.
 //! `st` is `{"kind","mode","uid","gid","size","atime":[s,ns],"mtime":[s,ns],"dev","ino"[,"rdev"]}`
-//! (`mode` holds the permission bits only); an id is `{"dev","ino"}`.
+//! (`mode` holds the permission bits only); an id is `{"dev","ino"}`. An entry's object is
+//! `store/<obj>`, `obj` defaulting to the entry's own `seq`.
 //!
 //! | `op` | fields | undo (only when the state shows it is still in effect) |
 //! |---|---|---|
 //! | `checkpoint` | `id`, `reason`, `pid` | - |
-//! | `created` | `path` | remove it (rmdir for a directory; a non-empty one is a conflict) |
-//! | `deleted` | `path`, `st`, [`sha256`] | object `store/<seq>` back to `path` if it exists and `path` does not |
+//! | `created` | `path`, [`id`], [`obj`] | with `id`: only if `path` holds that inode, back into `store/<obj>` (or removed: a copy or link of something kept); without: remove it (rmdir for a directory; a non-empty one is a conflict) |
+//! | `deleted` | `path`, `st`, [`sha256`], [`obj`] | the object (a file, node, symlink, or a whole directory tree) back to `path` if it exists and `path` does not |
 //! | `rmdir` | `path`, `st` | mkdir with the recorded metadata if `path` does not exist |
-//! | `renamed` | `from`, `to`, `src` id, [`replaced` st] | move `to` back if it is `src`; then restore what `to` held (`store/<seq>`, or an empty directory) |
-//! | `exchanged` | `from`, `to`, `from_id`, `to_id` | swap back if they are swapped |
+//! | `renamed` | `from`, `to`, `src` id, [`replaced` st], [`boundary`] | move `to` back if it is `src` (with `boundary` `to-left`: not at all); then restore what `to` held (`store/<seq>`, or an empty directory) |
+//! | `exchanged` | `from`, `to`, `from_id`, `to_id`, [`adopted`] | swap back if they are swapped |
+//! | `entered` | `path`, `src` id | something renamed in from outside the workspace: move it into the store if `path` holds `src` |
 //! | `modified` | `path`, `st` | write `store/<seq>` back into the file (same inode), restore metadata |
 //! | `meta` | `path`, `st` | restore mode, owner, times |
-//! | `unprotected` | `path`, `size` | none: reported (written above the pre-image size cap) |
-//! | `rolled-back` | `to`, `after`, `upto` | marks entries `after < seq < upto` as undone |
+//! | `unprotected` | `path`, `size`, [`reason`] | none: reported (written above the pre-image size cap, or unreadable by guard) |
+//! | `begin` | `kind` (`rollback`, `undo`), [`to`], [`target`] | - (an operation starts; its steps follow) |
+//! | `rolled-back` | `to`, `after`, `upto`, [`begin`] | ends a rollback: run entries `after < seq < upto` are undone |
+//! | `undone` | `target`, `begin` | ends an undo: the operation that ended at `target` is reverted |
+//! | `aborted` | `begin` | the operation's steps were reverted (it failed, or was interrupted) |
+//! | `copied` | `from`, `to`, `stored` | the inode entry `stored` kept as `from` came back as the copy `to` |
 //! | `sealed` | `paths` | - (the run ended; fingerprints are in `seal.json`) |
+//!
+//! `boundary` of a `renamed` entry: `from-excluded` (from an excluded path into the journaled
+//! tree), `to-adopted` (into an excluded path, journaled from then on), `to-left` (into an
+//! excluded path, made entirely since the last checkpoint: left there by an undo). Operations
+//! (rollbacks and undos) and their markers are described in `history.rs` and `rollback.rs`:
+//! an operation's steps are ordinary entries, so it can itself be undone.
 //!
 //! Every line also has `seq`, 1 for the first, +1 per line. A torn last line (a crash in the
 //! middle of an append) is ignored and cut off by [`Journal::open`].
 
+mod cache;
+mod copy;
 mod digest;
+mod fresh;
 mod fsops;
+mod history;
 mod hooks;
+mod ids;
+mod inverse;
 #[allow(clippy::module_inception)]
 mod journal;
 mod log;
+mod rename;
 mod report;
+mod rollback;
 pub(crate) mod rundir;
 mod runs;
+mod seal;
+mod steps;
 mod undo;
+mod verify;
 
 #[cfg(test)]
 mod scenarios;
@@ -50,6 +75,9 @@ mod scenarios;
 pub use digest::tree_digest;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
 pub use report::{Conflict, Diff};
+pub use rollback::{Planned, RollbackOptions, RollbackReport};
 pub use rundir::{default_run, list_runs, state_dir, RunDir, RunMeta, StateError};
-pub use runs::{interrupted_runs, prune, recover, PruneReport, Recovered};
-pub use undo::RollbackReport;
+pub use runs::{
+    interrupted_runs, lock_journal, prune, recover, settled_state, JournalLock, PruneReport,
+    Recovered, STATE_ROLLING_BACK,
+};

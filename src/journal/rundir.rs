@@ -123,6 +123,17 @@ impl RunDir {
         })
     }
 
+    /// An operation starts on the run's journal: mark it active, so a crash in the middle is
+    /// found by the next start on its workspace.
+    pub fn mark_active(&self, state: &Path) -> Result<(), StateError> {
+        let active = state.join("active");
+        mkdir_private(&active)?;
+        std::fs::write(active.join(&self.id), b"").map_err(|source| StateError::Create {
+            path: active.join(&self.id),
+            source,
+        })
+    }
+
     /// The run ended (or was recovered): drop its active marker.
     pub fn mark_inactive(&self, state: &Path) {
         let _ = std::fs::remove_file(state.join("active").join(&self.id));

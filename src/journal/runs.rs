@@ -1,17 +1,53 @@
-//! Journals across runs: crash recovery ([`recover`]) and retention ([`prune`]).
+//! Journals across runs: crash recovery ([`recover`]), retention ([`prune`]), and the lock
+//! that keeps two guard processes from operating on one journal at once.
 
 use std::path::Path;
 
 use super::journal::{Journal, JournalError};
 use super::rundir::{list_runs, RunDir, RunMeta};
 
-/// One interrupted run that [`recover`] rolled back.
+/// One interrupted run that [`recover`] restored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovered {
     pub run: String,
+    /// An operation on the journal (a rollback, or an undo) was interrupted and was reverted:
+    /// the workspace is as it was before it.
+    pub reverted_operation: bool,
+    /// The run itself was interrupted and was rolled back to its start.
     pub entries_undone: u64,
     pub verified: u64,
     pub problems: Vec<String>,
+}
+
+/// The state a run is in while a rollback or undo runs on its journal (with the pid of that
+/// guard process in `guard_pid`).
+pub const STATE_ROLLING_BACK: &str = "rolling-back";
+
+/// An exclusive lock on a run's journal, held while guard operates on it.
+pub struct JournalLock {
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the journal lock of the run at `run_dir`, or fails with [`JournalError::Busy`].
+pub fn lock_journal(run_dir: &Path) -> Result<JournalLock, JournalError> {
+    let path = run_dir.join("journal").join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| JournalError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(f) => Ok(JournalLock { _file: f }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Busy { path }),
+        Err((_, e)) => Err(JournalError::Read {
+            path,
+            source: e.into(),
+        }),
+    }
 }
 
 /// What [`prune`] did.
@@ -40,10 +76,19 @@ fn guard_alive(pid: u32) -> bool {
             .is_ok_and(|c| c.trim_end().starts_with("guard"))
 }
 
-/// Whether the run recorded in `meta` was interrupted: still "running" by its metadata, but
-/// its guard process is gone (or the pid now belongs to another program).
+/// Whether the run recorded in `meta` was interrupted: still "running" (or being rolled back)
+/// by its metadata, but its guard process is gone (or the pid now belongs to another program).
 fn interrupted(meta: &RunMeta) -> bool {
-    meta.state == "running" && !guard_alive(meta.guard_pid)
+    (meta.state == "running" || meta.state == STATE_ROLLING_BACK) && !guard_alive(meta.guard_pid)
+}
+
+/// The state a run's metadata should show after operations on its journal: `rolled-back`
+/// while a rollback is the newest operation in effect, else `ended`.
+pub fn settled_state(j: &Journal) -> &'static str {
+    match j.history().newest_in_effect().map(|o| o.kind) {
+        Some(super::log::OpKind::Rollback) => "rolled-back",
+        _ => "ended",
+    }
 }
 
 /// The ids of the runs on `workspace` that were interrupted and not yet recovered. Only runs
@@ -60,8 +105,10 @@ pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Finds runs under `state` that were interrupted (on `workspace` only, when given), rolls each
-/// journal back to its first checkpoint and marks the run "recovered".
+/// Finds runs under `state` that were interrupted (on `workspace` only, when given). An
+/// operation interrupted on a journal (a rollback or an undo) is reverted, so the workspace is
+/// as before it; a run interrupted while running is then rolled back to its first checkpoint
+/// and marked "recovered".
 pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>, JournalError> {
     let mut out = Vec::new();
     for run in list_runs(state) {
@@ -73,20 +120,32 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
         }
         let mut rec = Recovered {
             run: run.id.clone(),
+            reverted_operation: false,
             entries_undone: 0,
             verified: 0,
             problems: Vec::new(),
         };
+        let running = meta.state == "running";
+        let mut settled = "recovered";
         if run.path.join("journal/journal.json").exists() {
+            let _lock = lock_journal(&run.path)?;
             let mut journal = Journal::open(&run.path)?;
-            if let Some((first, _, _)) = journal.checkpoints().first().cloned() {
-                let report = journal.rollback(first, &mut |_, _| {})?;
-                rec.entries_undone = report.entries_undone;
-                rec.verified = report.verified;
-                rec.problems = report.problems;
+            if let Some(problems) = journal.revert_interrupted()? {
+                rec.reverted_operation = true;
+                rec.problems = problems;
+            }
+            if running {
+                if let Some((first, _, _)) = journal.checkpoints().first().cloned() {
+                    let report = journal.rollback(first, &mut |_, _| {})?;
+                    rec.entries_undone = report.entries_undone;
+                    rec.verified = report.verified;
+                    rec.problems.extend(report.problems);
+                }
+            } else {
+                settled = settled_state(&journal);
             }
         }
-        meta.state = "recovered".to_string();
+        meta.state = settled.to_string();
         run.write_meta(&meta)?;
         run.mark_inactive(state);
         tracing::info!(run = %run.id, undone = rec.entries_undone, "recovered an interrupted run");
@@ -106,7 +165,8 @@ pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
         .collect();
     for (i, run) in with_journal.into_iter().enumerate() {
         // Only runs beyond the newest `keep` have their metadata read.
-        if i < keep || run.read_meta().map_or(true, |m| m.state == "running") {
+        let busy = |m: RunMeta| m.state == "running" || m.state == STATE_ROLLING_BACK;
+        if i < keep || run.read_meta().map_or(true, busy) {
             report.kept.push(run.id);
             continue;
         }

@@ -246,7 +246,72 @@ fn errors_leave_no_entry_that_undoes_anything() {
         Err(JournalError::Exists { .. })
     ));
     assert_eq!(digest(&e), before);
-    let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    // After the run, a rollback checks what it finds: the entries of calls the kernel refused
+    // undo nothing, and are no conflicts.
+    j.seal().expect("seal");
+    let report = j
+        .rollback_with(cp, &RollbackOptions::default(), &mut |_, _| {})
+        .expect("rollback");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn entries_of_refused_calls_undo_nothing() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    // The hooks write their entries, then the kernel refuses the calls: a directory into its
+    // own subdirectory, over a non-empty directory, an exchange with its own child, a file
+    // from outside over an immutable file.
+    let r = ren(
+        &mut j,
+        &e.ws.join("src"),
+        &e.ws.join("src/nested/inside"),
+        0,
+    );
+    assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+    let r = ren(&mut j, &e.ws.join("docs"), &e.ws.join("src"), 0);
+    assert_eq!(
+        r.expect_err("refused").raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(e.ws.join("secret"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if immutable {
+        let outside = e.run.join("outside-file");
+        fs::write(&outside, b"o").expect("write");
+        let r = ren(&mut j, &outside, &e.ws.join("secret"), 0);
+        assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EPERM));
+        let r = del(&mut j, &e.ws.join("secret"));
+        assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EPERM));
+    } else {
+        eprintln!("skipped the immutable file: chattr +i does not work here");
+    }
+    let x = libc::RENAME_EXCHANGE;
+    let r = ren(
+        &mut j,
+        &e.ws.join("docs"),
+        &e.ws.join("docs/readme-hard"),
+        x,
+    );
+    assert_eq!(r.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+    j.seal().expect("seal");
+    assert_eq!(digest(&e), before);
+    let report = j
+        .rollback_with(cp, &RollbackOptions::default(), &mut |_, _| {})
+        .expect("rollback");
+    if immutable {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(e.ws.join("secret"))
+            .status();
+    }
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(digest(&e), before);
 }
@@ -279,25 +344,153 @@ fn two_thousand_files_removed_one_by_one_come_back() {
 }
 
 #[test]
-fn an_interrupted_rollback_finishes_when_run_again() {
-    for k in [1, 5, 11] {
+fn an_interrupted_rollback_is_reverted_then_a_new_one_completes() {
+    for force_copy in [false, true] {
+        for k in [1, 5, 11, 17] {
+            let e = env();
+            varied_tree(&e.ws);
+            let before = digest(&e);
+            let pol = policy(&["target/**"], 1 << 20);
+            let mut j =
+                Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+            let cp = j.checkpoint("start", None).expect("checkpoint");
+            mutate_everything(&mut j, &e.ws);
+            let after_run = digest(&e);
+            let listing = |root: &Path| {
+                let out = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg("find . -printf '%p %M %s %l\\n' | sort")
+                    .current_dir(root)
+                    .output()
+                    .expect("find");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let run_listing = listing(&e.ws);
+            super::rollback::crash_point::set(k);
+            let partial = j.rollback(cp, &mut |_, _| {}).expect("partial");
+            super::rollback::crash_point::set(0);
+            assert_eq!(partial.entries_undone, k);
+            drop(j);
+            let mut j = Journal::open(&e.run).expect("open");
+            assert!(matches!(
+                j.rollback(cp, &mut |_, _| {}),
+                Err(JournalError::Interrupted { .. })
+            ));
+            let problems = j.revert_interrupted().expect("revert").expect("was open");
+            assert!(problems.is_empty(), "k={k}: {problems:?}");
+            if digest(&e) != after_run {
+                let log = fs::read_to_string(e.run.join("journal/log.jsonl")).expect("log");
+                eprintln!(
+                    "{}",
+                    log.lines().rev().take(14).collect::<Vec<_>>().join("\n")
+                );
+                let now = listing(&e.ws);
+                for l in run_listing.lines() {
+                    if !now.contains(l) {
+                        eprintln!("- {l}");
+                    }
+                }
+                for l in now.lines() {
+                    if !run_listing.contains(l) {
+                        eprintln!("+ {l}");
+                    }
+                }
+            }
+            assert_eq!(digest(&e), after_run, "k={k} copy={force_copy}: reverted");
+            let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+            assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
+            assert_eq!(digest(&e), before, "k={k} copy={force_copy}");
+        }
+    }
+}
+
+#[test]
+fn a_rollback_is_undone_and_redone_exactly() {
+    for force_copy in [false, true] {
         let e = env();
         varied_tree(&e.ws);
         let before = digest(&e);
         let pol = policy(&["target/**"], 1 << 20);
-        let mut j = Journal::create(&e.run, &e.ws, &pol, false).expect("create");
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
         let cp = j.checkpoint("start", None).expect("checkpoint");
         mutate_everything(&mut j, &e.ws);
-        let partial = j
-            .rollback_some(cp, k, &mut |_, _| {}, false)
-            .expect("partial");
-        assert_eq!(partial.entries_undone, k);
-        drop(j);
-        let mut j = Journal::open(&e.run).expect("open");
-        let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
-        assert!(report.problems.is_empty(), "k={k}: {:?}", report.problems);
-        assert_eq!(digest(&e), before, "k={k}");
+        j.seal().expect("seal");
+        let after_run = digest(&e);
+        let opts = RollbackOptions::default();
+        let r = j
+            .rollback_with(cp, &opts, &mut |_, _| {})
+            .expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(digest(&e), before);
+        let r = j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(
+            digest(&e),
+            after_run,
+            "copy={force_copy}: undo of the rollback"
+        );
+        let mut j = Journal::open(&e.run).expect("reopen");
+        let r = j.undo_last(&opts, &mut |_, _| {}).expect("undo the undo");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(digest(&e), before, "copy={force_copy}: redo");
+        // The run's entries are undone again: a rollback has nothing left to do.
+        let r = j.rollback_with(cp, &opts, &mut |_, _| {}).expect("again");
+        assert_eq!(r.entries_undone, 0);
+        assert_eq!(digest(&e), before);
+        // Undo, then a new rollback of the run's entries (which name the inodes as the run
+        // saw them; in copy mode they came back from the store as copies since).
+        j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+        assert_eq!(digest(&e), after_run);
+        let r = j
+            .rollback_with(cp, &opts, &mut |_, _| {})
+            .expect("a new rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(
+            digest(&e),
+            before,
+            "copy={force_copy}: rollback after an undo"
+        );
     }
+}
+
+#[test]
+fn a_conflict_refuses_the_whole_rollback_and_force_keeps_what_it_replaces() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    mutate_everything(&mut j, &e.ws);
+    j.seal().expect("seal");
+    fs::write(e.ws.join("new.txt"), b"the user's later work").expect("edit");
+    let edited = digest(&e);
+    let opts = RollbackOptions::default();
+    match j.rollback_with(cp, &opts, &mut |_, _| {}) {
+        Err(JournalError::Conflicts { conflicts }) => {
+            let paths: Vec<_> = conflicts.iter().map(|c| c.path.clone()).collect();
+            assert_eq!(paths, [PathBuf::from("new.txt")], "{conflicts:?}");
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    assert_eq!(digest(&e), edited, "a refused rollback changes nothing");
+    let dry = RollbackOptions {
+        dry_run: true,
+        ..RollbackOptions::default()
+    };
+    let plan = j.rollback_with(cp, &dry, &mut |_, _| {}).expect("dry run");
+    assert_eq!(plan.conflicts.len(), 1);
+    assert!(plan.planned.iter().any(|p| p.what == "restore"));
+    assert_eq!(digest(&e), edited, "a dry run changes nothing");
+    let force = RollbackOptions {
+        force: true,
+        ..RollbackOptions::default()
+    };
+    let r = j.rollback_with(cp, &force, &mut |_, _| {}).expect("forced");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.replaced.len(), 1, "{:?}", r.replaced);
+    assert_eq!(digest(&e), before);
+    j.undo_last(&opts, &mut |_, _| {}).expect("undo");
+    assert_eq!(digest(&e), edited, "the user's work is back");
 }
 
 #[test]
@@ -370,7 +563,11 @@ fn a_file_above_the_cap_is_unprotected_and_reported() {
     assert_eq!(log.matches(r#""op":"unprotected""#).count(), 1, "{log}");
     let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
-    assert!(r.problems[0].contains("without a pre-image"));
+    assert!(
+        r.problems[0].contains("without a pre-image"),
+        "{:?}",
+        r.problems
+    );
 }
 
 #[test]
@@ -421,8 +618,8 @@ fn conflicts_show_work_done_after_the_run() {
     assert_eq!(
         got,
         [
-            ("a".to_string(), "changed after the run"),
-            ("b".to_string(), "deleted after the run")
+            ("a".to_string(), "changed since the run left it"),
+            ("b".to_string(), "deleted since the run left it")
         ]
     );
 }
@@ -545,4 +742,124 @@ fn covers_respects_the_workspace_and_exclude() {
     assert!(!j.covers(&e.ws.join("target/debug/x")));
     assert!(!j.covers(&e.ws.join("web/node_modules/pkg/index.js")));
     assert!(j.covers(&e.ws.join("targets")));
+}
+
+/// The digest of the whole workspace, excluded paths included.
+fn full_digest(e: &Env) -> String {
+    tree_digest(&e.ws, &[]).expect("digest")
+}
+
+#[test]
+fn directories_renamed_across_the_excluded_boundary_come_back_exactly() {
+    for force_copy in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        fs::write(e.ws.join("target/debug/big"), vec![1u8; 10_000]).expect("write");
+        let before = full_digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        let ws = &e.ws;
+        // Out of the journal's view: a directory that existed before, then work inside it.
+        ren(&mut j, &ws.join("src"), &ws.join("target/src"), 0).expect("into excluded");
+        assert!(j.covers(&ws.join("target/src/main.rs")), "adopted");
+        assert!(!j.covers(&ws.join("target/debug/out")));
+        del(&mut j, &ws.join("target/src/main.rs")).expect("delete in adopted");
+        write(
+            &mut j,
+            &ws.join("target/src/nested/deep/data.bin"),
+            b"rewritten",
+        );
+        // Into the journal's view, then the excluded side is rebuilt (unjournaled).
+        ren(&mut j, &ws.join("target/debug"), &ws.join("debug.old"), 0).expect("out of excluded");
+        fs::create_dir_all(ws.join("target/debug")).expect("rebuild");
+        fs::write(ws.join("target/debug/new-artifact"), b"new").expect("write");
+        del(&mut j, &ws.join("debug.old/out")).expect("delete in the moved dir");
+        assert_ne!(full_digest(&e), before);
+        let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(full_digest(&e), before, "copy mode: {force_copy}");
+        // What stood in the way on the excluded side is kept, and comes back with an undo.
+        assert!(
+            r.replaced
+                .iter()
+                .any(|c| c.path == Path::new("target/debug")),
+            "{:?}",
+            r.replaced
+        );
+        j.seal().expect("seal");
+        j.undo_last(&RollbackOptions::default(), &mut |_, _| {})
+            .expect("undo");
+        assert_eq!(
+            fs::read(ws.join("target/debug/new-artifact")).expect("kept"),
+            b"new"
+        );
+    }
+}
+
+#[test]
+fn a_fresh_directory_renamed_to_an_excluded_path_is_left_there() {
+    let e = env();
+    varied_tree(&e.ws);
+    fs::remove_dir_all(e.ws.join("target")).expect("no target yet");
+    let before = digest(&e);
+    let pol = policy(&["target/**"], 1 << 20);
+    let mut j = Journal::create(&e.run, &e.ws, &pol, false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    // cargo: a temporary directory in the workspace, renamed to `target`.
+    let tmp = e.ws.join(".tmpAbC123");
+    j.will_create(&tmp).expect("will_create");
+    fs::create_dir(&tmp).expect("mkdir");
+    create(
+        &mut j,
+        &tmp.join("CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55",
+    );
+    ren(&mut j, &tmp, &e.ws.join("target"), 0).expect("rename to target");
+    assert!(!j.covers(&e.ws.join("target/debug")), "not adopted");
+    fs::create_dir_all(e.ws.join("target/debug")).expect("build output");
+    fs::write(e.ws.join("target/debug/app"), b"binary").expect("write");
+    let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(digest(&e), before);
+    assert!(!tmp.exists());
+    assert!(
+        e.ws.join("target/debug/app").exists(),
+        "excluded output left"
+    );
+}
+
+#[test]
+fn renames_out_of_and_into_the_workspace_and_exchanges_come_back() {
+    for force_copy in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        let outside = e.run.join("private-tmp");
+        fs::create_dir_all(outside.join("incoming")).expect("mkdir");
+        fs::write(outside.join("incoming/f"), b"from outside").expect("write");
+        fs::write(outside.join("file"), b"outside file").expect("write");
+        fs::write(outside.join("other"), b"another outside file").expect("write");
+        let before = full_digest(&e);
+        let pol = policy(&["target/**"], 1 << 20);
+        let mut j = Journal::create_inner(&e.run, &e.ws, &pol, false, force_copy).expect("create");
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        let ws = &e.ws;
+        // A directory crossing the workspace's own edge is refused as across filesystems.
+        let r = ren(&mut j, &ws.join("src"), &outside.join("src"), 0);
+        assert_eq!(r.expect_err("EXDEV").raw_os_error(), Some(libc::EXDEV));
+        let r = ren(&mut j, &outside.join("incoming"), &ws.join("incoming"), 0);
+        assert_eq!(r.expect_err("EXDEV").raw_os_error(), Some(libc::EXDEV));
+        // Files cross it.
+        ren(&mut j, &ws.join("secret"), &outside.join("secret"), 0).expect("file out");
+        fs::write(outside.join("secret"), b"changed outside").expect("write");
+        ren(&mut j, &outside.join("file"), &ws.join("README"), 0).expect("over a file");
+        ren(&mut j, &outside.join("other"), &ws.join("brand-new"), 0).expect("file in");
+        let x = libc::RENAME_EXCHANGE;
+        ren(&mut j, &ws.join("run.sh"), &outside.join("incoming/f"), x).expect("swap out");
+        ren(&mut j, &ws.join("docs"), &ws.join("target/debug"), x).expect("swap excluded");
+        assert_ne!(full_digest(&e), before);
+        let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(full_digest(&e), before, "copy mode: {force_copy}");
+    }
 }

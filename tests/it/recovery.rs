@@ -39,9 +39,16 @@ fn rollback_after_a_successful_run_restores_the_workspace_and_diff_lists_the_cha
         diff.stdout()
     );
 
-    let out = w.guard().arg("rollback").output();
+    // --verify digests the whole workspace afterwards (a plain rollback verifies only the
+    // paths it restored) and records the digest in the audit log.
+    let out = w.guard().args(["rollback", "--verify"]).output();
     out.expect_code(0);
     before.assert_restored(&w.ws, "guard rollback after the run");
+    assert!(
+        out.stdout().contains(&before.digest),
+        "--verify prints the digest: {}",
+        out.stdout()
+    );
     let rollbacks = w.events("rollback");
     assert_eq!(rollbacks.len(), 1, "{rollbacks:?}");
     assert_eq!(

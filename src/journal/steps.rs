@@ -1,0 +1,530 @@
+//! The steps a rollback is made of, each journaled before it changes anything (the same
+//! entries the hooks write: `created`, `deleted`, `rmdir`, `renamed`, `exchanged`,
+//! `modified`, `meta`), so the rollback can be reverted exactly, by `guard undo` or, when it
+//! fails half-way or is interrupted, by replaying its steps backwards. Which steps undo which
+//! entry is `inverse.rs`.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::fcntl::{OFlag, RenameFlags};
+
+use super::cache;
+use super::copy;
+use super::fsops::{self, stat_at};
+use super::ids::Copies;
+use super::journal::{Journal, StoreMode};
+use super::log::{FileId, Kind, Op, Stat};
+use super::report::Conflict;
+use crate::audit::PathText;
+
+/// A step that could not be done: the rollback stops and is reverted.
+pub(crate) type Step = Result<(), String>;
+
+/// Why a store object could not be put back.
+pub(crate) enum Unstash {
+    /// Something stands where it goes.
+    Taken,
+    /// The object is not in the store: the hook drops it when the call it was kept for fails.
+    Missing,
+    Failed(String),
+}
+
+impl From<String> for Unstash {
+    fn from(s: String) -> Unstash {
+        Unstash::Failed(s)
+    }
+}
+
+impl Unstash {
+    pub(crate) fn into_step(self) -> String {
+        match self {
+            Unstash::Taken => "something stands where it goes back".to_string(),
+            Unstash::Missing => "its saved copy is missing".to_string(),
+            Unstash::Failed(s) => s,
+        }
+    }
+}
+
+pub(crate) fn p(t: &PathText) -> &Path {
+    Path::new(t.as_os_str())
+}
+
+pub(crate) fn fail<'a>(what: &'a str, path: &'a PathText) -> impl FnOnce(io::Error) -> String + 'a {
+    move |e| format!("cannot {what} {}: {e}", path.display())
+}
+
+/// The state of one rollback while its steps run.
+#[derive(Default)]
+pub(crate) struct Apply {
+    /// Every path may be overwritten (what was there is kept in the journal).
+    pub force: bool,
+    /// Paths overwritten although they changed since the run, and why.
+    pub replaced: BTreeMap<PathBuf, String>,
+    /// Entries that cannot be restored (no pre-image): reported, not fatal.
+    pub problems: Vec<String>,
+    /// Directories this rollback made, whose metadata is set once their entries are back.
+    pub dirs: Vec<(PathText, Stat)>,
+    /// Inodes restored as copies: the original's id -> (path, id of the copy).
+    links: HashMap<FileId, (PathText, FileId)>,
+    /// Names of each inode in the log, built on first use (copies of hard links).
+    names: Option<HashMap<FileId, Vec<PathText>>>,
+    /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`).
+    copies: Copies,
+}
+
+impl Apply {
+    pub fn new(force: bool, copies: Copies) -> Apply {
+        Apply {
+            force,
+            copies,
+            ..Apply::default()
+        }
+    }
+
+    /// The id now of the inode entry `seq` recorded as `id` (a copy's, once restored as one).
+    pub(crate) fn now_id(&self, id: FileId, seq: u64) -> FileId {
+        self.copies.now(id, seq)
+    }
+
+    pub fn replaced_list(&self) -> Vec<Conflict> {
+        self.replaced
+            .iter()
+            .map(|(path, what)| Conflict {
+                path: path.clone(),
+                what: what.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Journal {
+    /// The directory of `rel` (open, kept for the next step in it) and its final name.
+    pub(crate) fn parent(&self, rel: &PathText) -> io::Result<(Arc<OwnedFd>, OsString)> {
+        let rel = p(rel);
+        let name = rel
+            .file_name()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?
+            .to_owned();
+        let dir = rel.parent().unwrap_or(Path::new(""));
+        let mut last = self.last_dir.borrow_mut();
+        if let Some((d, fd)) = last.as_ref() {
+            if d == dir {
+                return Ok((Arc::clone(fd), name));
+            }
+        }
+        let fd = Arc::new(fsops::open_dir_beneath(self.ws(), dir)?);
+        *last = Some((dir.to_path_buf(), Arc::clone(&fd)));
+        Ok((fd, name))
+    }
+
+    /// A directory moved or went away: open directories again from the workspace.
+    pub(crate) fn forget_dirs(&self) {
+        self.last_dir.borrow_mut().take();
+    }
+
+    /// What is at `rel` now; `None` when it or a directory on the way is missing.
+    pub(crate) fn stat_rel(&self, rel: &PathText) -> io::Result<Option<Stat>> {
+        match self.parent(rel) {
+            Ok((dir, name)) => stat_at(dir.as_fd(), &name),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn overridable(&self, rel: &PathText, a: &Apply) -> bool {
+        a.force || self.is_excluded(p(rel)) || cache::is_cache(p(rel))
+    }
+
+    pub(crate) fn append_step(&mut self, op: Op) -> Result<u64, String> {
+        self.append(op).map_err(|e| e.to_string())
+    }
+
+    /// Moves what is at `rel` (a whole tree for a directory) into `store/<obj>` (the step's
+    /// own seq when `None`), journaled as `deleted`.
+    pub(crate) fn stash(&mut self, rel: &PathText, obj: Option<u64>) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let st = stat_at(dir.as_fd(), &name)
+            .map_err(fail("inspect", rel))?
+            .ok_or_else(|| format!("{} vanished", rel.display()))?;
+        let seq = self.next_seq();
+        let target = Self::object_name(obj.unwrap_or(seq));
+        if st.kind == Kind::Dir {
+            self.forget_dirs();
+        }
+        self.append_step(Op::Deleted {
+            path: rel.clone(),
+            st,
+            sha256: None,
+            obj,
+        })?;
+        self.move_into_store(dir.as_fd(), &name, OsStr::new(&target))
+            .map_err(fail("keep", rel))
+    }
+
+    /// Moves `dir/name` to `store/<target>`: a rename, or a copy and a removal across
+    /// filesystems.
+    pub(crate) fn move_into_store(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &OsStr,
+        target: &OsStr,
+    ) -> io::Result<()> {
+        if self.header.mode != StoreMode::Copy {
+            match fsops::rename_at(
+                dir,
+                name,
+                self.store(),
+                target,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+                other => return other,
+            }
+        }
+        copy::copy_tree(dir, name, self.store(), target, self.header.fsync)?;
+        copy::remove_tree(dir, name)
+    }
+
+    /// Makes way at `rel` for a restore: nothing there, or something the rollback may replace
+    /// (kept in the store); anything else is a conflict.
+    pub(crate) fn clear_way(&mut self, rel: &PathText, a: &mut Apply, why: &str) -> Step {
+        if self.stat_rel(rel).map_err(fail("inspect", rel))?.is_none() {
+            return Ok(());
+        }
+        if !self.overridable(rel, a) {
+            return Err(format!("conflict: {} {why}", rel.display()));
+        }
+        self.stash(rel, None)?;
+        a.replaced
+            .entry(PathBuf::from(rel.clone()))
+            .or_insert_with(|| format!("{why}; what was there is kept in the journal"));
+        Ok(())
+    }
+
+    /// A path that holds the inode `st` described (or its copy restored earlier in this
+    /// rollback), other than `rel`: restoring a hard link links to it.
+    /// An inode number can have been given to another file since it was recorded, so a
+    /// candidate must also hold the object's content (same type, size, mode, sha256).
+    fn alias_of(
+        &self,
+        orig: FileId,
+        rel: &PathText,
+        object: &OsStr,
+        a: &mut Apply,
+    ) -> Option<(PathText, FileId)> {
+        let want = stat_at(self.store(), object).ok().flatten()?;
+        let want_hash = OnceCell::new();
+        let holds = |cand: &PathText, id: FileId| {
+            if cand == rel {
+                return false;
+            }
+            let Ok((dir, name)) = self.parent(cand) else {
+                return false;
+            };
+            let same = stat_at(dir.as_fd(), &name).ok().flatten().is_some_and(|s| {
+                s.id() == id && s.kind == want.kind && s.size == want.size && s.mode == want.mode
+            });
+            same && (want.kind != Kind::File || {
+                let w = want_hash.get_or_init(|| hash_of(self.store(), object));
+                w.is_some() && *w == hash_of(dir.as_fd(), &name)
+            })
+        };
+        if let Some((cand, id)) = a.links.get(&orig) {
+            if holds(cand, *id) {
+                return Some((cand.clone(), *id));
+            }
+        }
+        let names = a.names.get_or_insert_with(|| {
+            let mut m: HashMap<FileId, Vec<PathText>> = HashMap::new();
+            for e in &self.entries {
+                if let Some(id) = inode(&e.op) {
+                    m.entry(id)
+                        .or_default()
+                        .extend(e.op.paths().into_iter().cloned());
+                }
+            }
+            m
+        });
+        let cands = names.get(&orig).cloned().unwrap_or_default();
+        cands
+            .into_iter()
+            .find(|c| holds(c, orig))
+            .map(|c| (c, orig))
+    }
+
+    /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled
+    /// as `created` with the inode put there and the object it came from. `seq`: the entry
+    /// that stored it.
+    pub(crate) fn unstash(
+        &mut self,
+        obj: u64,
+        rel: &PathText,
+        st: &Stat,
+        seq: u64,
+        a: &mut Apply,
+    ) -> Result<(), Unstash> {
+        let orig = a.now_id(st.id(), seq - 1);
+        let oname = Self::object_name(obj);
+        let oname = OsStr::new(&oname);
+        let Some(object) =
+            stat_at(self.store(), oname).map_err(fail("inspect the saved copy of", rel))?
+        else {
+            return Err(Unstash::Missing);
+        };
+        if object.kind == Kind::Dir {
+            self.forget_dirs();
+        }
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        // Checked before the step is journaled: an entry for a restore that never happens would
+        // make an undo of this rollback take away whatever stands there.
+        if stat_at(dir, &name).map_err(fail("inspect", rel))?.is_some() {
+            return Err(Unstash::Taken);
+        }
+        let taken = |e: io::Error| {
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                Unstash::Taken
+            } else {
+                Unstash::Failed(fail("restore", rel)(e))
+            }
+        };
+        if object.id() != orig && object.kind != Kind::Dir {
+            // A copy: a name of the same inode may be back already; hard links stay links.
+            if let Some((alias, id)) = self.alias_of(orig, rel, oname, a) {
+                self.append_step(Op::Created {
+                    path: rel.clone(),
+                    id: Some(id),
+                    obj: None,
+                })?;
+                let (adir, aname) = self.parent(&alias).map_err(fail("open", &alias))?;
+                return fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(taken);
+            }
+        }
+        if self.header.mode != StoreMode::Copy {
+            self.append_step(Op::Created {
+                path: rel.clone(),
+                id: Some(object.id()),
+                obj: Some(obj),
+            })?;
+            let flags = RenameFlags::RENAME_NOREPLACE;
+            match fsops::rename_at(self.store(), oname, dir, &name, flags) {
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+                Ok(()) => {
+                    if object.id() != orig {
+                        a.links.insert(orig, (rel.clone(), object.id()));
+                        a.copies.record(seq, object.id());
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(taken(e)),
+            }
+        }
+        // Another filesystem: copy next to it under a temporary name (journaled too, so an
+        // interrupted copy is cleaned up), move into place, drop the object.
+        let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
+        let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
+        self.append_step(Op::Created {
+            path: tmp_rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        copy::copy_tree(self.store(), oname, dir, &tmp, false).map_err(fail("copy", rel))?;
+        let copied = stat_at(dir, &tmp)
+            .map_err(fail("inspect", &tmp_rel))?
+            .ok_or_else(|| format!("{} vanished", tmp_rel.display()))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: Some(copied.id()),
+            obj: Some(obj),
+        })?;
+        fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
+            .map_err(fail("restore", rel))?;
+        a.links.insert(orig, (rel.clone(), copied.id()));
+        a.copies.record(seq, copied.id());
+        copy::remove_tree(self.store(), oname)
+            .map_err(fail("drop the saved copy of", rel))
+            .map_err(Unstash::Failed)
+    }
+
+    /// Renames `from` to the free name `to`, journaled as `renamed`.
+    pub(crate) fn move_entry(&mut self, from: &PathText, to: &PathText) -> Step {
+        self.forget_dirs();
+        let (fd, fname) = self
+            .parent(from)
+            .map_err(fail("open the directory of", from))?;
+        let (td, tname) = self.parent(to).map_err(fail("open the directory of", to))?;
+        let src = stat_at(fd.as_fd(), &fname)
+            .map_err(fail("inspect", from))?
+            .ok_or_else(|| format!("{} vanished", from.display()))?;
+        self.append_step(Op::Renamed {
+            from: from.clone(),
+            to: to.clone(),
+            src: src.id(),
+            replaced: None,
+            boundary: None,
+        })?;
+        fsops::rename_at(
+            fd.as_fd(),
+            &fname,
+            td.as_fd(),
+            &tname,
+            RenameFlags::RENAME_NOREPLACE,
+        )
+        .map_err(fail("move back", to))
+    }
+
+    /// Makes the directory `rel` (mode 0700 until [`Journal::finish_dirs`] sets `st`'s).
+    pub(crate) fn make_dir(&mut self, rel: &PathText, st: Option<&Stat>, a: &mut Apply) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        fsops::mkdir_at(dir.as_fd(), &name, if st.is_some() { 0o700 } else { 0o755 })
+            .map_err(fail("recreate", rel))?;
+        if let Some(st) = st {
+            a.dirs.push((rel.clone(), st.clone()));
+        }
+        Ok(())
+    }
+
+    /// Makes the missing directories above `rel` (an excluded path whose tree was removed
+    /// since: the entry goes back where it came from).
+    pub(crate) fn make_parents(&mut self, rel: &PathText, a: &mut Apply) -> Step {
+        let mut missing = Vec::new();
+        let mut cur = p(rel).parent();
+        while let Some(d) = cur.filter(|d| !d.as_os_str().is_empty()) {
+            let t = PathText::from(d);
+            if self.stat_rel(&t).map_err(fail("inspect", &t))?.is_some() {
+                break;
+            }
+            missing.push(t);
+            cur = d.parent();
+        }
+        for d in missing.iter().rev() {
+            self.make_dir(d, None, a)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the pre-image `store/<obj>` into the file at `rel` (same inode, so its other
+    /// names see it), after saving what it holds now (journaled as `modified`); then `st`'s
+    /// metadata.
+    pub(crate) fn rewrite(&mut self, rel: &PathText, obj: u64, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        let current = copy::open_readable(dir, &name).map_err(fail("read", rel))?;
+        let now = Stat::from_meta(&current.metadata().map_err(fail("inspect", rel))?);
+        let seq = self.next_seq();
+        self.clear_object(seq);
+        let save = || -> io::Result<()> {
+            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+            let o = Self::object_name(seq);
+            let dst =
+                std::fs::File::from(fsops::open_at(self.store(), OsStr::new(&o), flags, 0o600)?);
+            copy::copy_content(&current, &dst)?;
+            if self.header.fsync {
+                dst.sync_all()?;
+            }
+            Ok(())
+        };
+        save().map_err(fail("save the current content of", rel))?;
+        self.append_step(Op::Modified {
+            path: rel.clone(),
+            st: now,
+        })?;
+        let o = Self::object_name(obj);
+        let write = || -> io::Result<()> {
+            let src = copy::open_readable(self.store(), OsStr::new(&o))?;
+            let dst = copy::open_writable(dir, &name)?;
+            copy::copy_content(&src, &dst)?;
+            fsops::set_meta_at(dir, &name, st)
+        };
+        write().map_err(fail("restore the content of", rel))
+    }
+
+    /// Sets `st`'s mode, owner and times on `rel`, journaled as `meta` with the current ones.
+    pub(crate) fn set_meta(&mut self, rel: &PathText, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let now = stat_at(dir.as_fd(), &name)
+            .map_err(fail("inspect", rel))?
+            .ok_or_else(|| format!("{} vanished", rel.display()))?;
+        self.append_step(Op::Meta {
+            path: rel.clone(),
+            st: now,
+        })?;
+        fsops::set_meta_at(dir.as_fd(), &name, st).map_err(fail("restore the metadata of", rel))
+    }
+
+    /// Sets the metadata of the directories this rollback made, deepest first.
+    pub(crate) fn finish_dirs(&mut self, a: &mut Apply) -> Step {
+        let mut dirs = std::mem::take(&mut a.dirs);
+        dirs.sort_by_key(|(rel, _)| std::cmp::Reverse(p(rel).components().count()));
+        for (rel, st) in &dirs {
+            self.set_meta(rel, st)?;
+        }
+        Ok(())
+    }
+
+    /// Brings the pre-image `store/<obj>` back as a new file at the free name `rel`.
+    pub(crate) fn restore_copy(&mut self, obj: u64, rel: &PathText, st: &Stat) -> Step {
+        let (dir, name) = self
+            .parent(rel)
+            .map_err(fail("open the directory of", rel))?;
+        let dir = dir.as_fd();
+        let tmp = OsString::from(format!(".guard-restore-{}", self.next_seq()));
+        let tmp_rel = PathText::from(p(rel).with_file_name(&tmp));
+        self.append_step(Op::Created {
+            path: tmp_rel.clone(),
+            id: None,
+            obj: None,
+        })?;
+        let o = Self::object_name(obj);
+        let mut file = st.clone();
+        file.kind = Kind::File;
+        copy::copy_entry(self.store(), OsStr::new(&o), dir, &tmp, &file, false, false)
+            .map_err(fail("copy", rel))?;
+        let copied = stat_at(dir, &tmp)
+            .map_err(fail("inspect", &tmp_rel))?
+            .ok_or_else(|| format!("{} vanished", tmp_rel.display()))?;
+        self.append_step(Op::Created {
+            path: rel.clone(),
+            id: Some(copied.id()),
+            obj: None,
+        })?;
+        fsops::rename_at(dir, &tmp, dir, &name, RenameFlags::RENAME_NOREPLACE)
+            .map_err(fail("restore", rel))
+    }
+}
+
+fn hash_of(dir: std::os::fd::BorrowedFd<'_>, name: &OsStr) -> Option<String> {
+    copy::open_readable(dir, name)
+        .and_then(|f| fsops::hash_file(&f))
+        .ok()
+}
+
+/// The inode whose content or metadata an entry restores.
+pub(crate) fn inode(op: &Op) -> Option<FileId> {
+    match op {
+        Op::Deleted { st, .. } | Op::Modified { st, .. } | Op::Meta { st, .. } => Some(st.id()),
+        Op::Renamed { replaced, .. } => replaced.as_ref().map(Stat::id),
+        _ => None,
+    }
+}

@@ -1,0 +1,389 @@
+//! The journal refuses nothing the kernel would allow, and loses nothing it cannot restore:
+//! directories renamed into and out of excluded paths (`target/`), long names, files guard
+//! may only write, files of another user, sparse files and hard links all work under guard as
+//! they do bare, and a rollback restores them exactly.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+
+use crate::util::{is_root, probe_result, tool, TreeState, Workspace, UNPRIV_USER};
+
+/// The journal's log of the newest run.
+fn newest_log(w: &Workspace) -> String {
+    let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    let run = runs.pop().expect("a run");
+    std::fs::read_to_string(run.join("journal/log.jsonl")).expect("log")
+}
+
+fn agent_excludes() -> Vec<String> {
+    ["target/**", "node_modules/**", ".venv/**"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[test]
+fn mv_target_target_old_is_one_journaled_rename_and_rollback_loses_nothing() {
+    let w = Workspace::new();
+    w.write("src/main.rs", "fn main() {}\n");
+    w.write("target/debug/app", &"binary ".repeat(1000));
+    w.write("target/debug/deps/libx.rlib", "rlib\n");
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&["mv", "target", "target.old"])
+        .expect_code(0);
+    assert!(w.ws.join("target.old/debug/app").exists() && !w.ws.join("target").exists());
+    let log = newest_log(&w);
+    assert_eq!(
+        log.matches(r#""op":"renamed""#).count(),
+        1,
+        "one entry for the rename, nothing copied:\n{log}"
+    );
+    assert!(!log.contains(r#""op":"deleted""#), "{log}");
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of mv target target.old");
+
+    // The same, with target/ rebuilt afterwards (as cargo would): the new target is kept in
+    // the journal, the old one comes back.
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "mv target target.old && mkdir -p target/debug && echo rebuilt > target/debug/app",
+        ])
+        .expect_code(0);
+    let after = w.state();
+    let out = w.guard().arg("rollback").output();
+    out.expect_code(0);
+    before.assert_restored(&w.ws, "rollback over a rebuilt target");
+    w.guard().arg("undo").output().expect_code(0);
+    after.assert_restored(&w.ws, "undo brings the rebuilt target back");
+}
+
+#[test]
+fn a_temporary_directory_renamed_to_target_works_and_rolls_back() {
+    let w = Workspace::new();
+    w.write("Cargo.toml", "[package]\nname = \"x\"\n");
+    let before = TreeState::of(&w.ws);
+    let before_excluding = guard::journal::tree_digest(&w.ws, &agent_excludes()).expect("digest");
+    let probe = w.probe();
+    // cargo: create a temporary directory in the workspace, fill it, rename it to `target`,
+    // all in one command (one checkpoint), then build into target/.
+    let cargo_like = format!(
+        "mkdir .tmpQx7Zr && echo 'Signature: 8a477f597d28d172789f06886806bc55' > .tmpQx7Zr/CACHEDIR.TAG \
+         && {probe} rename .tmpQx7Zr target"
+    );
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        &format!("sh -c \"{cargo_like}\" && mkdir -p target/debug && echo out > target/debug/x"),
+    ]);
+    out.expect_code(0);
+    assert_eq!(probe_result(&out), "ok", "no EXDEV: {}", out.stdout());
+    assert!(w.ws.join("target/CACHEDIR.TAG").exists());
+    w.guard().arg("rollback").output().expect_code(0);
+    assert!(!w.ws.join(".tmpQx7Zr").exists());
+    assert_eq!(
+        guard::journal::tree_digest(&w.ws, &agent_excludes()).expect("digest"),
+        before_excluding,
+        "the workspace but target/ is as before"
+    );
+    // Everything outside the excluded target/ is as before; target/ (made by the run, not
+    // journaled) stays.
+    let mut without_target = before.snapshot.clone();
+    without_target.retain(|p, _| !p.starts_with("target"));
+    let mut now = crate::util::snapshot(&w.ws);
+    now.retain(|p, _| !p.starts_with("target"));
+    assert_eq!(now, without_target);
+    assert!(w.ws.join("target/debug/x").exists());
+}
+
+#[test]
+fn cargo_build_of_a_fresh_checkout_works_under_guard_and_rolls_back() {
+    let Some(cargo) = tool("cargo") else {
+        eprintln!("skipped: cargo is not installed");
+        return;
+    };
+    let (Some(cargo_home), Some(rustup_home)) = (
+        std::env::var_os("CARGO_HOME").or_else(|| {
+            std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo").into_os_string())
+        }),
+        std::env::var_os("RUSTUP_HOME").or_else(|| {
+            std::env::var_os("HOME").map(|h| Path::new(&h).join(".rustup").into_os_string())
+        }),
+    ) else {
+        eprintln!("skipped: no CARGO_HOME or RUSTUP_HOME");
+        return;
+    };
+    let w = Workspace::new();
+    w.write(
+        "Cargo.toml",
+        "[package]\nname = \"fresh\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    w.write("src/main.rs", "fn main() { println!(\"built\"); }\n");
+    let before = w.state();
+    let toolchain = w.profile_file(
+        "toolchain",
+        &format!(
+            "name = \"toolchain\"\n[fs]\nread = [\"{}\", \"{}\"]\n",
+            Path::new(&cargo_home).display(),
+            Path::new(&rustup_home).display()
+        ),
+    );
+    let out = w
+        .exec(&["agent", &toolchain])
+        .env("CARGO_HOME", &cargo_home)
+        .env("RUSTUP_HOME", &rustup_home)
+        .env("CARGO_NET_OFFLINE", "true")
+        .run(&[
+            cargo.to_str().expect("utf-8 path"),
+            "build",
+            "--offline",
+            "-q",
+        ]);
+    if out.stderr().contains("Permission denied") && out.stderr().contains(".package-cache") {
+        eprintln!(
+            "skipped: cargo wants to write its home here: {}",
+            out.stderr()
+        );
+        return;
+    }
+    out.expect_code(0);
+    assert!(
+        !out.stderr().contains("Invalid cross-device link"),
+        "{}",
+        out.stderr()
+    );
+    assert!(w.ws.join("target/debug").is_dir());
+    w.guard().arg("rollback").output().expect_code(0);
+    let mut want = before.snapshot.clone();
+    want.retain(|p, _| !p.starts_with("target"));
+    let mut now = crate::util::snapshot(&w.ws);
+    now.retain(|p, _| !p.starts_with("target") && !p.starts_with("Cargo.lock"));
+    assert_eq!(
+        now, want,
+        "everything but the excluded target/ is as before"
+    );
+    assert!(
+        !w.ws.join("Cargo.lock").exists(),
+        "the lock file the build made is gone"
+    );
+}
+
+#[test]
+fn names_of_255_bytes_are_journaled_and_restored() {
+    let w = Workspace::new();
+    let long = |c: char| c.to_string().repeat(255);
+    let (a, b, d) = (long('a'), long('b'), long('d'));
+    w.write(&a, "first\n");
+    w.write(&format!("{d}/{a}"), "inside\n");
+    let before = w.state();
+    let script = format!(
+        "set -e; echo changed > {a}; mv {a} {b}; echo new > {a}; rm -rf {d}; mkdir {d}; \
+         echo x > {d}/{b}"
+    );
+    w.exec(&["agent"])
+        .run(&["sh", "-c", &script])
+        .expect_code(0);
+    assert!(w.ws.join(&b).exists());
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of long names");
+}
+
+#[test]
+fn write_only_and_mode_000_files_behave_as_bare_and_roll_back() {
+    // As the unprivileged user (guard too), on files they own: guard reads the write-only
+    // file for its pre-image without the caller's help.
+    let w = Workspace::unprivileged();
+    w.write("wo", "write only\n");
+    w.write("none", "mode 000\n");
+    w.write("ro", "read only\n");
+    for (f, m) in [("wo", 0o200), ("none", 0o000), ("ro", 0o400)] {
+        std::fs::set_permissions(w.ws.join(f), std::fs::Permissions::from_mode(m)).expect("chmod");
+    }
+    let before = w.state();
+    let probe = w.probe();
+    let out = w
+        .exec(&["agent"])
+        .run(&[&probe, "write", "wo", "overwritten"]);
+    assert_eq!(
+        probe_result(&out),
+        "ok",
+        "{}\n{}",
+        out.stdout(),
+        out.stderr()
+    );
+    let expect = if is_root() && !w.unprivileged {
+        "ok"
+    } else {
+        "errno 13 EACCES"
+    };
+    for f in ["none", "ro"] {
+        let out = w.exec(&["agent"]).run(&[&probe, "write", f, "x"]);
+        assert_eq!(probe_result(&out), expect, "{f}: as bare: {}", out.stderr());
+    }
+    let out = w.exec(&["agent"]).run(&["rm", "-f", "none", "ro"]);
+    out.expect_code(0);
+    // Roll back every run, newest first.
+    for _ in 0..4 {
+        w.guard()
+            .arg("rollback")
+            .arg(newest_unrolled(&w))
+            .output()
+            .expect_code(0);
+    }
+    before.assert_restored(&w.ws, "rollback of write-only and mode-000 files");
+    assert_eq!(
+        std::fs::metadata(w.ws.join("wo")).expect("wo").mode() & 0o7777,
+        0o200
+    );
+}
+
+/// The newest run not rolled back yet.
+fn newest_unrolled(w: &Workspace) -> String {
+    let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    runs.reverse();
+    for r in runs {
+        let meta = std::fs::read_to_string(r.join("run.json")).expect("run.json");
+        if !meta.contains("rolled-back") {
+            return r.file_name().expect("id").to_string_lossy().into_owned();
+        }
+    }
+    panic!("every run is rolled back");
+}
+
+#[test]
+fn another_users_files_are_changed_and_restored_with_their_owner() {
+    if !is_root() {
+        eprintln!("skipped: needs root to own files as {UNPRIV_USER}");
+        return;
+    }
+    let w = Workspace::new();
+    w.write("theirs.txt", "someone else's\n");
+    w.write("theirs-dir/inner.txt", "inside\n");
+    w.write("gone.txt", "to be deleted\n");
+    let status = std::process::Command::new("chown")
+        .args(["-R", &format!("{UNPRIV_USER}:")])
+        .arg(w.ws.join("theirs.txt"))
+        .arg(w.ws.join("theirs-dir"))
+        .arg(w.ws.join("gone.txt"))
+        .status()
+        .expect("chown");
+    assert!(status.success());
+    let uid = std::fs::metadata(w.ws.join("theirs.txt"))
+        .expect("stat")
+        .uid();
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "set -e; echo mine > theirs.txt; rm gone.txt; chmod 600 theirs-dir/inner.txt; \
+             mv theirs-dir moved; chown root moved/inner.txt",
+        ])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of another user's files");
+    for f in [
+        "theirs.txt",
+        "gone.txt",
+        "theirs-dir/inner.txt",
+        "theirs-dir",
+    ] {
+        assert_eq!(
+            std::fs::metadata(w.ws.join(f)).expect("stat").uid(),
+            uid,
+            "{f} is theirs again"
+        );
+    }
+}
+
+#[test]
+fn sparse_files_keep_their_holes_through_write_and_rollback() {
+    let w = Workspace::new();
+    let make = |name: &str| {
+        let f = std::fs::File::create(w.ws.join(name)).expect("create");
+        std::os::unix::fs::FileExt::write_all_at(&f, b"head", 0).expect("write");
+        std::os::unix::fs::FileExt::write_all_at(&f, b"tail", 64 << 20).expect("write");
+    };
+    make("sparse.img");
+    make("sparse2.img");
+    let blocks = |name: &str| std::fs::metadata(w.ws.join(name)).expect("stat").blocks();
+    let (b1, b2) = (blocks("sparse.img"), blocks("sparse2.img"));
+    if b1 > 1024 {
+        eprintln!("skipped: this filesystem does not keep holes ({b1} blocks)");
+        return;
+    }
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "set -e; printf more >> sparse.img; : > sparse2.img; echo x > sparse2.img",
+        ])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of sparse files");
+    assert!(
+        blocks("sparse.img") <= b1 + 8 && blocks("sparse2.img") <= b2 + 8,
+        "holes kept: {} and {} blocks, were {b1} and {b2}",
+        blocks("sparse.img"),
+        blocks("sparse2.img")
+    );
+    // The pre-images kept their holes too.
+    let store_blocks: u64 = walk_blocks(&w.state);
+    assert!(store_blocks < 4096, "the store holds {store_blocks} blocks");
+}
+
+fn walk_blocks(dir: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let m = e.metadata().expect("stat");
+        n += if m.is_dir() {
+            walk_blocks(&e.path())
+        } else {
+            m.blocks()
+        };
+    }
+    n
+}
+
+#[test]
+fn hard_links_are_restored_as_one_inode_with_its_content() {
+    let w = Workspace::new();
+    w.write("a", "shared content\n");
+    w.write("dir/keep", "k\n");
+    std::fs::hard_link(w.ws.join("a"), w.ws.join("b")).expect("link");
+    std::fs::hard_link(w.ws.join("a"), w.ws.join("dir/c")).expect("link");
+    let before = w.state();
+    let ino = std::fs::metadata(w.ws.join("a")).expect("stat").ino();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "set -e; echo changed through b > b; rm a; mv dir/c dir/c2; echo other > dir/c2.new; \
+             mv dir/c2.new dir/c2",
+        ])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of hard links");
+    for name in ["a", "b", "dir/c"] {
+        let m = std::fs::metadata(w.ws.join(name)).expect("stat");
+        assert_eq!(m.ino(), ino, "{name}: the same inode");
+        assert_eq!(m.nlink(), 3, "{name}: three names");
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("dir/c")).expect("read"),
+        "shared content\n"
+    );
+}

@@ -1,0 +1,199 @@
+//! A rollback after the run is an operation: all or nothing, refused with the list when the
+//! user's newer work is in the way, revertible (`guard undo`, the undo of an undo redoes it),
+//! and, when guard is killed in the middle of it, `guard recover` leaves the workspace as it
+//! was before the rollback or as it was after, never a mix.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::{populate, tool, Rng, TreeState, Workspace};
+
+fn git_home(w: &Workspace) {
+    w.write(
+        &w.home.join(".gitconfig").display().to_string(),
+        "[user]\n\tname = Guard Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n",
+    );
+}
+
+/// The human's side: a shell in the workspace, outside guard, with the test's home.
+fn human(w: &Workspace, script: &str) -> String {
+    w.sh(script)
+}
+
+#[test]
+fn git_status_after_an_agent_commit_does_not_block_the_rollback_and_the_repository_checks_out() {
+    if tool("git").is_none() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let w = Workspace::new();
+    git_home(&w);
+    populate(&w.ws.join("src"), 120, 31);
+    w.write("untouched.txt", "the human touches this one\n");
+    human(&w, "git init -q && git add -A && git commit -qm base");
+    let before = w.state();
+    // The agent commits under guard.
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "set -e; echo agent >> src/d0/f00010.txt; echo new > new.txt; rm -rf src/d1; \
+             git add -A; git commit -qm 'agent work'",
+        ])
+        .expect_code(0);
+    // The human looks: git status refreshes the index (a stat change forces it to rewrite it).
+    let index = w.ws.join(".git/index");
+    let ino_before = std::fs::metadata(&index).expect("index").ino();
+    human(
+        &w,
+        "touch untouched.txt; git status --porcelain > /dev/null",
+    );
+    assert_ne!(
+        std::fs::metadata(&index).expect("index").ino(),
+        ino_before,
+        "git status rewrote .git/index (the case this test is about)"
+    );
+    let looked_at = w.state();
+
+    let out = w.guard().arg("rollback").output();
+    out.expect_code(0);
+    assert!(
+        out.stderr().contains(".git/index") && out.stderr().contains("git's cache"),
+        "the rollback says it restored git's index: {}",
+        out.stderr()
+    );
+    before.assert_restored(&w.ws, "rollback after git status");
+    human(
+        &w,
+        "git fsck --strict --no-progress && git status --porcelain > /dev/null",
+    );
+    assert_eq!(human(&w, "git log -1 --format=%s").trim(), "base");
+
+    // The agent's work comes back with an undo, then the human really edits a file the run
+    // touched: the rollback refuses, naming it, and changes nothing.
+    w.guard().arg("undo").output().expect_code(0);
+    looked_at.assert_restored(
+        &w.ws,
+        "undo of the rollback, the index git status wrote included",
+    );
+    human(
+        &w,
+        "git fsck --no-progress && git status --porcelain > /dev/null",
+    );
+    w.write("new.txt", "the human's own work\n");
+    let edited = w.state();
+    let out = w.guard().arg("rollback").output();
+    assert_eq!(out.code(), 1, "refused\n{}", out.stderr());
+    assert!(
+        out.stderr().contains("new.txt") && out.stderr().contains("refusing"),
+        "the refusal names the path: {}",
+        out.stderr()
+    );
+    edited.assert_restored(&w.ws, "a refused rollback changes nothing");
+}
+
+#[test]
+fn undo_reverts_a_rollback_exactly_and_undo_again_redoes_it() {
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 300, 32);
+    w.write("conf.ini", "level = 1\n");
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "rm -rf tree/d0 tree/d2; mv tree/d3 moved; sed -i s/1/2/ conf.ini; \
+             chmod 700 tree/d4; mkdir -p made/x; echo x > made/x/f; ln -s conf.ini link",
+        ])
+        .expect_code(0);
+    let after_run = w.state();
+
+    let dry = w.guard().args(["rollback", "--dry-run"]).output();
+    dry.expect_code(0);
+    assert!(
+        dry.stdout().contains("restore tree/d0/") && dry.stdout().contains("would go ahead"),
+        "{}",
+        dry.stdout()
+    );
+    after_run.assert_restored(&w.ws, "a dry run changes nothing");
+
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback");
+    let out = w.guard().arg("undo").output();
+    out.expect_code(0);
+    after_run.assert_restored(&w.ws, "undo of the rollback");
+    w.guard().arg("undo").output().expect_code(0);
+    before.assert_restored(&w.ws, "undo of the undo");
+    // Nothing left to roll back: the run is rolled back.
+    let out = w.guard().arg("rollback").output();
+    out.expect_code(0);
+    assert!(
+        out.stdout().contains(": 0 change(s) undone"),
+        "{}",
+        out.stdout()
+    );
+}
+
+/// The run each kill iteration rolls back: removals, renames, edits, new files.
+const KILL_WORKLOAD: &str = "rm -rf tree/d0 tree/d1 tree/d2 tree/d3; mv tree/d4 moved; \
+    for f in tree/d5/*.txt; do echo edited >> \"$f\"; done; mkdir -p new/a/b; \
+    i=0; while [ $i -lt 200 ]; do echo $i > new/a/b/$i; i=$((i+1)); done";
+
+#[test]
+fn a_rollback_killed_at_random_points_is_recovered_to_one_side_never_a_mix() {
+    const KILLS: u64 = 20;
+    let seed = 0x05EE_D0B5;
+    eprintln!("kill points from seed {seed:#x}");
+    let mut rng = Rng::new(seed);
+    let w = Workspace::new();
+    populate(&w.ws.join("tree"), 1500, 33);
+    let pre = TreeState::of(&w.ws);
+    let mut span = Duration::ZERO;
+    let mut reverted = 0;
+    for i in 0..KILLS {
+        w.exec(&["agent"])
+            .run(&["sh", "-c", KILL_WORKLOAD])
+            .expect_code(0);
+        let post = TreeState::of(&w.ws);
+        if i == 0 {
+            // How long a whole rollback takes here: the kills land across that span.
+            let t = Instant::now();
+            w.guard().arg("rollback").output().expect_code(0);
+            span = t.elapsed();
+            pre.assert_restored(&w.ws, "calibration rollback");
+            w.guard().arg("undo").output().expect_code(0);
+            post.assert_restored(&w.ws, "calibration undo");
+        }
+        let delay = Duration::from_micros(rng.below(span.as_micros() as u64 + 1));
+        let story = format!("kill {i}: guard rollback killed after {delay:?} (span {span:?})");
+        let mut g = w.guard();
+        g.cmd
+            .arg("rollback")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = g.cmd.spawn().expect("spawn guard rollback");
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().expect("reap");
+
+        let out = w.guard().arg("recover").arg("-w").arg(&w.ws).output();
+        out.expect_code(0);
+        if out.stdout().contains("reverted an interrupted rollback") {
+            reverted += 1;
+        }
+        let now = TreeState::of(&w.ws);
+        if now.digest == post.digest {
+            // Not rolled back (killed before it began, or reverted): roll back in full.
+            w.guard().arg("rollback").output().expect_code(0);
+        } else if now.digest != pre.digest {
+            pre.assert_restored(&w.ws, &format!("{story}: neither side"));
+        }
+        pre.assert_restored(&w.ws, &story);
+    }
+    eprintln!("{reverted} of {KILLS} kills interrupted a rollback that recover reverted");
+    assert!(
+        reverted >= 3,
+        "only {reverted} of {KILLS} kills landed in the middle of a rollback"
+    );
+}
