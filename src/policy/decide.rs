@@ -238,9 +238,11 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
 
 const NETLINK: &str = "netlink messages stay on this machine";
 
-/// A bind (or listen) of `req.addr`: loopback on a `net.bind` port, or a `net.bind` address.
-/// Unix sockets are bound where Landlock's make-socket right allows (the write roots); other
-/// families that reach beyond the machine (packet, vsock, ...) are refused.
+/// A bind (or listen) of `req.addr`: a `net.bind` address; or loopback on a `net.bind` port;
+/// or the wildcard address on such a port, which the supervisor then fences so that only
+/// loopback peers reach the socket ([`Policy::bind_fence`]). Unix sockets are bound where
+/// Landlock's make-socket right allows (the write roots); other families that reach beyond
+/// the machine (packet, vsock, ...) are refused.
 fn decide_bind(policy: &Policy, req: &Request) -> Verdict {
     let Some(addr) = req.addr else {
         return malformed("bind without an address");
@@ -252,11 +254,17 @@ fn decide_bind(policy: &Policy, req: &Request) -> Verdict {
                 .bind
                 .as_ref()
                 .is_none_or(|ports| ports.contains(&sa.port()));
-            if (super::net::is_loopback(sa.ip()) && port_ok)
-                || super::net::matches_inet(&policy.net.bind_addrs, sa)
-            {
+            let local = super::net::is_loopback(sa.ip()) || sa.ip().is_unspecified();
+            if super::net::matches_inet(&policy.net.bind_addrs, sa) {
                 allow(Builtin::Bind, None)
-            } else if super::net::is_loopback(sa.ip()) {
+            } else if local && port_ok {
+                allow(
+                    Builtin::Bind,
+                    sa.ip()
+                        .is_unspecified()
+                        .then_some("every address: only loopback peers reach it"),
+                )
+            } else if local {
                 deny(libc::EACCES, Builtin::Bind, "port not in net.bind")
             } else {
                 deny(
@@ -294,6 +302,15 @@ fn decide_dns(policy: &Policy, req: &Request) -> Verdict {
 }
 
 impl Policy {
+    /// Whether a socket bound to `sa` must be fenced to loopback peers: the wildcard address,
+    /// allowed because its port is a `net.bind` port on loopback, not because `net.bind`
+    /// lists it. Not in observe mode.
+    pub fn bind_fence(&self, sa: &std::net::SocketAddr) -> bool {
+        self.mode == Mode::Enforce
+            && sa.ip().is_unspecified()
+            && !super::net::matches_inet(&self.net.bind_addrs, sa)
+    }
+
     /// Whether a DNS query may ask for `name` (lowercase, without the final dot).
     pub fn allows_name(&self, name: &str) -> bool {
         let hosts = self.net.connect.iter().filter_map(|t| match t {
@@ -703,8 +720,14 @@ mod tests {
                 (Action::Allow, "net.bind"),
                 "{ok}"
             );
+            assert!(!p.bind_fence(&ok.parse().unwrap()));
         }
-        for refused in ["0.0.0.0:8000", "0.0.0.0:0", "[::]:8000", "10.1.2.3:53"] {
+        // The wildcard address is allowed, fenced: only loopback peers reach the socket.
+        for fenced in ["0.0.0.0:8000", "0.0.0.0:0", "[::]:8000"] {
+            assert_eq!(bind(fenced).action, Action::Allow, "{fenced}");
+            assert!(p.bind_fence(&fenced.parse().unwrap()), "{fenced}");
+        }
+        for refused in ["10.1.2.3:53", "192.0.2.1:8000", "[fd00::1]:80"] {
             let v = bind(refused);
             assert_eq!(
                 (v.action, v.errno),
@@ -733,9 +756,16 @@ mod tests {
         assert_eq!(bind("127.0.0.1:8080"), Action::Allow);
         assert_eq!(bind("127.0.0.1:8081"), Action::Deny, "only the listed port");
         assert_eq!(bind("0.0.0.0:9000"), Action::Allow);
+        assert!(
+            !p.bind_fence(&"0.0.0.0:9000".parse().unwrap()),
+            "listed: not fenced"
+        );
         assert_eq!(bind("[::]:9000"), Action::Allow);
+        assert_eq!(bind("0.0.0.0:8080"), Action::Allow, "fenced");
+        assert!(p.bind_fence(&"0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(bind("0.0.0.0:8081"), Action::Deny, "not a listed port");
         assert_eq!(
-            bind("0.0.0.0:8080"),
+            bind("192.0.2.1:8080"),
             Action::Deny,
             "a port alone is loopback only"
         );

@@ -28,7 +28,7 @@ pub(super) fn perform(
     policy: &Policy,
 ) -> (Option<Answer>, Option<String>) {
     if let super::resolve::Act::Net(act) = &r.act {
-        let answer = match super::net::perform(core, n, act) {
+        let answer = match super::net::perform(core, n, act, policy) {
             Outcome::Done(v) => Some(Answer::Value(v)),
             Outcome::Failed(e) => Some(Answer::Errno(e)),
             Outcome::Answered => None,

@@ -212,6 +212,80 @@ pub fn sockname_raw(sock: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     Ok(bytes.to_vec())
 }
 
+/// `SKF_NET_OFF`: classic BPF loads relative to the network header of the packet.
+const SKF_NET_OFF: u32 = 0xfff0_0000;
+
+/// A classic BPF socket filter that keeps only packets from a loopback source: IPv4
+/// `127.0.0.0/8`, IPv6 `::1`. Everything else (from any other address) is dropped before the
+/// socket sees it: a SYN to a listener, a datagram to a UDP socket. Jump offsets count from
+/// the next instruction.
+pub fn loopback_only() -> [libc::sock_filter; 17] {
+    const LD_B: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const LD_W: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const RSH: u16 = (libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K) as u16;
+    const AND: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    [
+        /* 0 */ op(LD_B, 0, 0, SKF_NET_OFF), // version and header length
+        /* 1 */ op(RSH, 0, 0, 4),
+        /* 2 */ op(JEQ, 0, 3, 4), // IPv4: 3, else 6
+        /* 3 */ op(LD_W, 0, 0, SKF_NET_OFF + 12), // source address
+        /* 4 */ op(AND, 0, 0, 0xff00_0000),
+        /* 5 */ op(JEQ, 10, 9, 0x7f00_0000), // 127/8: keep, else drop
+        /* 6 */ op(JEQ, 0, 8, 6), // IPv6: 7, else drop
+        /* 7 */ op(LD_W, 0, 0, SKF_NET_OFF + 8), // source address, word by word
+        /* 8 */ op(JEQ, 0, 6, 0),
+        /* 9 */ op(LD_W, 0, 0, SKF_NET_OFF + 12),
+        /* 10 */ op(JEQ, 0, 4, 0),
+        /* 11 */ op(LD_W, 0, 0, SKF_NET_OFF + 16),
+        /* 12 */ op(JEQ, 0, 2, 0),
+        /* 13 */ op(LD_W, 0, 0, SKF_NET_OFF + 20),
+        /* 14 */ op(JEQ, 1, 0, 1), // ::1: keep, else drop
+        /* 15 */ op(RET, 0, 0, 0), // drop
+        /* 16 */ op(RET, 0, 0, u32::MAX), // keep
+    ]
+}
+
+/// Let only loopback peers reach `sock`: attach [`loopback_only`] and lock it
+/// (`SO_LOCK_FILTER`: the program cannot detach or replace it).
+pub fn fence_to_loopback(sock: BorrowedFd<'_>) -> io::Result<()> {
+    let mut prog = loopback_only();
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points to `prog`, alive for the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a live int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LOCK_FILTER,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// listen(2).
 pub fn listen(sock: BorrowedFd<'_>, backlog: i32) -> io::Result<()> {
     // SAFETY: plain integer arguments.

@@ -149,66 +149,127 @@ fn tcp_fast_open_is_judged_like_connect() {
     assert_eq!(allowed.bytes.lock().expect("lock").as_slice(), b"hello-tfo");
 }
 
+/// Run `g` on `argv` (a probe that serves), wait for its `listening` line, call `meanwhile`
+/// with the lines before it, and return the probe's last line. A probe that fails before it
+/// listens just returns its line.
+fn serving(g: Guard, argv: &[String], meanwhile: impl FnOnce(&[String])) -> String {
+    use std::io::BufRead;
+    let mut cmd = g.cmd;
+    cmd.arg("--")
+        .args(argv)
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn guard");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let mut before = Vec::new();
+    let mut last = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("read the probe");
+        if line == "listening" {
+            meanwhile(&before);
+            break;
+        }
+        last.clone_from(&line);
+        before.push(line);
+    }
+    for line in lines {
+        last = line.expect("read the probe");
+    }
+    child.wait().expect("wait for guard");
+    last
+}
+
+/// Whether a TCP client in the namespace reaches `ip:port` (1 s at most).
+fn reaches(ns: &NetNs, ip: &'static str, port: u16) -> bool {
+    ns.enter(move || {
+        let to = std::net::SocketAddr::new(ip.parse().expect("ip"), port);
+        std::net::TcpStream::connect_timeout(&to, std::time::Duration::from_secs(1)).is_ok()
+    })
+}
+
 #[test]
-fn a_server_in_the_sandbox_binds_loopback_only_and_is_not_reached_from_outside() {
-    let Some(ns) = NetNs::new("a_server_in_the_sandbox_binds_loopback_only") else {
+fn a_server_in_the_sandbox_is_reached_from_loopback_only() {
+    let Some(ns) = NetNs::new("a_server_in_the_sandbox_is_reached_from_loopback_only") else {
         return;
     };
     let w = Workspace::new();
     let resolv = resolv_conf(&w.root, Ipv4Addr::LOCALHOST);
-    for (profile, at) in [
-        ("agent", "192.0.2.1:8000"),
-        ("agent", "0.0.0.0:8001"),
-        ("strict", "0.0.0.0:8002"),
-        ("strict", "127.0.0.1:8003"),
+    let probe = |args: &[&str]| -> Vec<String> {
+        std::iter::once(w.probe())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect()
+    };
+    // A non-loopback address, under agent; anything, under strict.
+    for (profile, op, at) in [
+        ("agent", "serve", "192.0.2.1:8000"),
+        ("strict", "serve", "0.0.0.0:8002"),
+        ("strict", "serve", "127.0.0.1:8003"),
+        ("strict", "udp-recv", "0.0.0.0:8004"),
     ] {
-        let out = ns
-            .wrap(w.exec(&[profile]), &resolv)
-            .run(&[w.probe(), "serve".into(), at.into()]);
+        let out = ns.wrap(w.exec(&[profile]), &resolv).run(&probe(&[op, at]));
         assert_eq!(probe_result(&out), "bind errno 13 EACCES", "{profile} {at}");
         assert_refusal_logged(&w, "bind", at, None);
-        let port: u16 = at
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("port");
-        let reached = ns.enter(move || {
-            std::net::TcpStream::connect(("192.0.2.1", port)).is_ok()
-                || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        assert!(!reached, "{profile}: a client outside reached {at}");
     }
-    // listen() on an unbound socket would bind the wildcard address.
-    for profile in ["agent", "strict"] {
-        let out = ns
-            .wrap(w.exec(&[profile]), &resolv)
-            .run(&[w.probe(), "listen-unbound".into()]);
-        assert_eq!(probe_result(&out), "listen errno 13 EACCES", "{profile}");
-        assert_refusal_logged(&w, "listen", "0.0.0.0:0", None);
-        let out = ns.wrap(w.exec(&[profile]), &resolv).run(&[
-            w.probe(),
-            "bind-udp".into(),
-            "0.0.0.0:8004".into(),
-        ]);
-        assert_eq!(probe_result(&out), "errno 13 EACCES", "{profile} udp");
-    }
-    // agent may serve on loopback.
-    let out = ns.wrap(w.exec(&["agent"]), &resolv).run(&[
-        w.probe(),
-        "bind-udp".into(),
-        "127.0.0.1:8005".into(),
-    ]);
+    let out = ns
+        .wrap(w.exec(&["strict"]), &resolv)
+        .run(&probe(&["listen-unbound"]));
+    assert_eq!(probe_result(&out), "listen errno 13 EACCES");
+    assert_refusal_logged(&w, "listen", "0.0.0.0:0", None);
+
+    // agent: a server on every address is fenced to loopback peers. A client coming from
+    // 192.0.2.1 gets nowhere; one on loopback is served.
+    let last = serving(
+        ns.wrap(w.exec(&["agent"]), &resolv),
+        &probe(&["serve", "0.0.0.0:8001"]),
+        |_| {
+            assert!(!reaches(&ns, "192.0.2.1", 8001), "reached from outside");
+            assert!(reaches(&ns, "127.0.0.1", 8001), "loopback is served");
+        },
+    );
+    assert_eq!(last, "ok accepted");
+    // listen() on an unbound socket binds every address: fenced the same way.
+    let last = serving(
+        ns.wrap(w.exec(&["agent"]), &resolv),
+        &probe(&["listen-unbound"]),
+        |before| {
+            let port: u16 = before
+                .iter()
+                .find_map(|l| l.strip_prefix("port "))
+                .and_then(|p| p.parse().ok())
+                .expect("the probe's port");
+            assert!(!reaches(&ns, "192.0.2.1", port), "reached from outside");
+            assert!(reaches(&ns, "127.0.0.1", port), "loopback is served");
+        },
+    );
+    assert_eq!(last, "ok accepted");
+    // UDP: the datagram from outside is dropped, the one from loopback arrives.
+    let last = serving(
+        ns.wrap(w.exec(&["agent"]), &resolv),
+        &probe(&["udp-recv", "0.0.0.0:8004"]),
+        |_| {
+            ns.enter(|| {
+                let outside = UdpSocket::bind("192.0.2.1:0").expect("bind");
+                outside.send_to(b"outside", "192.0.2.1:8004").expect("send");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let inside = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                inside.send_to(b"inside", "127.0.0.1:8004").expect("send");
+            });
+        },
+    );
+    assert_eq!(last, "ok got inside");
+
+    // agent may serve on loopback; a profile that lists an address may serve there.
+    let out = ns
+        .wrap(w.exec(&["agent"]), &resolv)
+        .run(&probe(&["bind-udp", "127.0.0.1:8005"]));
     assert_eq!(probe_result(&out), "ok bound");
-    // A profile that lists an address may serve there.
     let open = w.profile_file(
         "open",
         "name = \"open\"\n[net]\nbind = [\"192.0.2.1:8006\"]\n",
     );
-    let out = ns.wrap(w.exec(&["agent", &open]), &resolv).run(&[
-        w.probe(),
-        "bind-udp".into(),
-        "192.0.2.1:8006".into(),
-    ]);
+    let out = ns
+        .wrap(w.exec(&["agent", &open]), &resolv)
+        .run(&probe(&["bind-udp", "192.0.2.1:8006"]));
     assert_eq!(probe_result(&out), "ok bound");
 }
 

@@ -82,10 +82,19 @@ pub fn resolver_options(
 pub enum NetAct {
     /// A send on the caller's socket.
     Send(Box<send::Send>),
-    /// bind(2) of an inet socket on its duplicate.
-    Bind { sock: OwnedFd, addr: Vec<u8> },
-    /// listen(2) on the duplicate.
-    Listen { sock: OwnedFd, backlog: i32 },
+    /// bind(2) of an inet socket on its duplicate, to `addr` (decoded: `at`).
+    Bind {
+        sock: OwnedFd,
+        addr: Vec<u8>,
+        at: std::net::SocketAddr,
+    },
+    /// listen(2) on the duplicate; `autobind`: the wildcard address the kernel binds it to
+    /// because it is not bound yet.
+    Listen {
+        sock: OwnedFd,
+        backlog: i32,
+        autobind: Option<std::net::SocketAddr>,
+    },
     /// A connect to nameserver `upstream`, made to guard's DNS relay instead.
     ConnectDns(Box<sock::ConnectDns>),
     /// Allowed by the policy, but guard does not perform it: fail with this errno.
@@ -241,22 +250,33 @@ pub(super) fn judge_more(policy: &Policy, r: &Resolved, first: Verdict) -> Verdi
     first
 }
 
-/// Perform `act` for the caller of `n`; `Outcome::Answered` when a thread answers later.
-pub(super) fn perform(core: &Core, n: &Notif, act: &NetAct) -> Outcome {
+/// Perform `act` for the caller of `n` under `policy`; `Outcome::Answered` when a thread
+/// answers later. A socket that is to serve on every address but may serve only loopback
+/// ([`Policy::bind_fence`]) gets a locked socket filter first that drops every packet from
+/// any other source.
+pub(super) fn perform(core: &Core, n: &Notif, act: &NetAct, policy: &Policy) -> Outcome {
+    use std::os::fd::AsFd;
     let done = |r: std::io::Result<()>| match r {
         Ok(()) => Outcome::Done(0),
         Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
+    let fence = |sock: &OwnedFd, at: Option<&std::net::SocketAddr>| match at {
+        Some(at) if policy.bind_fence(at) => crate::sys::net::fence_to_loopback(sock.as_fd()),
+        _ => Ok(()),
+    };
     match act {
         NetAct::Send(s) => send::perform(&core.net, n, s),
-        NetAct::Bind { sock, addr } => done(crate::sys::net::bind_raw(
-            std::os::fd::AsFd::as_fd(sock),
-            addr,
-        )),
-        NetAct::Listen { sock, backlog } => done(crate::sys::net::listen(
-            std::os::fd::AsFd::as_fd(sock),
-            *backlog,
-        )),
+        NetAct::Bind { sock, addr, at } => {
+            done(fence(sock, Some(at)).and_then(|()| crate::sys::net::bind_raw(sock.as_fd(), addr)))
+        }
+        NetAct::Listen {
+            sock,
+            backlog,
+            autobind,
+        } => done(
+            fence(sock, autobind.as_ref())
+                .and_then(|()| crate::sys::net::listen(sock.as_fd(), *backlog)),
+        ),
         NetAct::ConnectDns(c) => match core.net.relay() {
             Some(relay) => sock::connect_to_relay(&core.net, relay, n, c),
             None => Outcome::Failed(libc::ECONNREFUSED),
@@ -268,7 +288,8 @@ pub(super) fn perform(core: &Core, n: &Notif, act: &NetAct) -> Outcome {
 /// A send with nothing to judge (no destination), performed on the duplicate of the socket
 /// and answered, with no decision recorded.
 pub(super) fn carry(core: &Core, n: &Notif, act: &NetAct) {
-    let a = match perform(core, n, act) {
+    let policy = core.net.policy();
+    let a = match perform(core, n, act, &policy) {
         Outcome::Done(v) => Some(Answer::Value(v)),
         Outcome::Failed(e) => Some(Answer::Errno(e)),
         Outcome::Answered => None,

@@ -69,12 +69,13 @@ pub fn resolve_bind(
 ) -> Result<Resolution, Failure> {
     let addr = decode_sockaddr(&raw, n.pid)
         .map_err(|e| Failure::undecodable(syscall, &e, "bad socket address"))?;
-    let act = if matches!(addr, NetAddr::Inet(_)) {
+    let act = if let NetAddr::Inet(at) = addr {
         let (_, dup, _) = duplicate(n.pid, sock)
             .map_err(|e| Failure::unresolved(syscall, &e, "not a socket of the caller"))?;
         Act::Net(Box::new(NetAct::Bind {
             sock: dup,
             addr: raw,
+            at,
         }))
     } else {
         Act::Continue
@@ -117,10 +118,18 @@ pub fn resolve_listen(
         (NetAddr::Unspecified, d) if d != libc::AF_UNIX => NetAddr::Other(d as u16),
         (a, _) => a,
     };
+    let autobind = match &addr {
+        NetAddr::Inet(sa) if sa.port() == 0 && sa.ip().is_unspecified() => Some(*sa),
+        _ => None,
+    };
     let mut r = Resolved::new(
         syscall,
         Op::Bind,
-        Act::Net(Box::new(NetAct::Listen { sock: dup, backlog })),
+        Act::Net(Box::new(NetAct::Listen {
+            sock: dup,
+            backlog,
+            autobind,
+        })),
     );
     r.addr = Some(addr);
     Ok(Resolution::Judge(Box::new(r)))

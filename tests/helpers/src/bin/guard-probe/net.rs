@@ -243,13 +243,46 @@ unsafe fn accept_one(fd: i32) -> String {
     "ok accepted".into()
 }
 
-/// listen() on a socket never bound: the kernel binds it to the wildcard address.
+/// listen() on a socket never bound: the kernel binds it to the wildcard address. Prints the
+/// port, then waits for one connection like `serve`.
 unsafe fn listen_unbound() -> String {
     let s = socket(libc::SOCK_STREAM);
     if libc::listen(s.as_raw_fd(), 4) != 0 {
         return format!("listen {}", failed(errno()));
     }
-    "ok listening".into()
+    let mut sin: libc::sockaddr_in = std::mem::zeroed();
+    let mut len = SIN_LEN;
+    libc::getsockname(
+        s.as_raw_fd(),
+        (&mut sin as *mut libc::sockaddr_in).cast(),
+        &mut len,
+    );
+    println!("port {}", u16::from_be(sin.sin_port));
+    accept_one(s.as_raw_fd())
+}
+
+/// Bind a UDP socket at `at`, then wait up to 3 s for one datagram.
+unsafe fn udp_recv(at: &libc::sockaddr_in) -> String {
+    let s = socket(libc::SOCK_DGRAM);
+    if libc::bind(
+        s.as_raw_fd(),
+        (at as *const libc::sockaddr_in).cast(),
+        SIN_LEN,
+    ) != 0
+    {
+        return format!("bind {}", failed(errno()));
+    }
+    println!("listening");
+    let _ = std::io::stdout().flush();
+    if !readable(s.as_raw_fd()) {
+        return "ok nothing".into();
+    }
+    let mut buf = [0u8; 64];
+    let n = libc::recv(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0);
+    format!(
+        "ok got {}",
+        String::from_utf8_lossy(&buf[..n.max(0) as usize])
+    )
 }
 
 unsafe fn bind_udp(at: &libc::sockaddr_in) -> String {
@@ -395,6 +428,7 @@ pub fn dispatch(args: &[OsString]) -> Option<String> {
             "tfo" => tfo(&v4(&arg(1)), text(2).as_bytes()),
             "serve" => serve(&v4(&arg(1))),
             "listen-unbound" => listen_unbound(),
+            "udp-recv" => udp_recv(&v4(&arg(1))),
             "bind-udp" => bind_udp(&v4(&arg(1))),
             "dns-sendto" => dns_sendto(&v4(&arg(1)), &text(2)),
             "dns-write" => dns_write(&v4(&arg(1)), &text(2)),
