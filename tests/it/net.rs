@@ -121,6 +121,38 @@ fn a_unix_datagram_to_a_socket_outside_is_refused() {
 }
 
 #[test]
+fn sends_guard_performs_keep_their_meaning() {
+    let w = Workspace::new();
+    let file = w.write("passed.txt", "passed over a socket\n");
+    let run = |args: &[&str]| {
+        let mut argv = vec![w.probe()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        let bare = probe_result(&Out(std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .expect("run the probe bare")));
+        let guarded = probe_result(&w.exec(&["agent"]).run(&argv));
+        (bare, guarded)
+    };
+    // SCM_RIGHTS: the receiver gets the very file that was sent.
+    let (bare, guarded) = run(&["pass-fd", &file.display().to_string()]);
+    assert_eq!(
+        (bare.as_str(), guarded.as_str()),
+        ("ok same-file", "ok same-file")
+    );
+    // A broken pipe: EPIPE, and one SIGPIPE on the caller (not on guard).
+    let (bare, guarded) = run(&["sigpipe"]);
+    assert_eq!(bare, "errno 32 OTHER sigpipe=1");
+    assert_eq!(guarded, bare);
+    // A blocking send waits for room and sends everything, in one call.
+    let (bare, guarded) = run(&["blocking-send"]);
+    assert_eq!(bare, "ok sent=1048576 received=1048576");
+    assert_eq!(guarded, bare);
+    // None of these named a destination: nothing was judged, nothing recorded.
+    assert!(decisions_of(&w, "sendmsg").is_empty());
+}
+
+#[test]
 fn tcp_fast_open_is_judged_like_connect() {
     let w = Workspace::new();
     let denied = TcpSink::start(TcpListener::bind("127.0.0.1:0").expect("bind"));

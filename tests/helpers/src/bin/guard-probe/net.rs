@@ -402,6 +402,146 @@ fn resolve(name: &str, port: Option<u16>) -> String {
     }
 }
 
+unsafe fn pair(kind: i32) -> (OwnedFd, OwnedFd) {
+    let mut sv = [0i32; 2];
+    assert_eq!(
+        libc::socketpair(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()),
+        0
+    );
+    (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1]))
+}
+
+/// Pass an open file (`path`) over a unix socket pair with SCM_RIGHTS; `ok same-file` when the
+/// descriptor received is the same open file.
+unsafe fn pass_fd(path: &OsString) -> String {
+    let (a, b) = pair(libc::SOCK_DGRAM);
+    let file = std::fs::File::open(path).expect("open the file to pass");
+    let fd = file.as_raw_fd();
+    let mut cbuf = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: b"f".as_ptr() as *mut _,
+        iov_len: 1,
+    };
+    let mut h: libc::msghdr = std::mem::zeroed();
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    h.msg_control = cbuf.as_mut_ptr().cast();
+    h.msg_controllen = libc::CMSG_SPACE(4) as _;
+    let c = libc::CMSG_FIRSTHDR(&h);
+    (*c).cmsg_level = libc::SOL_SOCKET;
+    (*c).cmsg_type = libc::SCM_RIGHTS;
+    (*c).cmsg_len = libc::CMSG_LEN(4) as _;
+    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
+    if libc::sendmsg(a.as_raw_fd(), &h, 0) != 1 {
+        return failed(errno());
+    }
+    let mut rbuf = [0u64; 8];
+    let mut byte = [0u8; 1];
+    let mut riov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut r: libc::msghdr = std::mem::zeroed();
+    r.msg_iov = &mut riov;
+    r.msg_iovlen = 1;
+    r.msg_control = rbuf.as_mut_ptr().cast();
+    r.msg_controllen = std::mem::size_of_val(&rbuf) as _;
+    if libc::recvmsg(b.as_raw_fd(), &mut r, 0) != 1 {
+        return failed(errno());
+    }
+    let rc = libc::CMSG_FIRSTHDR(&r);
+    if rc.is_null() || (*rc).cmsg_type != libc::SCM_RIGHTS {
+        return "no descriptor arrived".into();
+    }
+    let got = std::ptr::read_unaligned(libc::CMSG_DATA(rc).cast::<i32>());
+    let (mut s1, mut s2): (libc::stat, libc::stat) = (std::mem::zeroed(), std::mem::zeroed());
+    libc::fstat(fd, &mut s1);
+    libc::fstat(got, &mut s2);
+    if (s1.st_dev, s1.st_ino) == (s2.st_dev, s2.st_ino) {
+        "ok same-file".into()
+    } else {
+        "a different file arrived".into()
+    }
+}
+
+static PIPES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+extern "C" fn on_pipe(_: i32) {
+    PIPES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// sendmsg on a stream whose peer is gone, without MSG_NOSIGNAL: the kernel raises SIGPIPE on
+/// the caller and returns EPIPE. Prints the errno and how many SIGPIPEs arrived.
+unsafe fn sigpipe() -> String {
+    libc::signal(libc::SIGPIPE, on_pipe as *const () as usize);
+    let (a, b) = pair(libc::SOCK_STREAM);
+    drop(b);
+    let mut iov = libc::iovec {
+        iov_base: b"x".as_ptr() as *mut _,
+        iov_len: 1,
+    };
+    let mut h: libc::msghdr = std::mem::zeroed();
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    let rc = libc::sendmsg(a.as_raw_fd(), &h, 0);
+    let e = errno();
+    // The signal may be delivered right after the call returns.
+    for _ in 0..100 {
+        if PIPES.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let n = PIPES.load(std::sync::atomic::Ordering::SeqCst);
+    if rc < 0 {
+        format!("{} sigpipe={n}", failed(e))
+    } else {
+        format!("sent sigpipe={n}")
+    }
+}
+
+/// One blocking sendmsg of 1 MiB on a stream pair with a small buffer, while a thread drains
+/// the other end after a moment: the call blocks, then sends everything.
+unsafe fn blocking_send() -> String {
+    let (a, b) = pair(libc::SOCK_STREAM);
+    let small: i32 = 4096;
+    libc::setsockopt(
+        a.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUF,
+        (&small as *const i32).cast(),
+        4,
+    );
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut total = 0usize;
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = libc::read(b.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                return total;
+            }
+            total += n as usize;
+        }
+    });
+    let payload = vec![b'z'; 1 << 20];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut _,
+        iov_len: payload.len(),
+    };
+    let mut h: libc::msghdr = std::mem::zeroed();
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    let rc = libc::sendmsg(a.as_raw_fd(), &h, 0);
+    let e = errno();
+    drop(a);
+    let got = reader.join().unwrap_or(0);
+    if rc < 0 {
+        return failed(e);
+    }
+    format!("ok sent={rc} received={got}")
+}
+
 /// Runs a network operation, if `args[0]` names one.
 pub fn dispatch(args: &[OsString]) -> Option<String> {
     let op = args.first()?.to_string_lossy().into_owned();
@@ -429,6 +569,9 @@ pub fn dispatch(args: &[OsString]) -> Option<String> {
             "serve" => serve(&v4(&arg(1))),
             "listen-unbound" => listen_unbound(),
             "udp-recv" => udp_recv(&v4(&arg(1))),
+            "pass-fd" => pass_fd(&arg(1)),
+            "sigpipe" => sigpipe(),
+            "blocking-send" => blocking_send(),
             "bind-udp" => bind_udp(&v4(&arg(1))),
             "dns-sendto" => dns_sendto(&v4(&arg(1)), &text(2)),
             "dns-write" => dns_write(&v4(&arg(1)), &text(2)),
