@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod cli;
 pub mod confine;
+pub mod dns;
 pub mod journal;
 pub mod launch;
 pub mod policy;

@@ -16,6 +16,8 @@ impl Builtin {
             Builtin::Protect => "a protected path",
             Builtin::ExecAnonymous => "the program is not a file on disk",
             Builtin::Connect => "the address is not in net.connect",
+            Builtin::Bind => "the address is not in net.bind",
+            Builtin::Dns => "the name is not a host of net.connect nor in net.resolve",
             Builtin::Default => "the call is missing what its operation needs",
             Builtin::Decode => "guard could not read the call",
             Builtin::GuardConfig => "guard's own configuration",
@@ -35,6 +37,12 @@ impl Builtin {
             }
             Builtin::Connect => {
                 "add the host or address and port to [net] connect (in .guard.toml or a profile layered with -p)"
+            }
+            Builtin::Bind => {
+                "add the address and port to [net] bind (in .guard.toml or a profile layered with -p)"
+            }
+            Builtin::Dns => {
+                "add the host to [net] connect (HOST:PORT) or the name to [net] resolve (in .guard.toml or a profile layered with -p)"
             }
             Builtin::GuardConfig => "edit guard's configuration outside the sandbox",
             Builtin::ExecAnonymous if op == Some(Op::Exec) => {
@@ -56,6 +64,8 @@ fn verb(op: Option<Op>) -> &'static str {
         Some(Op::Link) => "link of",
         Some(Op::Chmod) => "metadata change of",
         Some(Op::Connect) => "connect to",
+        Some(Op::Bind) => "bind to",
+        Some(Op::Dns) => "lookup of",
         None => "call",
     }
 }

@@ -191,7 +191,7 @@ pub fn perform(
                 Ok(())
             }
         }
-        Act::Continue | Act::Connect { .. } => Ok(()),
+        Act::Continue | Act::Connect { .. } | Act::Net(_) => Ok(()),
     };
     match before {
         Ok(()) => perform_plain(act, n, listener, inject),
@@ -292,6 +292,8 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
         }
         Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
         Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
+        // Performed by the network stage before it comes here (`supervisor::net`).
+        Act::Net(_) => Outcome::Failed(libc::ENOSYS),
     }
 }
 

@@ -225,7 +225,12 @@ fn subject(judged: &Judged) -> (Option<Op>, String) {
             .map(|a| audit::escape_for_terminal(a.as_bytes()))
             .collect::<Vec<_>>()
             .join(" "),
-        Op::Connect => r
+        Op::Dns => r
+            .name
+            .as_deref()
+            .map(|n| audit::escape_for_terminal(n.as_bytes()))
+            .unwrap_or_default(),
+        Op::Connect | Op::Bind => r
             .addr
             .as_ref()
             .map(super::record::format_addr)

@@ -182,6 +182,17 @@ fn connect_verdict(p: &policy::Policy, ip: IpAddr, port: u16) -> Action {
     .action
 }
 
+fn lookup_verdict(p: &policy::Policy, name: &str) -> Action {
+    policy::decide(
+        p,
+        &Request {
+            name: Some(name),
+            ..Request::new(Op::Dns)
+        },
+    )
+    .action
+}
+
 #[test]
 fn each_agents_api_hosts_are_judged_allowed_by_its_profile_and_refused_by_agent() {
     let vars = Vars {
@@ -239,6 +250,17 @@ fn each_agents_api_hosts_are_judged_allowed_by_its_profile_and_refused_by_agent(
                 connect_verdict(&p, *ip, *port),
                 Action::Allow,
                 "{name}: {host}"
+            );
+            // Its name may be looked up under the profile, not under plain agent.
+            assert_eq!(
+                lookup_verdict(&p, host),
+                Action::Allow,
+                "{name}: lookup {host}"
+            );
+            assert_eq!(
+                lookup_verdict(&agent, host),
+                Action::Deny,
+                "agent: lookup {host}"
             );
             assert_eq!(
                 connect_verdict(&p, *ip, 80),

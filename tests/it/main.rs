@@ -22,6 +22,8 @@ mod home;
 mod journal_fidelity;
 mod journal_limits;
 mod library;
+mod net;
+mod netns;
 mod otlp;
 mod pjdfstest;
 mod process;
