@@ -8,9 +8,11 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::util::{tool, Out, Workspace};
 
-/// `guard log --denied --json` of the newest run: one line per refused call.
+/// `guard log --denied --json` of the newest run: one line per refused call. The run is
+/// named: ids order runs only to the second.
 fn denied_lines(w: &Workspace) -> Vec<serde_json::Value> {
-    let out = w.guard().args(["log", "--denied", "--json"]).output();
+    let run = w.audit()[0]["run"].as_str().expect("run id").to_string();
+    let out = w.guard().args(["log", "--denied", "--json", &run]).output();
     out.expect_code(0);
     out.stdout()
         .lines()
