@@ -106,6 +106,14 @@ pub fn explain(verdict: &Verdict, op: Option<Op>, subject: &str) -> String {
     line
 }
 
+/// The line for an exec the policy allows but the kernel will refuse: the program (`exe`,
+/// printable) lies outside every root Landlock grants execute on; `dir` is its directory.
+pub fn explain_landlock_exec(exe: &str, dir: &str) -> String {
+    format!(
+        "guard: the kernel will refuse exec of {exe}: outside the read roots (Landlock); to allow, add {dir} to [fs] read"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ pub use builtin::{builtin_names, builtin_source};
 pub use decide::decide;
 pub use diagnose::Problem;
 pub use error::PolicyError;
-pub use explain::explain;
+pub use explain::{explain, explain_landlock_exec};
 pub use model::*;
 pub use net::{name_matches, NetMatcher};
 pub use paths::normalize;

@@ -194,10 +194,11 @@ pub(super) fn landlock_refuses_exec(
         return Some(note);
     }
     drop(refusals);
-    let line = format!(
-        "guard: the kernel will refuse exec of {shown}: outside the read roots (Landlock); to allow, add {} to [fs] read\n",
-        audit::escape_for_terminal(dir.as_os_str().as_bytes())
+    let mut line = policy::explain_landlock_exec(
+        &shown,
+        &audit::escape_for_terminal(dir.as_os_str().as_bytes()),
     );
+    line.push('\n');
     let result = deliver(pid, line.as_bytes());
     let mut refusals = lock(&core.refusals);
     match result {
