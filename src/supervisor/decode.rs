@@ -215,8 +215,9 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
-    /// the errno the kernel itself gives it, not by policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), or a name to create
+    /// that exists (EEXIST): the call fails with the errno the kernel itself gives it, not by
+    /// policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -239,7 +240,7 @@ impl Failure {
         let mut f = Self::undecodable(syscall, e, what);
         if matches!(
             f.errno,
-            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EEXIST
         ) {
             f.kind = FailureKind::Unresolved;
         }
