@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
 fn check_line(line: &str, event: &Event, run: &str) -> audit::Record {
     assert!(!line.contains(['\n', '\r']), "more than one line: {line:?}");
     let value: serde_json::Value = serde_json::from_str(line).expect("encode writes valid JSON");
-    assert_eq!(value["v"], 1, "{line}");
+    assert_eq!(value["v"], audit::VERSION, "{line}");
     assert_eq!(value["type"], "decision", "{line}");
     let record = audit::decode(line).expect("decode reads what encode wrote");
     assert_eq!(record.run, run, "run id changed in {line}");
