@@ -128,6 +128,12 @@ pub enum Shape {
         addr: usize,
         len: usize,
     },
+    /// A call that changes the caller's credentials (the set*id family, setgroups, capset) or
+    /// its umask (`umask`: the register with the new mask). Nothing is judged: the supervisor
+    /// notes the change (its cache of callers' credentials) and lets the call through.
+    Credentials {
+        umask: Option<usize>,
+    },
 }
 
 /// Whether a call follows a final symlink.
@@ -238,6 +244,17 @@ macro_rules! table {
             row!($S::execve, trap(Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None })),
             row!($S::execveat, trap(Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) })),
             row!($S::connect, trap(Shape::Connect { sock: 0, addr: 1, len: 2 })),
+            row!($S::setuid, trap(CREDENTIALS)),
+            row!($S::setgid, trap(CREDENTIALS)),
+            row!($S::setreuid, trap(CREDENTIALS)),
+            row!($S::setregid, trap(CREDENTIALS)),
+            row!($S::setresuid, trap(CREDENTIALS)),
+            row!($S::setresgid, trap(CREDENTIALS)),
+            row!($S::setfsuid, trap(CREDENTIALS)),
+            row!($S::setfsgid, trap(CREDENTIALS)),
+            row!($S::setgroups, trap(CREDENTIALS)),
+            row!($S::capset, trap(CREDENTIALS)),
+            row!($S::umask, trap(Shape::Credentials { umask: Some(0) })),
             $($open,)*
             row!($S::openat, Treatment::TrapWhenWriting(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2), mode: Some(3) })),
         ]
@@ -245,6 +262,7 @@ macro_rules! table {
 }
 
 const DENY: Treatment = Treatment::Deny(libc::EPERM);
+const CREDENTIALS: Shape = Shape::Credentials { umask: None };
 const META_FOLLOW: Shape = Shape::Meta {
     dirfd: None,
     path: 0,

@@ -5,9 +5,9 @@
 //!
 //! Each hook does two kinds of work. The journal's bookkeeping (stat, keep a pre-image in the
 //! store, append to the log) is guard's own and is done with guard's credentials. The one call
-//! that performs the caller's own mutation goes through [`as_caller`]: that is the seam where
-//! the caller's credentials (fsuid, fsgid, groups, capabilities) are to be assumed, so the
-//! kernel judges exactly that call as it would have judged the caller's.
+//! that performs the caller's own mutation goes through [`as_caller`], which takes on the
+//! caller's credentials (fsuid, fsgid, groups, capabilities, umask), so the kernel judges
+//! exactly that call as it would have judged the caller's.
 
 use std::ffi::OsStr;
 use std::io;
@@ -31,10 +31,10 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
 }
 
 /// Performs the caller's own mutation, the one call of a hook that is not the journal's
-/// bookkeeping. Today guard's credentials perform it; this is where the caller's are to be
-/// assumed around it.
+/// bookkeeping, with the caller's credentials when the supervisor named a caller (see
+/// `crate::creds`); as guard otherwise (a rollback).
 pub(crate) fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    call()
+    crate::creds::as_caller(call)
 }
 
 impl Journal {

@@ -116,6 +116,10 @@ pub enum Args {
         sock: i32,
         addr: BlockPtr,
     },
+    /// The caller changes its credentials, or its umask (`umask`: the new mask).
+    Credentials {
+        umask: Option<u32>,
+    },
 }
 
 /// One trapped call, decoded from its registers.
@@ -159,6 +163,7 @@ impl Call {
             ],
             Args::Exec { at, argv, .. } => [path(at), Some(Want::Argv(*argv)), None],
             Args::Connect { addr, .. } => [Some(Want::Block(*addr)), None, None],
+            Args::Credentials { .. } => [None, None, None],
         }
     }
 }
@@ -388,6 +393,9 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
                 addr: BlockPtr { addr: a(addr), len },
             }
         }
+        Shape::Credentials { umask } => Args::Credentials {
+            umask: umask.map(a32),
+        },
     };
     Ok(Call {
         syscall: row.name,
@@ -420,6 +428,8 @@ mod tests {
             "open" | "openat" | "openat2" | "creat" => "open",
             "execve" | "execveat" => "exec",
             "connect" => "connect",
+            "setuid" | "setgid" | "setreuid" | "setregid" | "setresuid" | "setresgid"
+            | "setfsuid" | "setfsgid" | "setgroups" | "capset" | "umask" => "credentials",
             _ => return None,
         })
     }
@@ -464,6 +474,17 @@ mod tests {
         "execve",
         "execveat",
         "connect",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
     /// aarch64 has only the *at forms, and renameat (glibc's rename() there).
     const AARCH64_TRAPPED: &[&str] = &[
@@ -490,6 +511,17 @@ mod tests {
         "execve",
         "execveat",
         "connect",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
 
     fn kind(args: &Args) -> &'static str {
@@ -507,6 +539,7 @@ mod tests {
             Args::Open { .. } => "open",
             Args::Exec { .. } => "exec",
             Args::Connect { .. } => "connect",
+            Args::Credentials { .. } => "credentials",
         }
     }
 
@@ -599,6 +632,7 @@ mod tests {
                 numbers.extend(flags.map(|i| (i, 0)));
             }
             Shape::Connect { sock, len, .. } => numbers.extend([(sock, 3), (len, 16)]),
+            Shape::Credentials { umask } => numbers.extend(umask.map(|i| (i, 0o022))),
         }
         for (i, v) in numbers {
             args[i] = v;

@@ -19,6 +19,7 @@
 //! what a verdict means for the run is `policy::react`'s to say.
 
 mod answer;
+mod callers;
 mod decode;
 mod emulate;
 mod hosts;
@@ -45,11 +46,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::audit::AuditHandle;
+use crate::creds;
 use crate::journal::Journal;
 use crate::policy::{self, Policy, Situation};
 use crate::sys::{Listener, Notif};
 
 use answer::Answer;
+use decode::Failure;
 use record::Record;
 
 pub use emulate::Inject;
@@ -81,6 +84,8 @@ struct Core {
     policy: RwLock<Arc<Policy>>,
     hosts: Mutex<hosts::PendingHosts>,
     procs: Mutex<procinfo::ProcCache>,
+    /// The credentials of the threads that make judged calls.
+    callers: callers::Callers,
     inject: emulate::Inject,
     tx: Mutex<TxState>,
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
@@ -162,6 +167,7 @@ impl Supervisor {
                 policy: RwLock::new(policy),
                 hosts: Mutex::new(hosts),
                 procs: Mutex::new(procinfo::ProcCache::default()),
+                callers: callers::Callers::new(root),
                 inject,
                 created: Mutex::new(HashSet::new()),
                 root,
@@ -228,12 +234,27 @@ impl Judged {
 }
 
 /// One notification, down the stages: decode, read, resolve, validate, decide, react, perform,
-/// answer, record.
+/// answer, record. The resolve and perform stages act with the caller's credentials where
+/// they act for it (see `crate::creds`).
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
-    let resolved = decode::decode(&n).and_then(|call| {
+    let call = decode::decode(&n);
+    if let Ok(decode::Call {
+        args: decode::Args::Credentials { umask },
+        ..
+    }) = call
+    {
+        return credentials_change(core, &n, umask);
+    }
+    let caller = core.callers.caller(n.pid, false);
+    let resolved = call.and_then(|call| {
+        let caller = caller.as_ref().map_err(|e| {
+            Failure::undecodable(call.syscall, e, "cannot read the caller's credentials")
+        })?;
         let mem = read::read(n.pid, &call);
-        resolve::resolve(&n, &call, mem, core.root)
+        creds::for_caller(caller.clone(), || {
+            resolve::resolve(&n, &call, mem, core.root)
+        })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
     // caller is still the same task, waiting in the same call.
@@ -253,9 +274,26 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         &judged,
     ) {
         (react::Next::Perform(tx), Judged::Call(r)) => {
-            let (answer, note) = perform::perform(core, &n, r, tx, inject, &policy);
-            record.note(note);
-            answer
+            if r.op == policy::Op::Exec {
+                // Its credentials are computed anew, and its process's other threads end.
+                core.callers.exec(n.pid);
+            }
+            let caller = if r.act.creates_with_mode() {
+                core.callers.caller(n.pid, true)
+            } else {
+                caller
+            };
+            match caller {
+                Ok(caller) => {
+                    let (answer, note) = creds::for_caller(caller, || {
+                        perform::perform(core, &n, r, tx, inject, &policy)
+                    });
+                    record.note(note);
+                    answer
+                }
+                // The caller is gone (its /proc entry with it): nothing to answer.
+                Err(_) => None,
+            }
         }
         (react::Next::Refuse(errno), _) => Some(Answer::Errno(errno)),
         // A failed call's verdict is a denial: policy::react never lets it through.
@@ -265,4 +303,17 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         answer::answer(core, n.id, a);
     }
     record::record(core, record, start);
+}
+
+/// A call that changes the caller's credentials or umask: let through, with the cache of
+/// callers' credentials told first (its next call re-reads them) or, for umask, once the
+/// call is on its way.
+fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
+    if umask.is_none() {
+        core.callers.changing(n.pid);
+    }
+    let answered = core.listener.respond(n.id, 0, 0, true);
+    if let (Some(mask), Ok(())) = (umask, answered) {
+        core.callers.umask_set(n.pid, mask);
+    }
 }

@@ -83,6 +83,19 @@ pub enum Act {
     },
 }
 
+impl Act {
+    /// Whether performing it may create an entry whose mode goes through the umask.
+    pub fn creates_with_mode(&self) -> bool {
+        match self {
+            Act::Mkdir { .. } | Act::Mknod { .. } => true,
+            Act::Open { flags, .. } => {
+                flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
 /// supervisor performs.
 #[derive(Debug)]
@@ -431,6 +444,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.new_command = n.pid != root && txn::parent_of(n.pid) == Some(root);
             r
         }
+        // Handled before this stage (the supervisor notes the change and lets it through).
+        Args::Credentials { .. } => return Ok(Resolution::Pass),
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)

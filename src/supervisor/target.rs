@@ -73,15 +73,23 @@ pub enum Kind {
     Other,
 }
 
-fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
-    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .ok()?;
-    Some(match st.st_mode & libc::S_IFMT {
+/// What `name` is in `parent`, `None` when nothing is there. Looking it up needs search
+/// permission on `parent` (EACCES otherwise) and a name the filesystem can hold
+/// (ENAMETOOLONG): errors the kernel gives the call itself, before anything else.
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Kind>> {
+    let st =
+        match nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        {
+            Ok(st) => st,
+            Err(nix::errno::Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+    Ok(Some(match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         libc::S_IFLNK => Kind::Symlink,
         _ => Kind::Other,
-    })
+    }))
 }
 
 /// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
@@ -223,12 +231,45 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
 /// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
 /// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
+///
+/// The walk runs with the caller's credentials (see `crate::creds`), so a directory the
+/// caller may not search fails it with EACCES as the kernel would. Only the caller's own
+/// /proc entries, which the kernel lets a process see whatever its credentials and guard's
+/// worker would not be let into as the caller, are walked as guard (guard then applies its
+/// own rules to them: no other process's entries, only the caller's pipes).
 pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Target> {
     if raw.is_empty() {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
-    let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
-    let mut owned_raw = callers_proc(raw, pid);
+    let absolute = raw.first() == Some(&b'/');
+    let owned_raw = callers_proc(raw, pid);
+    let base = open_base(pid, dirfd, absolute)?;
+    let in_proc = |base: &OwnedFd| {
+        owned_raw.starts_with(b"/proc/")
+            || (!absolute
+                && fd_path(base.as_fd())
+                    .is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/")))
+    };
+    match crate::creds::as_caller(|| walk_from(base, owned_raw.clone(), follow, pid)) {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let base = open_base(pid, dirfd, absolute)?;
+            if in_proc(&base) {
+                walk_from(base, owned_raw.clone(), follow, pid)
+            } else {
+                Err(e)
+            }
+        }
+        other => other,
+    }
+}
+
+/// The walk of [`target`] from `base`, with whatever credentials the thread has.
+fn walk_from(
+    mut base: OwnedFd,
+    mut owned_raw: Vec<u8>,
+    follow: bool,
+    pid: u32,
+) -> io::Result<Target> {
     for _ in 0..40 {
         let (dir, name) = split(&owned_raw);
         let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
@@ -237,7 +278,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
             open_dir(base.as_fd(), dir)?
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
-        let kind = kind_of(parent.as_fd(), &name);
+        let kind = kind_of(parent.as_fd(), &name)?;
         if follow && kind == Some(Kind::Symlink) {
             if is_other_process(&fd_path(parent.as_fd())?, pid) {
                 // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
