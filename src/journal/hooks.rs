@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::copy;
 use super::fsops::{self, stat_at};
-use super::journal::{Journal, JournalError, Saved, StoreMode};
+use super::journal::{Journal, JournalError, Saved};
 use super::log::{Kind, Op, Stat};
 use crate::audit::PathText;
 
@@ -48,27 +48,6 @@ impl Journal {
         let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
     }
 
-    /// Keeps the non-directory `dir/name`, about to be removed or replaced, as `store/<seq>`:
-    /// a hard link when the filesystem allows (nothing is copied; the caller's own call then
-    /// removes or replaces the name), else a copy. Returns the content hash of a copied file.
-    pub(crate) fn keep(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        st: &Stat,
-        seq: u64,
-    ) -> io::Result<Option<String>> {
-        self.clear_object(seq);
-        let obj = Self::object_name(seq);
-        let obj = OsStr::new(&obj);
-        if self.header.mode != StoreMode::Copy
-            && fsops::link_at(dir, name, self.store(), obj).is_ok()
-        {
-            return Ok(None);
-        }
-        copy::copy_entry(dir, name, self.store(), obj, st, self.header.fsync, true)
-    }
-
     /// Copies `dir/name` of any kind (a directory with its tree) to `store/<seq>`.
     pub(crate) fn keep_tree(
         &self,
@@ -98,25 +77,18 @@ impl Journal {
             return Err(errno(libc::EISDIR));
         }
         let seq = self.next_seq();
-        let sha256 = self.keep(dir, name, &st, seq).map_err(|source| {
-            journal_failed(&JournalError::Save {
-                path: abs.to_path_buf(),
-                source,
-            })
-        })?;
         self.content_saved.remove(&st.id());
         self.meta_saved.remove(&st.id());
-        let op = Op::Deleted {
-            path,
-            st,
-            sha256,
-            obj: None,
+        let record = |j: &mut Journal, sha256: Option<String>| {
+            let op = Op::Deleted {
+                path,
+                st: st.clone(),
+                sha256,
+                obj: None,
+            };
+            j.append(op).map(|_| ()).map_err(|e| journal_failed(&e))
         };
-        if let Err(e) = self.append(op) {
-            self.clear_object(seq);
-            return Err(journal_failed(&e));
-        }
-        as_caller(|| fsops::unlink_at(dir, name, false)).inspect_err(|_| self.clear_object(seq))
+        self.delete_keeping(dir, name, abs, &st, seq, record)
     }
 
     /// rmdir(2), performed by the journal after recording the directory's metadata.
