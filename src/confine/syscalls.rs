@@ -231,8 +231,8 @@ macro_rules! table {
             row!($S::lsetxattr, trap(META_NOFOLLOW)),
             row!($S::removexattr, trap(META_FOLLOW)),
             row!($S::lremovexattr, trap(META_NOFOLLOW)),
-            // The caller's resolve flags are refused (ENOSYS) by the supervisor; its open flags
-            // are in memory, so it is trapped whatever they say.
+            // Its open flags are in memory, so it is trapped whatever they say; the supervisor
+            // has the kernel honour the caller's resolve flags (supervisor/beneath.rs).
             row!($S::openat2, trap(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2), mode: None })),
             row!($S::renameat, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: None })),
             row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::UnlessFlagged(3) })),

@@ -65,6 +65,8 @@ pub enum Args {
         to: PathArg,
         /// AT_SYMLINK_FOLLOW: a final symlink of `from` is followed.
         follow: bool,
+        /// AT_EMPTY_PATH: an empty `from` names its descriptor itself.
+        empty_path: bool,
     },
     Symlink {
         target: StrPtr,
@@ -180,8 +182,9 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
-    /// the errno the kernel itself gives it, not by policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), or that the kernel
+    /// refuses for its names alone (a trailing slash, `.`, `..`: `names::refused`): the call
+    /// fails with the errno the kernel itself gives it, not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -285,6 +288,7 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             from: at(from.0, from.1),
             to: at(to.0, to.1),
             follow: flagged(flags, libc::AT_SYMLINK_FOLLOW),
+            empty_path: flagged(flags, libc::AT_EMPTY_PATH),
         },
         Shape::Symlink {
             target,

@@ -188,41 +188,49 @@ pub fn perform(
 fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject) -> Outcome {
     match act {
         Act::Continue | Act::Meta(_) => Outcome::Continue,
-        Act::Unlink(t) => as_caller(|| {
-            nix::unistd::unlinkat(raw(t), t.name.as_os_str(), UnlinkatFlags::NoRemoveDir)
-        }),
-        Act::Rmdir(t) => as_caller(|| {
-            nix::unistd::unlinkat(raw(t), t.name.as_os_str(), UnlinkatFlags::RemoveDir)
-        }),
+        Act::Unlink(t) => {
+            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::NoRemoveDir))
+        }
+        Act::Rmdir(t) => {
+            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::RemoveDir))
+        }
         Act::Rename { from, to, flags } => as_caller(|| {
             nix::fcntl::renameat2(
                 raw(from),
-                from.name.as_os_str(),
+                &*from.call_name(),
                 raw(to),
-                to.name.as_os_str(),
+                &*to.call_name(),
                 RenameFlags::from_bits_retain(*flags),
             )
         }),
-        Act::Link { from, to } => as_caller(|| {
-            nix::unistd::linkat(
-                raw(from),
-                from.name.as_os_str(),
+        Act::Link { from, to } => as_caller(|| match &from.pinned {
+            // An object with no name (deleted, O_TMPFILE): through guard's own magic link.
+            Some(pinned) => nix::unistd::linkat(
+                None,
+                std::ffi::OsStr::new(&format!("/proc/self/fd/{}", pinned.as_raw_fd())),
                 raw(to),
-                to.name.as_os_str(),
+                &*to.call_name(),
+                AtFlags::AT_SYMLINK_FOLLOW,
+            ),
+            None => nix::unistd::linkat(
+                raw(from),
+                &*from.call_name(),
+                raw(to),
+                &*to.call_name(),
                 AtFlags::empty(),
-            )
+            ),
         }),
         Act::Symlink { target, at } => as_caller(|| {
             nix::unistd::symlinkat(
                 std::ffi::OsStr::from_bytes(target),
                 raw(at),
-                at.name.as_os_str(),
+                &*at.call_name(),
             )
         }),
         Act::Mkdir { at, mode } => as_caller(|| {
             nix::sys::stat::mkdirat(
                 raw(at),
-                at.name.as_os_str(),
+                &*at.call_name(),
                 Mode::from_bits_truncate(mode & 0o7777),
             )
         }),
@@ -231,7 +239,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             as_caller(|| {
                 nix::sys::stat::mknodat(
                     raw(at),
-                    at.name.as_os_str(),
+                    &*at.call_name(),
                     kind,
                     Mode::from_bits_truncate(mode & 0o7777),
                     *dev,
@@ -259,7 +267,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             as_caller(|| {
                 nix::unistd::fchownat(
                     raw(at),
-                    at.name.as_os_str(),
+                    &*at.call_name(),
                     id(*uid).map(Uid::from_raw),
                     id(*gid).map(Gid::from_raw),
                     AtFlags::AT_SYMLINK_NOFOLLOW,
@@ -369,7 +377,7 @@ fn open(
     let cloexec = flags & libc::O_CLOEXEC != 0;
     // The final component was already resolved: never follow a symlink swapped in since.
     let mut ours = (flags & !libc::O_CLOEXEC) | libc::O_CLOEXEC;
-    if !matches!(at.kind, Some(Kind::Symlink | Kind::Magic)) {
+    if !matches!(at.kind, Some(Kind::Symlink | Kind::Magic)) && at.pinned.is_none() {
         ours |= libc::O_NOFOLLOW;
     }
     let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
@@ -386,7 +394,7 @@ fn open(
             ),
             None => crate::sys::fs::openat(
                 Some(at.parent.as_fd()),
-                at.name.as_os_str(),
+                &*at.call_name(),
                 OFlag::from_bits_retain(ours),
                 Mode::from_bits_truncate(mode),
             ),

@@ -19,12 +19,14 @@
 //! what a verdict means for the run is `policy::react`'s to say.
 
 mod answer;
+mod beneath;
 mod callers;
 mod decode;
 mod emulate;
 mod hosts;
 mod judge;
 mod memory;
+mod names;
 mod perform;
 mod procinfo;
 mod react;
