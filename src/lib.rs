@@ -15,6 +15,7 @@ pub mod audit;
 pub mod cli;
 pub mod confine;
 pub mod creds;
+pub mod dns;
 pub mod journal;
 pub mod launch;
 pub mod policy;

@@ -53,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
         path2: has(4).then(|| text(path2)),
         argv: has(5).then(|| argv.split(|&b| b == 0).map(text).collect()),
         addr: has(6).then(|| string(addr)),
+        name: has(6).then(|| string(addr)),
         cwd: has(7).then(|| text(cwd)),
         verdict: Verdict::ALL[usize::from(flags & 3)],
         errno: (!errno.is_empty()).then(|| string(errno)),

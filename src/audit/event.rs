@@ -124,6 +124,9 @@ pub struct Decision {
     pub argv: Option<Vec<PathText>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// The name a DNS query asked for (`op` `dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathText>,
     pub verdict: Verdict,
@@ -384,6 +387,7 @@ pub(crate) mod tests {
             path2: None,
             argv: None,
             addr: None,
+            name: None,
             cwd: None,
             verdict,
             errno: verdict.is_denial().then(|| "EPERM".into()),
@@ -430,6 +434,7 @@ pub(crate) mod tests {
                 path2: Some("/ws/b".into()),
                 argv: Some(vec!["sh".into(), "-c".into(), "echo \u{1b}[2J".into()]),
                 addr: Some("[::1]:443".into()),
+                name: Some("api.github.com".into()),
                 cwd: Some(PathText::from(b"/ws/\x80".to_vec())),
                 reason: Some("no network".into()),
                 ..decision(8, Verdict::Kill)

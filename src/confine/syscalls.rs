@@ -30,6 +30,10 @@ pub enum Treatment {
     /// Trapped only when the flags in the register named by the shape's
     /// [`OpenFlags::Arg`] ask to write (open, openat), so reads never pay a round trip.
     TrapWhenWriting(Shape),
+    /// Trapped only when the destination pointer in the register named by the shape's
+    /// [`Shape::SendTo`] `addr` is not NULL (sendto): a send without one goes to the socket's
+    /// peer, which only a judged connect (or accept of a judged listen) can have set.
+    TrapWhenAddressed(Shape),
     /// Refused with this errno whatever its arguments (part of the deny list).
     Deny(i32),
     /// Refused for some arguments only (part of the deny list).
@@ -127,6 +131,39 @@ pub enum Shape {
         sock: usize,
         addr: usize,
         len: usize,
+    },
+    /// sendto(sock, buf, len, flags, addr, addrlen).
+    SendTo {
+        sock: usize,
+        buf: usize,
+        len: usize,
+        flags: usize,
+        addr: usize,
+        addrlen: usize,
+    },
+    /// sendmsg(sock, msg, flags): everything else is in the `struct msghdr`.
+    SendMsg {
+        sock: usize,
+        msg: usize,
+        flags: usize,
+    },
+    /// sendmmsg(sock, vec, vlen, flags).
+    SendMmsg {
+        sock: usize,
+        vec: usize,
+        vlen: usize,
+        flags: usize,
+    },
+    /// bind(sock, addr, len).
+    Bind {
+        sock: usize,
+        addr: usize,
+        len: usize,
+    },
+    /// listen(sock, backlog).
+    Listen {
+        sock: usize,
+        backlog: usize,
     },
     /// A call that changes the caller's credentials (the set*id family, setgroups, capset) or
     /// its umask (`umask`: the register with the new mask). Nothing is judged: the supervisor
@@ -244,6 +281,11 @@ macro_rules! table {
             row!($S::execve, trap(Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None })),
             row!($S::execveat, trap(Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) })),
             row!($S::connect, trap(Shape::Connect { sock: 0, addr: 1, len: 2 })),
+            row!($S::sendto, Treatment::TrapWhenAddressed(Shape::SendTo { sock: 0, buf: 1, len: 2, flags: 3, addr: 4, addrlen: 5 })),
+            row!($S::sendmsg, trap(Shape::SendMsg { sock: 0, msg: 1, flags: 2 })),
+            row!($S::sendmmsg, trap(Shape::SendMmsg { sock: 0, vec: 1, vlen: 2, flags: 3 })),
+            row!($S::bind, trap(Shape::Bind { sock: 0, addr: 1, len: 2 })),
+            row!($S::listen, trap(Shape::Listen { sock: 0, backlog: 1 })),
             row!($S::setuid, trap(CREDENTIALS)),
             row!($S::setgid, trap(CREDENTIALS)),
             row!($S::setreuid, trap(CREDENTIALS)),
@@ -325,7 +367,9 @@ impl Syscall {
     /// The argument shape of a call the supervisor receives (trapped, always or when writing).
     pub fn trapped_shape(&self) -> Option<Shape> {
         match self.treatment {
-            Treatment::Trap(s) | Treatment::TrapWhenWriting(s) => Some(s),
+            Treatment::Trap(s)
+            | Treatment::TrapWhenWriting(s)
+            | Treatment::TrapWhenAddressed(s) => Some(s),
             Treatment::Deny(_) | Treatment::Conditional(_) => None,
         }
     }
@@ -375,6 +419,19 @@ mod tests {
         assert_eq!(nr("openat"), Some(libc::SYS_openat));
         assert_eq!(nr("execveat"), Some(libc::SYS_execveat));
         assert_eq!(nr("clone3"), Some(libc::SYS_clone3));
+    }
+
+    #[test]
+    fn only_sendto_is_trapped_by_its_destination() {
+        for table in [X86_64_TABLE, AARCH64_TABLE] {
+            for s in table {
+                if let Treatment::TrapWhenAddressed(shape) = s.treatment {
+                    assert!(matches!(shape, Shape::SendTo { .. }), "{}", s.name);
+                }
+            }
+            let row = table.iter().find(|s| s.name == "sendto").expect("sendto");
+            assert!(matches!(row.treatment, Treatment::TrapWhenAddressed(_)));
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use decide::decide;
 pub use diagnose::Problem;
 pub use error::PolicyError;
 pub use model::*;
-pub use net::NetMatcher;
+pub use net::{name_matches, NetMatcher};
 pub use paths::normalize;
 pub use react::{react, Reaction, Situation};
 pub use render::render;

@@ -60,8 +60,10 @@ pub enum NetTarget {
     },
     /// Any address, one port (`*:443`).
     AnyHost { port: u16 },
-    /// A host name resolved when the run starts (`crates.io:443`); `addrs` is filled in by the
-    /// caller before the run (policy does no network I/O); unresolved names match nothing.
+    /// A host name (`crates.io:443`), or every name under a domain (`*.github.com:443`, stored
+    /// as `*.github.com`). `addrs` are the addresses the supervisor learned for it: resolved
+    /// when the run starts (not for a wildcard) and from every DNS answer guard judged for a
+    /// name it covers (policy does no network I/O); a name with no address matches nothing.
     Host {
         name: String,
         port: Option<u16>,
@@ -76,8 +78,15 @@ pub enum NetTarget {
 #[derive(Debug, Clone)]
 pub struct NetPolicy {
     pub connect: Vec<NetTarget>,
-    /// TCP ports that may be bound; `None` means any port.
+    /// Ports that may be bound on a loopback address (`127.0.0.0/8`, `::1`), TCP or UDP;
+    /// `None` means any port.
     pub bind: Option<Vec<u16>>,
+    /// Other addresses that may be bound (`0.0.0.0:8080`, `10.0.0.0/8`): `net.bind` entries
+    /// written in `net.connect` syntax.
+    pub bind_addrs: Vec<NetTarget>,
+    /// Names a DNS query may ask for besides the host names of `connect` (`net.resolve`):
+    /// exact names, `*.domain` for every name under it, `*` for any.
+    pub resolve: Vec<String>,
     /// Add the nameservers of /etc/resolv.conf (port 53) to `connect` at run start.
     pub dns: bool,
     /// Compiled unix-path and abstract-name globs of `connect`; rebuild it with
@@ -146,11 +155,16 @@ pub enum Op {
     Create,
     Link,
     Chmod,
+    /// connect, and a send that names its destination (sendto, sendmsg, sendmmsg).
     Connect,
+    /// bind, and listen (which binds the wildcard address when the socket is not bound).
+    Bind,
+    /// A DNS query, judged by the name it asks for.
+    Dns,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 10] = [
         Op::Exec,
         Op::Delete,
         Op::Rename,
@@ -159,6 +173,8 @@ impl Op {
         Op::Link,
         Op::Chmod,
         Op::Connect,
+        Op::Bind,
+        Op::Dns,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -171,12 +187,19 @@ impl Op {
             Op::Link => "link",
             Op::Chmod => "chmod",
             Op::Connect => "connect",
+            Op::Bind => "bind",
+            Op::Dns => "dns",
         }
     }
 
     /// Operations that mutate the filesystem (judged against write roots and `protect`).
     pub fn is_fs_mutation(self) -> bool {
-        !matches!(self, Op::Exec | Op::Connect)
+        !matches!(self, Op::Exec | Op::Connect | Op::Bind | Op::Dns)
+    }
+
+    /// Operations judged by a network address (a rule's `addr` condition applies to them).
+    pub fn is_net(self) -> bool {
+        matches!(self, Op::Connect | Op::Bind | Op::Dns)
     }
 }
 
@@ -284,8 +307,10 @@ pub struct Request<'a> {
     pub exe_anonymous: bool,
     /// The caller's working directory (argv path arguments are resolved against it).
     pub cwd: Option<&'a Path>,
-    /// connect: the decoded address.
+    /// connect, send: the destination; bind, listen: the local address; dns: the nameserver.
     pub addr: Option<&'a NetAddr>,
+    /// dns: the name the query asks for (lowercase, without the final dot).
+    pub name: Option<&'a str>,
     /// open: the target is one of the caller's own pipes, reached through its /proc/PID/fd
     /// (`> /dev/stdout` into a pipe, a jobserver): no file is reached, so no filesystem rule
     /// applies.
@@ -293,6 +318,11 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// This request with `addr` as its address.
+    pub fn with_addr(self, addr: Option<&'a NetAddr>) -> Self {
+        Request { addr, ..self }
+    }
+
     /// A request with only the operation set; fill in the rest with struct update syntax.
     pub fn new(op: Op) -> Self {
         Request {
@@ -306,6 +336,7 @@ impl<'a> Request<'a> {
             exe_anonymous: false,
             cwd: None,
             addr: None,
+            name: None,
             reopens_own_pipe: false,
         }
     }
@@ -342,8 +373,12 @@ pub enum Builtin {
     Protect,
     /// An exec of a program with no file behind it (memfd, a deleted file).
     ExecAnonymous,
-    /// A connect judged against `net.connect`.
+    /// A connect, or a send naming its destination, judged against `net.connect`.
     Connect,
+    /// A bind or listen judged against `net.bind`.
+    Bind,
+    /// A DNS query judged by its name against the host names of `net.connect` and `net.resolve`.
+    Dns,
     /// An exec no rule matched, or a request missing what its operation needs.
     Default,
     /// Observe mode: everything is allowed.
@@ -357,11 +392,13 @@ pub enum Builtin {
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 9] = [
+    pub const ALL: [Builtin; 11] = [
         Builtin::WriteRoots,
         Builtin::Protect,
         Builtin::ExecAnonymous,
         Builtin::Connect,
+        Builtin::Bind,
+        Builtin::Dns,
         Builtin::Default,
         Builtin::Observe,
         Builtin::Resolve,
@@ -376,6 +413,8 @@ impl Builtin {
             Builtin::Protect => "fs.protect",
             Builtin::ExecAnonymous => "fs.exec-anonymous",
             Builtin::Connect => "net.connect",
+            Builtin::Bind => "net.bind",
+            Builtin::Dns => "net.dns",
             Builtin::Default => "default",
             Builtin::Observe => "observe",
             Builtin::Resolve => "resolve",

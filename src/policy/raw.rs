@@ -56,12 +56,16 @@ pub struct RawFs {
 pub struct RawNet {
     #[serde(default)]
     pub connect: Vec<String>,
-    /// Replaces the inherited value when present: `["*"]` or port numbers; `[]` = none.
+    /// Replaces the inherited value when present: port numbers (on loopback), `"*"` (any port
+    /// on loopback), addresses in `connect` syntax; `[]` = none.
     pub bind: Option<Vec<RawPort>>,
     pub dns: Option<bool>,
+    /// Names DNS queries may ask for besides the host names of `connect`.
+    #[serde(default)]
+    pub resolve: Vec<String>,
 }
 
-/// A bind entry: a port number, or a string (`"*"` or digits).
+/// A bind entry: a port number, or a string (`"*"`, digits, or an address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawPort {
     Number(i64),
@@ -214,7 +218,7 @@ impl<T> de::Visitor<'_> for NumberOrText<T> {
 impl<'de> Deserialize<'de> for RawPort {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(NumberOrText {
-            expecting: "a port number or \"*\"",
+            expecting: "a port number, \"*\" or an address",
             number: RawPort::Number,
             text: RawPort::Text,
         })

@@ -50,13 +50,13 @@ pub fn render(policy: &Policy) -> String {
 
     line(w, format_args!("\n[net]"));
     list(w, "connect", policy.net.connect.iter().map(target));
-    match &policy.net.bind {
-        None => line(w, format_args!("bind = [\"*\"]")),
-        Some(ports) => {
-            let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-            line(w, format_args!("bind = [{}]", ports.join(", ")));
-        }
-    }
+    let mut bind: Vec<String> = match &policy.net.bind {
+        None => vec!["\"*\"".into()],
+        Some(ports) => ports.iter().map(u16::to_string).collect(),
+    };
+    bind.extend(policy.net.bind_addrs.iter().map(|t| quote(&target(t))));
+    line(w, format_args!("bind = [{}]", bind.join(", ")));
+    list(w, "resolve", policy.net.resolve.iter().cloned());
     line(w, format_args!("dns = {}", policy.net.dns));
 
     let tx = &policy.transaction;

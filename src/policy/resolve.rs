@@ -2,9 +2,10 @@
 //!
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
-//! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `transaction.exclude`,
+//! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `net.resolve`,
+//!   `transaction.exclude`,
 //!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
-//! - scalars (`mode`, `net.dns`, `net.bind` as a whole, `transaction.on-deny`, `on-failure`,
+//! - scalars (`mode`, `net.dns`, `net.bind` as a whole (its ports and its addresses), `transaction.on-deny`, `on-failure`,
 //!   `max-preimage-size`, `name`) override the parent's when the child sets them;
 //! - `env.set` merges key by key, the child winning;
 //! - rules: the child's rules come before the parent's, and the first matching rule wins, so a
@@ -38,6 +39,7 @@ const REPLACEABLE: &[&str] = &[
     "fs.write",
     "fs.protect",
     "net.connect",
+    "net.resolve",
     "transaction.exclude",
     "env.keep",
     "env.drop",
@@ -77,6 +79,8 @@ struct Acc {
     protect: Vec<String>,
     connect: Vec<NetTarget>,
     bind: Option<Vec<u16>>,
+    bind_addrs: Vec<NetTarget>,
+    resolve: Vec<String>,
     dns: bool,
     on_deny: OnDeny,
     on_failure: OnFailure,
@@ -103,6 +107,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         protect: Vec::new(),
         connect: Vec::new(),
         bind: Some(Vec::new()),
+        bind_addrs: Vec::new(),
+        resolve: Vec::new(),
         dns: false,
         on_deny: OnDeny::Errno,
         on_failure: OnFailure::Keep,
@@ -143,6 +149,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         net: NetPolicy {
             connect: acc.connect,
             bind: acc.bind,
+            bind_addrs: acc.bind_addrs,
+            resolve: acc.resolve,
             dns: acc.dns,
             connect_matcher,
         },
@@ -238,7 +246,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         }
     }
     if let Some(bind) = &raw.net.bind {
-        acc.bind = cx.bind(bind)?;
+        (acc.bind, acc.bind_addrs) = cx.bind(bind)?;
+    }
+    for entry in &raw.net.resolve {
+        let name = net::parse_name(entry).map_err(|why| cx.bad_value("net.resolve", entry, why))?;
+        push_unique(&mut acc.resolve, name);
     }
     if let Some(dns) = raw.net.dns {
         acc.dns = dns;
@@ -448,29 +460,48 @@ impl Cx<'_> {
             .map_err(|why| self.bad_value(field, entry, why))
     }
 
-    fn bind(&self, entries: &[RawPort]) -> Result<Option<Vec<u16>>, PolicyError> {
-        let mut ports = Vec::new();
+    /// `net.bind`: ports (on loopback; `"*"` for any port there) and addresses in `net.connect`
+    /// syntax (`0.0.0.0:8080`, `10.0.0.0/8`, `[::]:8080`).
+    fn bind(&self, entries: &[RawPort]) -> Result<(Option<Vec<u16>>, Vec<NetTarget>), PolicyError> {
+        let mut ports = Some(Vec::new());
+        let mut addrs = Vec::new();
+        let hint = "not a port (1-65535) or an address\nhint: use port numbers (bound on \
+                    loopback), \"*\" for any port on loopback, or addresses such as \
+                    \"0.0.0.0:8080\"";
         for entry in entries {
             let (text, number) = match entry {
                 RawPort::Number(n) => (n.to_string(), Some(*n)),
-                RawPort::Text(t) if t == "*" => return Ok(None),
+                RawPort::Text(t) if t == "*" => {
+                    ports = None;
+                    continue;
+                }
                 RawPort::Text(t) => (t.clone(), t.parse::<i64>().ok()),
             };
+            if number.is_none() && !text.is_empty() {
+                let Some(targets) = self.net_target("net.bind", &text)? else {
+                    continue;
+                };
+                for t in targets {
+                    if !matches!(t, NetTarget::Cidr { .. } | NetTarget::AnyHost { .. }) {
+                        return Err(self.bad_value("net.bind", &text, hint.into()));
+                    }
+                    push_unique(&mut addrs, t);
+                }
+                continue;
+            }
             match number
                 .and_then(|n| u16::try_from(n).ok())
                 .filter(|&p| p != 0)
             {
-                Some(p) => push_unique(&mut ports, p),
-                None => {
-                    return Err(self.bad_value(
-                        "net.bind",
-                        &text,
-                        "not a port (1-65535)\nhint: use port numbers, or \"*\" for any".into(),
-                    ))
+                Some(p) => {
+                    if let Some(ports) = &mut ports {
+                        push_unique(ports, p);
+                    }
                 }
+                None => return Err(self.bad_value("net.bind", &text, hint.into())),
             }
         }
-        Ok(Some(ports))
+        Ok((ports, addrs))
     }
 
     fn size(&self, size: &RawSize) -> Result<u64, PolicyError> {
@@ -568,9 +599,9 @@ impl Cx<'_> {
         if addr.is_empty() && !raw.addr.is_empty() {
             return Ok(None);
         }
-        if !addr.is_empty() && !when.contains(&Op::Connect) {
+        if !addr.is_empty() && !when.iter().any(|op| op.is_net()) {
             return Err(bad(
-                "`addr` applies only to connect\nhint: add \"connect\" to `when`",
+                "`addr` applies only to connect, bind and dns\nhint: add \"connect\" to `when`",
             ));
         }
 

@@ -82,7 +82,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         _ => argv[0].clone(),
     };
     let program = launch::resolve_program(&name, path_var.as_deref())?;
-    let extra = [
+    let res_options = base_env
+        .iter()
+        .find(|(k, _)| k == "RES_OPTIONS")
+        .map(|(_, v)| v.as_os_str());
+    let mut extra = vec![
         ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
         ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
         (
@@ -90,6 +94,13 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             d.workspace.as_os_str().to_os_string(),
         ),
     ];
+    if let Some(v) = crate::supervisor::resolver_options(
+        &policy,
+        res_options,
+        crate::sys::process::glibc_version(),
+    ) {
+        extra.push(("RES_OPTIONS".to_string(), v));
+    }
     let envp = launch::sanitize_env(base_env, &policy.env, &extra);
     let c_argv: Vec<CString> = argv.iter().map(|a| cstring(a.clone().into_vec())).collect();
 

@@ -175,7 +175,7 @@ pub fn perform(
                 Ok(())
             }
         }
-        Act::Continue | Act::Connect { .. } => Ok(()),
+        Act::Continue | Act::Connect { .. } | Act::Net(_) => Ok(()),
     };
     match before {
         Ok(()) => perform_plain(act, n, listener, inject),
@@ -277,6 +277,8 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
         Act::Truncate { at, len } => truncate(at, *len, n),
         Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
         Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
+        // Performed by the network stage before it comes here (`supervisor::net`).
+        Act::Net(_) => Outcome::Failed(libc::ENOSYS),
     }
 }
 
@@ -338,15 +340,23 @@ fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outco
     };
     let nonblocking = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
         .is_ok_and(|fl| fl & libc::O_NONBLOCK != 0);
+    // With the caller's credentials: a unix socket's path is checked for write permission.
     if nonblocking || CONNECT_WORKERS.load(Ordering::Relaxed) >= MAX_CONNECT_WORKERS {
-        return io_done(crate::sys::net::connect_raw(fd.as_fd(), addr));
+        return io_done(creds::as_caller(|| {
+            crate::sys::net::connect_raw(fd.as_fd(), addr)
+        }));
     }
     let (listener, id, addr) = (Arc::clone(listener), n.id, addr.to_vec());
+    let caller = creds::assume::current();
     CONNECT_WORKERS.fetch_add(1, Ordering::Relaxed);
     let spawned = std::thread::Builder::new()
         .name("guard-connect".into())
         .spawn(move || {
-            let r = crate::sys::net::connect_raw(fd.as_fd(), &addr);
+            let connect = || creds::as_caller(|| crate::sys::net::connect_raw(fd.as_fd(), &addr));
+            let r = match caller {
+                Some(c) => creds::for_caller(c, connect),
+                None => connect(),
+            };
             let error = r
                 .err()
                 .map(|e| -e.raw_os_error().unwrap_or(libc::EIO))

@@ -27,6 +27,7 @@ mod hosts;
 mod judge;
 mod memory;
 mod names;
+mod net;
 mod perform;
 mod procinfo;
 mod react;
@@ -59,6 +60,7 @@ use record::Record;
 
 pub use emulate::Inject;
 pub use hosts::nameservers;
+pub use net::resolver_options;
 pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.
@@ -83,8 +85,10 @@ struct Core {
     audit: AuditHandle,
     shared: Arc<Shared>,
     stop: OwnedFd,
-    policy: RwLock<Arc<Policy>>,
+    policy: Arc<RwLock<Arc<Policy>>>,
     hosts: Mutex<hosts::PendingHosts>,
+    /// What the network calls share with the DNS relay (the policy above, the audit log).
+    net: Arc<net::NetState>,
     procs: Mutex<procinfo::ProcCache>,
     /// The credentials of the threads that make judged calls.
     callers: callers::Callers,
@@ -109,7 +113,7 @@ struct Core {
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
-    seq: AtomicU64,
+    seq: Arc<AtomicU64>,
 }
 
 /// The workspace's transactional state.
@@ -160,14 +164,24 @@ impl Supervisor {
             tree,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
+        let listener = Arc::new(listener);
+        let policy = Arc::new(RwLock::new(policy));
+        let seq = Arc::new(AtomicU64::new(0));
+        let net = Arc::new(net::NetState::new(
+            Arc::clone(&policy),
+            audit.clone(),
+            Arc::clone(&seq),
+            Arc::clone(&listener),
+        ));
         Supervisor {
             core: Arc::new(Core {
-                listener: Arc::new(listener),
+                listener,
                 audit,
                 shared,
                 stop,
-                policy: RwLock::new(policy),
+                policy,
                 hosts: Mutex::new(hosts),
+                net,
                 procs: Mutex::new(procinfo::ProcCache::default()),
                 callers: callers::Callers::new(root),
                 inject,
@@ -183,7 +197,7 @@ impl Supervisor {
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
-                seq: AtomicU64::new(0),
+                seq,
             }),
         }
     }
@@ -212,6 +226,7 @@ impl Supervisor {
                 }
                 let core = self.core;
                 core.finished.store(true, Ordering::Relaxed);
+                core.net.stop.store(true, Ordering::Relaxed);
                 receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = lock(&core.tx).journal.take();
                 Report { journal }
@@ -265,6 +280,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
     }
     let judged = match resolved {
         Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
+        Ok(resolve::Resolution::Carry(act)) => return net::carry(core, &n, &act),
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };

@@ -174,6 +174,6 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
                 None
             }
         }
-        Act::Continue | Act::Connect { .. } => None,
+        Act::Continue | Act::Connect { .. } | Act::Net(_) => None,
     }
 }

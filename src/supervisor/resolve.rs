@@ -20,6 +20,7 @@ use crate::sys::Notif;
 use super::beneath;
 use super::decode::{Args, Call, Failure, FailureKind, OpenHow, PathArg};
 use super::names;
+use super::net::{self, Check, NetAct};
 use super::read::Memory;
 use super::sockaddr::{absolute_unix, decode_sockaddr};
 use super::target::{self, Kind, Last, Target};
@@ -83,6 +84,9 @@ pub enum Act {
         sock: i32,
         addr: Vec<u8>,
     },
+    /// A network call performed by the network stage (sends, bind, listen, a connect to a
+    /// nameserver): see [`super::net`].
+    Net(Box<NetAct>),
 }
 
 impl Act {
@@ -112,6 +116,10 @@ pub struct Resolved {
     pub exe: Option<PathBuf>,
     pub cwd: Option<PathBuf>,
     pub addr: Option<NetAddr>,
+    /// dns: the name the query asks for.
+    pub name: Option<String>,
+    /// More that a call with several destinations asks the policy (sendmmsg).
+    pub more: Vec<Check>,
     /// exec: the program has no file reachable by path (see `Request::exe_anonymous`).
     pub exe_anonymous: bool,
     /// exec by a direct child of the run's root process: a new command starts.
@@ -120,7 +128,7 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    fn new(syscall: &'static str, op: Op, act: Act) -> Self {
+    pub(super) fn new(syscall: &'static str, op: Op, act: Act) -> Self {
         Resolved {
             syscall,
             op,
@@ -131,6 +139,8 @@ impl Resolved {
             exe: None,
             cwd: None,
             addr: None,
+            name: None,
+            more: Vec::new(),
             exe_anonymous: false,
             new_command: false,
             act,
@@ -150,6 +160,7 @@ impl Resolved {
             exe_anonymous: self.exe_anonymous,
             cwd: self.cwd.as_deref(),
             addr: self.addr.as_ref(),
+            name: self.name.as_deref(),
             reopens_own_pipe: matches!(
                 &self.act,
                 Act::Open { at, .. } if at.kind == Some(Kind::Magic)
@@ -172,6 +183,9 @@ pub enum Resolution {
     Judge(Box<Resolved>),
     /// Nothing to judge (an openat2 that only reads): let it run.
     Pass,
+    /// Nothing to judge, but guard performs it (a send without a destination: on the
+    /// duplicate of the caller's socket, see [`super::net`]); no decision is recorded.
+    Carry(Box<NetAct>),
 }
 
 /// A path argument's string, as read: empty for a NULL the call allows.
@@ -479,9 +493,27 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let decoded =
                 decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             let wire = absolute_unix(&raw, &decoded);
-            let mut r = Resolved::new(name, Op::Connect, Act::Connect { sock, addr: wire });
+            // A connect to a nameserver goes to guard's DNS relay, which judges each query.
+            let act = match &decoded {
+                NetAddr::Inet(ns) if ns.port() == 53 => {
+                    net::sock::dns_connect(n.pid, sock, *ns).map(|a| Act::Net(Box::new(a)))
+                }
+                _ => None,
+            }
+            .unwrap_or(Act::Connect { sock, addr: wire });
+            let mut r = Resolved::new(name, Op::Connect, act);
             r.addr = Some(decoded);
             r
+        }
+        Args::SendTo { .. } | Args::SendMsg { .. } | Args::SendMmsg { .. } => {
+            return net::send::resolve(n, call, mem);
+        }
+        Args::Bind { sock, addr } => {
+            let raw = net::sock::bind_address(&mut mem, name, addr)?;
+            return net::sock::resolve_bind(n, name, sock, raw);
+        }
+        Args::Listen { sock, backlog } => {
+            return net::sock::resolve_listen(n, name, sock, backlog);
         }
     };
     if let Some(errno) = names::refused(&r.act) {

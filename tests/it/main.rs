@@ -17,6 +17,8 @@ mod git;
 mod journal_fidelity;
 mod journal_limits;
 mod library;
+mod net;
+mod netns;
 mod otlp;
 mod pjdfstest;
 mod process;
