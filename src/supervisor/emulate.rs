@@ -155,7 +155,12 @@ pub fn perform(
                 // Nothing there: the call fails as the kernel would, with nothing to record.
                 return Outcome::Failed(libc::ENOENT);
             }
-            j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+            if at.pinned.is_some() {
+                // An object no name reaches: nothing in the tree changes.
+                Ok(())
+            } else {
+                j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+            }
         }
         Act::Truncate { at, .. } => match saved(j, at) {
             Ok(true) => Ok(()),
@@ -252,8 +257,15 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                 return Outcome::Failed(libc::EOPNOTSUPP);
             }
             as_caller(|| {
-                let fd = open_path(at)?;
-                let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let own;
+                let fd = match &at.pinned {
+                    Some(pinned) => pinned.as_raw_fd(),
+                    None => {
+                        own = open_path(at)?;
+                        own.as_raw_fd()
+                    }
+                };
+                let proc_path = format!("/proc/self/fd/{fd}");
                 nix::sys::stat::fchmodat(
                     None,
                     proc_path.as_str(),
@@ -264,14 +276,22 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
         }
         Act::Chown { at, uid, gid } => {
             let id = |v: u32| (v != u32::MAX).then_some(v);
-            as_caller(|| {
-                nix::unistd::fchownat(
+            as_caller(|| match &at.pinned {
+                // The object itself, through guard's own magic link to it.
+                Some(pinned) => nix::unistd::fchownat(
+                    None,
+                    format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+                    id(*uid).map(Uid::from_raw),
+                    id(*gid).map(Gid::from_raw),
+                    AtFlags::empty(),
+                ),
+                None => nix::unistd::fchownat(
                     raw(at),
                     &*at.call_name(),
                     id(*uid).map(Uid::from_raw),
                     id(*gid).map(Gid::from_raw),
                     AtFlags::AT_SYMLINK_NOFOLLOW,
-                )
+                ),
             })
         }
         Act::Truncate { at, len } => truncate(at, *len, n),

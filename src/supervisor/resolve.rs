@@ -221,6 +221,10 @@ fn meta_target(
 ) -> io::Result<Target> {
     if raw.is_empty() && empty_ok {
         let p = target::caller_fd_path(n.pid, at.dirfd as i32)?;
+        if p.as_os_str().as_bytes().ends_with(b" (deleted)") {
+            // No name reaches it (deleted, O_TMPFILE): the object itself, pinned.
+            return target::descriptor(n.pid, at.dirfd as i32);
+        }
         let raw = p.into_os_string().into_vec();
         return target::target(n.pid, libc::AT_FDCWD as u64, &raw, Last::Entry);
     }
