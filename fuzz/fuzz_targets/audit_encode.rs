@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
         addr: has(6).then(|| string(addr)),
         name: has(6).then(|| string(addr)),
         cwd: has(7).then(|| text(cwd)),
-        verdict: Verdict::ALL[usize::from(flags & 3)],
+        verdict: Verdict::ALL[usize::from(flags) % Verdict::ALL.len()],
         errno: (!errno.is_empty()).then(|| string(errno)),
         rule,
         reason: (!reason.is_empty()).then(|| string(reason)),

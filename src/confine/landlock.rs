@@ -396,6 +396,9 @@ mod tests {
                 tmp: "/tmp".into(),
                 state: "/state".into(),
             },
+            home: Default::default(),
+            report: Default::default(),
+            guard_files: Vec::new(),
         }
     }
 

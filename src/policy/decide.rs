@@ -143,6 +143,20 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         );
     }
 
+    // guard's own configuration, new or old: an agent that edits the profile it runs under
+    // escapes it on the next run.
+    let moves_ancestor_of = |p: &Path| {
+        matches!(req.op, Op::Delete | Op::Rename)
+            && policy.guard_files.iter().any(|g| is_within(g, p))
+    };
+    if present().any(|p| is_guard_file(policy, p) || moves_ancestor_of(p)) {
+        return deny(
+            libc::EPERM,
+            Builtin::GuardConfig,
+            "guard's own configuration",
+        );
+    }
+
     if !req.fresh {
         // Every path a protect glob matches lies within that glob's anchor (its literal
         // prefix), so the anchors are a cheap filter in front of the glob set.
@@ -184,6 +198,14 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         }
     }
     allow(Builtin::WriteRoots, None)
+}
+
+/// A file named `.guard.toml` anywhere, a profile file the policy was built from, or anything
+/// inside the user's configuration directory.
+fn is_guard_file(policy: &Policy, path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_bytes() == WORKSPACE_CONFIG.as_bytes())
+        || policy.guard_files.iter().any(|g| is_within(path, g))
 }
 
 fn is_anchor_or_ancestor(policy: &Policy, path: &Path) -> bool {
@@ -412,6 +434,58 @@ mod tests {
 
     fn inet(s: &str) -> NetAddr {
         NetAddr::Inet(s.parse::<SocketAddr>().unwrap())
+    }
+
+    #[test]
+    fn guard_configuration_is_never_changed_from_inside() {
+        let mut p = agent();
+        p.guard_files = vec!["/ws/.guard.toml".into(), "/home/u/.config/guard".into()];
+        for (op, path) in [
+            (Op::Write, "/ws/.guard.toml"),
+            (Op::Create, "/ws/sub/.guard.toml"),
+            (Op::Delete, "/ws/.guard.toml"),
+            (Op::Chmod, "/ws/.guard.toml"),
+            (Op::Create, "/home/u/.config/guard/config.toml"),
+        ] {
+            let v = fs(&p, op, path);
+            // Outside the write roots the boundary answers first; inside, the rule does.
+            if path.starts_with("/ws") {
+                assert_eq!(
+                    (v.action, v.errno, v.rule.as_str()),
+                    (Action::Deny, libc::EPERM, "fs.guard-config"),
+                    "{op:?} {path}"
+                );
+            } else {
+                assert_eq!(v.action, Action::Deny, "{op:?} {path}");
+            }
+        }
+        let (from, to) = (
+            PathBuf::from("/ws/x.toml"),
+            PathBuf::from("/ws/.guard.toml"),
+        );
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&from),
+                path2: Some(&to),
+                creates: true,
+                fresh: true,
+                ..Request::new(Op::Rename)
+            },
+        );
+        assert_eq!(
+            v.rule.as_str(),
+            "fs.guard-config",
+            "renamed over, even when fresh"
+        );
+        assert_eq!(fs(&p, Op::Write, "/ws/guard.toml").action, Action::Allow);
+        // An ancestor of a configuration file in use cannot be moved away.
+        let mut p2 = agent();
+        p2.guard_files = vec!["/ws/sub/.guard.toml".into()];
+        assert_eq!(
+            fs(&p2, Op::Delete, "/ws/sub").rule.as_str(),
+            "fs.guard-config"
+        );
     }
 
     #[test]

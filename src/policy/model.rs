@@ -144,6 +144,38 @@ pub struct EnvPolicy {
     pub set: Vec<(String, String)>,
 }
 
+/// The command's home directory: the user's, or a private one of the run's own; and the
+/// variables that point tools at what they need under the user's home either way.
+#[derive(Debug, Clone, Default)]
+pub struct HomePolicy {
+    /// The command gets an empty HOME of its own (`{tmp}/home`, with the XDG directories
+    /// inside it) instead of the user's.
+    pub private: bool,
+    /// `(variable, directory)`: set the variable to the directory when the directory exists and
+    /// the variable is not set already (`RUSTUP_HOME = "{home}/.rustup"`).
+    pub locate: Vec<(String, PathBuf)>,
+    /// `(variable, file)`: when the file exists, the variable points at a copy of it without
+    /// its credential lines (`NPM_CONFIG_USERCONFIG = "{home}/.npmrc"`).
+    pub redact: Vec<(String, PathBuf)>,
+}
+
+/// Where explanations of refused calls go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Denials {
+    /// One line on the refused process's own stderr.
+    #[default]
+    Stderr,
+    /// Nowhere (the audit log still has every refusal).
+    None,
+}
+
+/// What guard tells the command about its refusals.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportPolicy {
+    pub denials: Denials,
+}
+
 /// The kind of judged operation; the profile's `when` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -269,7 +301,16 @@ pub struct Policy {
     pub env: EnvPolicy,
     pub rules: Vec<Rule>,
     pub vars: Vars,
+    pub home: HomePolicy,
+    pub report: ReportPolicy,
+    /// guard's own configuration: every profile file the policy was built from (absolute) and
+    /// the user's configuration directory. The command may not change, move or remove them or
+    /// their ancestors, nor create any file named `.guard.toml` (see `decide`).
+    pub guard_files: Vec<PathBuf>,
 }
+
+/// The file name of a workspace's configuration, found by walking up from the workspace.
+pub const WORKSPACE_CONFIG: &str = ".guard.toml";
 
 /// A decoded network address of a connect call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,10 +430,13 @@ pub enum Builtin {
     Decode,
     /// An open of the caller's own pipe through /proc/PID/fd.
     FdReopen,
+    /// A change to guard's own configuration (a profile file in use, any `.guard.toml`, the
+    /// user's configuration directory), or to an ancestor of one.
+    GuardConfig,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 11] = [
+    pub const ALL: [Builtin; 12] = [
         Builtin::WriteRoots,
         Builtin::Protect,
         Builtin::ExecAnonymous,
@@ -404,6 +448,7 @@ impl Builtin {
         Builtin::Resolve,
         Builtin::Decode,
         Builtin::FdReopen,
+        Builtin::GuardConfig,
     ];
 
     /// The id in the audit log (a stable wire format: docs/audit-format.md).
@@ -420,7 +465,21 @@ impl Builtin {
             Builtin::Resolve => "resolve",
             Builtin::Decode => "decode",
             Builtin::FdReopen => "fd-reopen",
+            Builtin::GuardConfig => "fs.guard-config",
         }
+    }
+}
+
+impl Verdict {
+    /// The call failed with the kernel's own answer before any rule applied (its path does not
+    /// resolve): an outcome, not a refusal.
+    pub fn is_kernel_error(&self) -> bool {
+        self.rule == RuleId::Builtin(Builtin::Resolve)
+    }
+
+    /// The call was refused by policy (denied or killed; not a kernel error).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.action, Action::Deny | Action::Kill) && !self.is_kernel_error()
     }
 }
 

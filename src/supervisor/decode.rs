@@ -222,9 +222,10 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), or that the kernel
-    /// refuses for its names alone (a trailing slash, `.`, `..`: `names::refused`): the call
-    /// fails with the errno the kernel itself gives it, not by policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), a name to create
+    /// that exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash,
+    /// `.`, `..`: `names::refused`): the call fails with the errno the kernel itself gives it,
+    /// not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -247,7 +248,7 @@ impl Failure {
         let mut f = Self::undecodable(syscall, e, what);
         if matches!(
             f.errno,
-            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EEXIST
         ) {
             f.kind = FailureKind::Unresolved;
         }

@@ -43,8 +43,11 @@ pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
     let mut verdict = super::net::judge_more(&policy, r, verdict);
     if verdict.action == Action::Deny && verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
         // Landlock's refusal, which the kernel reaches only after its own checks of the names.
+        // The kernel's own answer, not a refusal (nothing is explained to the caller).
         if let Some(errno) = names::before_landlock(&r.act) {
             verdict.errno = errno;
+            verdict.rule = RuleId::Builtin(Builtin::Resolve);
+            verdict.reason = Some("the kernel answers before the write-root boundary".into());
         }
     }
     (policy, verdict)

@@ -23,6 +23,7 @@ mod beneath;
 mod callers;
 mod decode;
 mod emulate;
+mod explain;
 mod hosts;
 mod judge;
 mod memory;
@@ -59,6 +60,7 @@ use decode::Failure;
 use record::Record;
 
 pub use emulate::Inject;
+pub use explain::Explanations;
 pub use hosts::nameservers;
 pub use net::resolver_options;
 pub use sockaddr::decode_sockaddr;
@@ -75,6 +77,8 @@ pub struct Shared {
 pub struct Report {
     /// The journal, handed back for the end of the run.
     pub journal: Option<Journal>,
+    /// The run's refusals, and how many were explained on the refused process's stderr.
+    pub explanations: Explanations,
 }
 
 /// What the workers share. Everything that orders the workspace's history (the journal, the
@@ -97,10 +101,14 @@ struct Core {
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
     /// own lock, so judging a call never waits for a slow journal operation.
     created: Mutex<HashSet<PathBuf>>,
+    /// What the run's refusals were and what the refused processes were told.
+    refusals: Mutex<explain::Refusals>,
     /// The run's root process.
     root: u32,
     /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
+    /// See [`Setup::exec_roots`].
+    exec_roots: Option<Vec<PathBuf>>,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
@@ -142,6 +150,10 @@ pub struct Setup {
     pub root: u32,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
+    /// The roots Landlock grants execute on (read and write roots, canonical), when a Landlock
+    /// ruleset is in force: an exec of a program outside them is explained to the caller,
+    /// since the kernel refuses it after the supervisor lets it through.
+    pub exec_roots: Option<Vec<PathBuf>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -162,6 +174,7 @@ impl Supervisor {
             journal,
             root,
             tree,
+            exec_roots,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         let listener = Arc::new(listener);
@@ -186,8 +199,10 @@ impl Supervisor {
                 callers: callers::Callers::new(root),
                 inject,
                 created: Mutex::new(HashSet::new()),
+                refusals: Mutex::new(explain::Refusals::default()),
                 root,
                 tree,
+                exec_roots,
                 transactional: journal.is_some(),
                 tx: Mutex::new(TxState {
                     journal,
@@ -229,7 +244,11 @@ impl Supervisor {
                 core.net.stop.store(true, Ordering::Relaxed);
                 receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = lock(&core.tx).journal.take();
-                Report { journal }
+                let explanations = lock(&core.refusals).stats.clone();
+                Report {
+                    journal,
+                    explanations,
+                }
             })
     }
 }
@@ -252,7 +271,9 @@ impl Judged {
 
 /// One notification, down the stages: decode, read, resolve, validate, decide, react, perform,
 /// answer, record. The resolve and perform stages act with the caller's credentials where
-/// they act for it (see `crate::creds`).
+/// they act for it (see `crate::creds`). A refused call is explained to the caller before it
+/// is answered; a repeat of a process's refused exec (a shell trying each `PATH` entry) is
+/// answered like the first but neither explained nor recorded again.
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
     let call = decode::decode(&n);
@@ -285,6 +306,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         Err(f) => Judged::Failed(f),
     };
     let (policy, verdict) = judge::decide(core, &judged);
+    let repeat = explain::is_repeat(core, n.pid, &judged, &verdict);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
     let mut record = Record::new(core, &n, &judged, &verdict, reaction);
     let answer = match (
@@ -295,6 +317,9 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
             if r.op == policy::Op::Exec {
                 // Its credentials are computed anew, and its process's other threads end.
                 core.callers.exec(n.pid);
+            }
+            if let Some(note) = explain::landlock_refuses_exec(core, n.pid, r, &policy) {
+                record.note(Some(note));
             }
             let caller = if r.act.creates_with_mode() {
                 core.callers.caller(n.pid, true)
@@ -313,14 +338,21 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
                 Err(_) => None,
             }
         }
-        (react::Next::Refuse(errno), _) => Some(Answer::Errno(errno)),
+        (react::Next::Refuse(errno), _) => {
+            if verdict.is_refusal() && !repeat {
+                explain::tell(core, n.pid, &judged, &verdict, &policy);
+            }
+            Some(Answer::Errno(errno))
+        }
         // A failed call's verdict is a denial: policy::react never lets it through.
         (react::Next::Perform(_), Judged::Failed(f)) => Some(Answer::Errno(f.errno)),
     };
     if let Some(a) = answer {
         answer::answer(core, n.id, a);
     }
-    record::record(core, record, start);
+    if !repeat {
+        record::record(core, record, start);
+    }
 }
 
 /// A call that changes the caller's credentials or umask: let through, with the cache of

@@ -177,3 +177,134 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
         Act::Continue | Act::Connect { .. } | Act::Net(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    fn t(name: &str, kind: Option<Kind>, slash: bool) -> Target {
+        let parent = OwnedFd::from(std::fs::File::open("/").expect("open /"));
+        Target {
+            parent,
+            name: name.into(),
+            path: std::path::Path::new("/x").join(name),
+            kind,
+            pinned: None,
+            slash,
+        }
+    }
+
+    const FILE: Option<Kind> = Some(Kind::File);
+    const DIR: Option<Kind> = Some(Kind::Dir);
+    const LINK: Option<Kind> = Some(Kind::Symlink);
+
+    #[test]
+    fn slashes_and_dots_are_refused_with_the_kernels_errno() {
+        let open = |k, flags| Act::Open {
+            at: t("a", k, true),
+            flags,
+            mode: 0o644,
+        };
+        let w = libc::O_WRONLY;
+        assert_eq!(refused(&open(None, w | libc::O_CREAT)), Some(libc::EISDIR));
+        assert_eq!(refused(&open(FILE, w)), Some(libc::ENOTDIR));
+        assert_eq!(refused(&open(DIR, w)), Some(libc::EISDIR));
+        assert_eq!(refused(&open(DIR, libc::O_TMPFILE | w)), None);
+        assert_eq!(
+            refused(&Act::Unlink(t("f", FILE, true))),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(refused(&Act::Unlink(t("d", DIR, true))), Some(libc::EISDIR));
+        assert_eq!(
+            refused(&Act::Unlink(t("m", None, true))),
+            Some(libc::ENOENT)
+        );
+        assert_eq!(refused(&Act::Unlink(t("f", FILE, false))), None);
+        assert_eq!(refused(&Act::Rmdir(t("d", DIR, true))), None);
+        assert_eq!(
+            refused(&Act::Rmdir(t("l", LINK, true))),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(refused(&Act::Rmdir(t(".", DIR, false))), Some(libc::EINVAL));
+        assert_eq!(
+            refused(&Act::Rmdir(t("..", DIR, false))),
+            Some(libc::ENOTEMPTY)
+        );
+        let rename = |from, to, flags| Act::Rename { from, to, flags };
+        assert_eq!(
+            refused(&rename(t("..", DIR, false), t("x", None, false), 0)),
+            Some(libc::EBUSY)
+        );
+        assert_eq!(
+            refused(&rename(t("f", FILE, true), t("x", None, false), 0)),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(
+            refused(&rename(t("f", FILE, false), t("x", None, true), 0)),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(
+            refused(&rename(t("d", DIR, true), t("e", None, true), 0)),
+            None
+        );
+        let mkfifo = |at| Act::Mknod {
+            at,
+            mode: libc::S_IFIFO | 0o644,
+            dev: 0,
+        };
+        assert_eq!(refused(&mkfifo(t("n", None, true))), Some(libc::ENOENT));
+        assert_eq!(refused(&mkfifo(t("n", FILE, true))), Some(libc::EEXIST));
+        let mkdir = |at| Act::Mkdir { at, mode: 0o755 };
+        assert_eq!(refused(&mkdir(t("n", None, true))), None);
+        assert_eq!(refused(&mkdir(t("..", DIR, false))), Some(libc::EEXIST));
+        let link = |from, to| Act::Link { from, to };
+        assert_eq!(
+            refused(&link(t("f", FILE, true), t("n", None, false))),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(
+            refused(&link(t("f", FILE, false), t("n", None, true))),
+            Some(libc::ENOENT)
+        );
+        assert_eq!(
+            refused(&Act::Truncate {
+                at: t("d", DIR, true),
+                len: 0
+            }),
+            Some(libc::EISDIR)
+        );
+    }
+
+    #[test]
+    fn the_kernel_answers_existence_before_landlock() {
+        let mkdir = Act::Mkdir {
+            at: t("usr", DIR, false),
+            mode: 0o755,
+        };
+        assert_eq!(before_landlock(&mkdir), Some(libc::EEXIST));
+        assert_eq!(
+            before_landlock(&Act::Unlink(t("gone", None, false))),
+            Some(libc::ENOENT)
+        );
+        assert_eq!(before_landlock(&Act::Unlink(t("there", FILE, false))), None);
+        let excl = Act::Open {
+            at: t("f", FILE, false),
+            flags: libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            mode: 0o644,
+        };
+        assert_eq!(before_landlock(&excl), Some(libc::EEXIST));
+        let create = Act::Open {
+            at: t("new", None, false),
+            flags: libc::O_WRONLY | libc::O_CREAT,
+            mode: 0o644,
+        };
+        assert_eq!(before_landlock(&create), None);
+        let noreplace = Act::Rename {
+            from: t("a", FILE, false),
+            to: t("b", FILE, false),
+            flags: libc::RENAME_NOREPLACE,
+        };
+        assert_eq!(before_landlock(&noreplace), Some(libc::EEXIST));
+    }
+}

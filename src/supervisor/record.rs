@@ -110,6 +110,7 @@ impl Record {
             name: self.name,
             cwd: self.cwd.map(Into::into),
             verdict: match self.verdict.action {
+                _ if self.verdict.is_kernel_error() => audit::Verdict::Error,
                 Action::Allow => audit::Verdict::Allow,
                 Action::Deny => audit::Verdict::Deny,
                 Action::Risky => audit::Verdict::Risky,

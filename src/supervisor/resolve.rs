@@ -248,6 +248,16 @@ fn same_file_on_disk(n: &Notif, at: &PathArg, raw: &[u8], exe: &Path) -> bool {
     }
 }
 
+/// mkdir, mknod and symlink of a name that exists: the kernel answers EEXIST before it asks
+/// anyone's permission (the name is looked up first), so guard gives the same answer, inside
+/// the write roots or not (`mkdir -p` of an existing path outside them is no refusal).
+fn exists_already(t: &Target) -> io::Result<()> {
+    match t.kind {
+        Some(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+        None => Ok(()),
+    }
+}
+
 /// Resolve `call`, made by the caller of `n` in a run whose root process is `root`, with the
 /// memory `mem` the read stage copied for it.
 pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Resolution, Failure> {
@@ -324,6 +334,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -341,6 +352,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
             r.creates = new.then(|| p.clone());
@@ -351,6 +363,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());

@@ -448,6 +448,7 @@ fn walk_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     fn walk(raw: &[u8], follow: bool) -> io::Result<Target> {
         let last = if follow { Last::Follow } else { Last::Entry };
@@ -500,6 +501,35 @@ mod tests {
         assert_eq!(
             walk(b"", false).expect_err("empty").raw_os_error(),
             Some(libc::ENOENT)
+        );
+    }
+
+    #[test]
+    fn a_trailing_slash_is_kept_apart_from_the_name() {
+        assert_eq!(split(b"a/b/"), (&b"a"[..], &b"b"[..], true));
+        assert_eq!(split(b"a//"), (&b"."[..], &b"a"[..], true));
+        assert_eq!(split(b"/"), (&b"/"[..], &b""[..], false));
+        assert_eq!(split(b"d/.."), (&b"d"[..], &b".."[..], false));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::create_dir(base.join("d")).expect("mkdir");
+        std::os::unix::fs::symlink("d", base.join("ld")).expect("symlink");
+        let raw = |p: &str| base.join(p).into_os_string().into_vec();
+        let last = |p: &str, l| target(std::process::id(), libc::AT_FDCWD as u64, &raw(p), l);
+        // A slash makes a lookup follow the final symlink, never an entry's.
+        let t = last("ld/", Last::NoFollow).expect("resolves");
+        assert_eq!(
+            (t.path.clone(), t.kind, t.slash),
+            (base.join("d"), Some(Kind::Dir), true)
+        );
+        assert_eq!(&*t.call_name(), OsStr::new("d/"));
+        let t = last("ld/", Last::Entry).expect("resolves");
+        assert_eq!((t.kind, t.slash), (Some(Kind::Symlink), true));
+        // `..` stays the name; the path is the directory it names.
+        let t = last("d/..", Last::Entry).expect("resolves");
+        assert_eq!(
+            (t.name.as_os_str(), t.path.clone()),
+            (OsStr::new(".."), base.clone())
         );
     }
 

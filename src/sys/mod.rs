@@ -9,5 +9,6 @@ pub mod fs;
 pub mod net;
 pub mod notify;
 pub mod process;
+pub mod stream;
 
 pub use notify::{Listener, Notif, NotifSizes};

@@ -737,7 +737,7 @@ fn flood(threads: usize, calls: usize) {
     assert!(suppressed > 0, "a flood is rate-limited");
     assert_eq!(end["suppressed"].as_u64(), Some(suppressed));
     let counts = &end["counts"];
-    let judged: u64 = ["allow", "deny", "risky", "kill"]
+    let judged: u64 = ["allow", "deny", "risky", "kill", "error"]
         .iter()
         .map(|k| counts[k].as_u64().unwrap_or(0))
         .sum();
