@@ -165,6 +165,12 @@ pub enum Shape {
         sock: usize,
         backlog: usize,
     },
+    /// A call that changes the caller's credentials (the set*id family, setgroups, capset) or
+    /// its umask (`umask`: the register with the new mask). Nothing is judged: the supervisor
+    /// notes the change (its cache of callers' credentials) and lets the call through.
+    Credentials {
+        umask: Option<usize>,
+    },
 }
 
 /// Whether a call follows a final symlink.
@@ -262,8 +268,8 @@ macro_rules! table {
             row!($S::lsetxattr, trap(META_NOFOLLOW)),
             row!($S::removexattr, trap(META_FOLLOW)),
             row!($S::lremovexattr, trap(META_NOFOLLOW)),
-            // The caller's resolve flags are refused (ENOSYS) by the supervisor; its open flags
-            // are in memory, so it is trapped whatever they say.
+            // Its open flags are in memory, so it is trapped whatever they say; the supervisor
+            // has the kernel honour the caller's resolve flags (supervisor/beneath.rs).
             row!($S::openat2, trap(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2), mode: None })),
             row!($S::renameat, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: None })),
             row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::UnlessFlagged(3) })),
@@ -280,6 +286,17 @@ macro_rules! table {
             row!($S::sendmmsg, trap(Shape::SendMmsg { sock: 0, vec: 1, vlen: 2, flags: 3 })),
             row!($S::bind, trap(Shape::Bind { sock: 0, addr: 1, len: 2 })),
             row!($S::listen, trap(Shape::Listen { sock: 0, backlog: 1 })),
+            row!($S::setuid, trap(CREDENTIALS)),
+            row!($S::setgid, trap(CREDENTIALS)),
+            row!($S::setreuid, trap(CREDENTIALS)),
+            row!($S::setregid, trap(CREDENTIALS)),
+            row!($S::setresuid, trap(CREDENTIALS)),
+            row!($S::setresgid, trap(CREDENTIALS)),
+            row!($S::setfsuid, trap(CREDENTIALS)),
+            row!($S::setfsgid, trap(CREDENTIALS)),
+            row!($S::setgroups, trap(CREDENTIALS)),
+            row!($S::capset, trap(CREDENTIALS)),
+            row!($S::umask, trap(Shape::Credentials { umask: Some(0) })),
             $($open,)*
             row!($S::openat, Treatment::TrapWhenWriting(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2), mode: Some(3) })),
         ]
@@ -287,6 +304,7 @@ macro_rules! table {
 }
 
 const DENY: Treatment = Treatment::Deny(libc::EPERM);
+const CREDENTIALS: Shape = Shape::Credentials { umask: None };
 const META_FOLLOW: Shape = Shape::Meta {
     dirfd: None,
     path: 0,

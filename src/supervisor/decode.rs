@@ -65,6 +65,8 @@ pub enum Args {
         to: PathArg,
         /// AT_SYMLINK_FOLLOW: a final symlink of `from` is followed.
         follow: bool,
+        /// AT_EMPTY_PATH: an empty `from` names its descriptor itself.
+        empty_path: bool,
     },
     Symlink {
         target: StrPtr,
@@ -147,6 +149,10 @@ pub enum Args {
         sock: i32,
         backlog: i32,
     },
+    /// The caller changes its credentials, or its umask (`umask`: the new mask).
+    Credentials {
+        umask: Option<u32>,
+    },
 }
 
 /// One trapped call, decoded from its registers.
@@ -199,6 +205,7 @@ impl Call {
             ],
             Args::SendMsg { msg, .. } => [Some(Want::Block(*msg)), None, None],
             Args::SendMmsg { .. } | Args::Listen { .. } => [None, None, None],
+            Args::Credentials { .. } => [None, None, None],
         }
     }
 }
@@ -215,9 +222,10 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), or a name to create
-    /// that exists (EEXIST): the call fails with the errno the kernel itself gives it, not by
-    /// policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), a name to create
+    /// that exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash,
+    /// `.`, `..`: `names::refused`): the call fails with the errno the kernel itself gives it,
+    /// not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -328,6 +336,7 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             from: at(from.0, from.1),
             to: at(to.0, to.1),
             follow: flagged(flags, libc::AT_SYMLINK_FOLLOW),
+            empty_path: flagged(flags, libc::AT_EMPTY_PATH),
         },
         Shape::Symlink {
             target,
@@ -506,6 +515,9 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             sock: a(sock) as i32,
             backlog: a32(backlog) as i32,
         },
+        Shape::Credentials { umask } => Args::Credentials {
+            umask: umask.map(a32),
+        },
     };
     Ok(Call {
         syscall: row.name,
@@ -540,6 +552,8 @@ mod tests {
             "connect" => "connect",
             "sendto" | "sendmsg" | "sendmmsg" => "send",
             "bind" | "listen" => "bind",
+            "setuid" | "setgid" | "setreuid" | "setregid" | "setresuid" | "setresgid"
+            | "setfsuid" | "setfsgid" | "setgroups" | "capset" | "umask" => "credentials",
             _ => return None,
         })
     }
@@ -589,6 +603,17 @@ mod tests {
         "sendmmsg",
         "bind",
         "listen",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
     /// aarch64 has only the *at forms, and renameat (glibc's rename() there).
     const AARCH64_TRAPPED: &[&str] = &[
@@ -620,6 +645,17 @@ mod tests {
         "sendmmsg",
         "bind",
         "listen",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
 
     fn kind(args: &Args) -> &'static str {
@@ -639,6 +675,7 @@ mod tests {
             Args::Connect { .. } => "connect",
             Args::SendTo { .. } | Args::SendMsg { .. } | Args::SendMmsg { .. } => "send",
             Args::Bind { .. } | Args::Listen { .. } => "bind",
+            Args::Credentials { .. } => "credentials",
         }
     }
 
@@ -745,6 +782,7 @@ mod tests {
                 sock, vlen, flags, ..
             } => numbers.extend([(sock, 3), (vlen, 2), (flags, 0)]),
             Shape::Listen { sock, backlog } => numbers.extend([(sock, 3), (backlog, 5)]),
+            Shape::Credentials { umask } => numbers.extend(umask.map(|i| (i, 0o022))),
         }
         for (i, v) in numbers {
             args[i] = v;

@@ -2,15 +2,18 @@
 //! gathers what `decide` needs: the policy in force (with the addresses the run learned for
 //! host names: start-up lookups and judged DNS answers), and whether the call's targets are the
 //! run's own creations (`Request::fresh`). A call that failed before it could be judged has the
-//! verdict of its failure; a send with several destinations is judged on each.
+//! verdict of its failure; a send with several destinations is judged on each. A call refused
+//! at the write-root boundary fails with the errno the kernel gives before Landlock is asked,
+//! where it gives one (`names::before_landlock`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use crate::audit;
-use crate::policy::{self, Op, Policy, Verdict};
+use crate::policy::{self, Action, Builtin, Op, Policy, RuleId, Verdict};
 
+use super::names;
 use super::resolve::Resolved;
 use super::{lock, Core, Judged};
 
@@ -37,7 +40,16 @@ pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
     let policy = policy_in_force(core);
     let fresh = is_fresh(&lock(&core.created), r);
     let verdict = policy::decide(&policy, &r.request(fresh));
-    let verdict = super::net::judge_more(&policy, r, verdict);
+    let mut verdict = super::net::judge_more(&policy, r, verdict);
+    if verdict.action == Action::Deny && verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
+        // Landlock's refusal, which the kernel reaches only after its own checks of the names.
+        // The kernel's own answer, not a refusal (nothing is explained to the caller).
+        if let Some(errno) = names::before_landlock(&r.act) {
+            verdict.errno = errno;
+            verdict.rule = RuleId::Builtin(Builtin::Resolve);
+            verdict.reason = Some("the kernel answers before the write-root boundary".into());
+        }
+    }
     (policy, verdict)
 }
 

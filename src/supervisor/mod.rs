@@ -19,12 +19,15 @@
 //! what a verdict means for the run is `policy::react`'s to say.
 
 mod answer;
+mod beneath;
+mod callers;
 mod decode;
 mod emulate;
 mod explain;
 mod hosts;
 mod judge;
 mod memory;
+mod names;
 mod net;
 mod perform;
 mod procinfo;
@@ -47,11 +50,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::audit::AuditHandle;
+use crate::creds;
 use crate::journal::Journal;
 use crate::policy::{self, Policy, Situation};
 use crate::sys::{Listener, Notif};
 
 use answer::Answer;
+use decode::Failure;
 use record::Record;
 
 pub use emulate::Inject;
@@ -89,6 +94,8 @@ struct Core {
     /// What the network calls share with the DNS relay (the policy above, the audit log).
     net: Arc<net::NetState>,
     procs: Mutex<procinfo::ProcCache>,
+    /// The credentials of the threads that make judged calls.
+    callers: callers::Callers,
     inject: emulate::Inject,
     tx: Mutex<TxState>,
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
@@ -189,6 +196,7 @@ impl Supervisor {
                 hosts: Mutex::new(hosts),
                 net,
                 procs: Mutex::new(procinfo::ProcCache::default()),
+                callers: callers::Callers::new(root),
                 inject,
                 created: Mutex::new(HashSet::new()),
                 refusals: Mutex::new(explain::Refusals::default()),
@@ -262,14 +270,29 @@ impl Judged {
 }
 
 /// One notification, down the stages: decode, read, resolve, validate, decide, react, perform,
-/// answer, record. A refused call is explained to the caller before it is answered; a repeat
-/// of a process's refused exec (a shell trying each `PATH` entry) is answered like the first
-/// but neither explained nor recorded again.
+/// answer, record. The resolve and perform stages act with the caller's credentials where
+/// they act for it (see `crate::creds`). A refused call is explained to the caller before it
+/// is answered; a repeat of a process's refused exec (a shell trying each `PATH` entry) is
+/// answered like the first but neither explained nor recorded again.
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
-    let resolved = decode::decode(&n).and_then(|call| {
+    let call = decode::decode(&n);
+    if let Ok(decode::Call {
+        args: decode::Args::Credentials { umask },
+        ..
+    }) = call
+    {
+        return credentials_change(core, &n, umask);
+    }
+    let caller = core.callers.caller(n.pid, false);
+    let resolved = call.and_then(|call| {
+        let caller = caller.as_ref().map_err(|e| {
+            Failure::undecodable(call.syscall, e, "cannot read the caller's credentials")
+        })?;
         let mem = read::read(n.pid, &call);
-        resolve::resolve(&n, &call, mem, core.root)
+        creds::for_caller(caller.clone(), || {
+            resolve::resolve(&n, &call, mem, core.root)
+        })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
     // caller is still the same task, waiting in the same call.
@@ -291,12 +314,29 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         &judged,
     ) {
         (react::Next::Perform(tx), Judged::Call(r)) => {
+            if r.op == policy::Op::Exec {
+                // Its credentials are computed anew, and its process's other threads end.
+                core.callers.exec(n.pid);
+            }
             if let Some(note) = explain::landlock_refuses_exec(core, n.pid, r, &policy) {
                 record.note(Some(note));
             }
-            let (answer, note) = perform::perform(core, &n, r, tx, inject, &policy);
-            record.note(note);
-            answer
+            let caller = if r.act.creates_with_mode() {
+                core.callers.caller(n.pid, true)
+            } else {
+                caller
+            };
+            match caller {
+                Ok(caller) => {
+                    let (answer, note) = creds::for_caller(caller, || {
+                        perform::perform(core, &n, r, tx, inject, &policy)
+                    });
+                    record.note(note);
+                    answer
+                }
+                // The caller is gone (its /proc entry with it): nothing to answer.
+                Err(_) => None,
+            }
         }
         (react::Next::Refuse(errno), _) => {
             if verdict.is_refusal() && !repeat {
@@ -312,5 +352,18 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
     }
     if !repeat {
         record::record(core, record, start);
+    }
+}
+
+/// A call that changes the caller's credentials or umask: let through, with the cache of
+/// callers' credentials told first (its next call re-reads them) or, for umask, once the
+/// call is on its way.
+fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
+    if umask.is_none() {
+        core.callers.changing(n.pid);
+    }
+    let answered = core.listener.respond(n.id, 0, 0, true);
+    if let (Some(mask), Ok(())) = (umask, answered) {
+        core.callers.umask_set(n.pid, mask);
     }
 }

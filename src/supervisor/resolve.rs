@@ -17,11 +17,13 @@ use std::path::{Path, PathBuf};
 use crate::policy::{NetAddr, Op, Request};
 use crate::sys::Notif;
 
-use super::decode::{Args, Call, Failure, OpenHow, PathArg};
+use super::beneath;
+use super::decode::{Args, Call, Failure, FailureKind, OpenHow, PathArg};
+use super::names;
 use super::net::{self, Check, NetAct};
 use super::read::Memory;
 use super::sockaddr::{absolute_unix, decode_sockaddr};
-use super::target::{self, Kind, Target};
+use super::target::{self, Kind, Last, Target};
 use super::txn;
 
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
@@ -85,6 +87,19 @@ pub enum Act {
     /// A network call performed by the network stage (sends, bind, listen, a connect to a
     /// nameserver): see [`super::net`].
     Net(Box<NetAct>),
+}
+
+impl Act {
+    /// Whether performing it may create an entry whose mode goes through the umask.
+    pub fn creates_with_mode(&self) -> bool {
+        match self {
+            Act::Mkdir { .. } | Act::Mknod { .. } => true,
+            Act::Open { flags, .. } => {
+                flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
@@ -182,8 +197,17 @@ fn path_of(mem: &mut Memory, at: &PathArg) -> io::Result<Vec<u8>> {
 }
 
 /// Walk path argument `at` (its string already read) to a [`Target`].
-fn walk(n: &Notif, at: &PathArg, raw: &[u8], follow: bool) -> io::Result<Target> {
-    target::target(n.pid, at.dirfd, raw, follow)
+fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
+    target::target(n.pid, at.dirfd, raw, last)
+}
+
+/// How a call that follows a final symlink unless told not to looks the last component up.
+fn lookup(follow: bool) -> Last {
+    if follow {
+        Last::Follow
+    } else {
+        Last::NoFollow
+    }
 }
 
 /// The target of a metadata call, where an empty path (AT_EMPTY_PATH, or utimensat's NULL)
@@ -197,10 +221,14 @@ fn meta_target(
 ) -> io::Result<Target> {
     if raw.is_empty() && empty_ok {
         let p = target::caller_fd_path(n.pid, at.dirfd as i32)?;
+        if p.as_os_str().as_bytes().ends_with(b" (deleted)") {
+            // No name reaches it (deleted, O_TMPFILE): the object itself, pinned.
+            return target::descriptor(n.pid, at.dirfd as i32);
+        }
         let raw = p.into_os_string().into_vec();
-        return target::target(n.pid, libc::AT_FDCWD as u64, &raw, false);
+        return target::target(n.pid, libc::AT_FDCWD as u64, &raw, Last::Entry);
     }
-    walk(n, at, raw, follow)
+    walk(n, at, raw, lookup(follow))
 }
 
 /// Whether the program an exec names through a descriptor (`fd` + AT_EMPTY_PATH, or a
@@ -239,7 +267,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
     let r = match call.args {
         Args::Unlink { at, rmdir } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut r = Resolved::new(
@@ -253,10 +281,10 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Rename { from, to, flags } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
             let a = raw_a
-                .and_then(|raw| walk(n, &from, &raw, false))
+                .and_then(|raw| walk(n, &from, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, false))
+                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
@@ -273,13 +301,24 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.path2 = Some(pb);
             r
         }
-        Args::Link { from, to, follow } => {
+        Args::Link {
+            from,
+            to,
+            follow,
+            empty_path,
+        } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
             let a = raw_a
-                .and_then(|raw| walk(n, &from, &raw, follow))
+                .and_then(|raw| {
+                    if raw.is_empty() && empty_path {
+                        target::descriptor(n.pid, from.dirfd as i32)
+                    } else {
+                        walk(n, &from, &raw, lookup(follow))
+                    }
+                })
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, false))
+                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
@@ -293,7 +332,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 .string(target)
                 .map_err(|e| fail(e, "cannot read the link target"))?;
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
@@ -311,7 +350,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Mkdir { at, mode } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
@@ -322,7 +361,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Mknod { at, mode, dev } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
@@ -357,7 +396,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Truncate { at, len } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, true))
+                .and_then(|raw| walk(n, &at, &raw, Last::Follow))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut r = Resolved::new(name, Op::Write, Act::Truncate { at: t, len });
@@ -390,23 +429,27 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     (word(0), word(1), word(2))
                 }
             };
-            if flags & O_WRITE_FLAGS == 0 {
+            // O_PATH ignores every other flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC (an
+            // O_PATH|O_CREAT open creates nothing): nothing is written.
+            if flags & O_WRITE_FLAGS == 0 || flags & libc::O_PATH as u64 != 0 {
                 return Ok(Resolution::Pass);
-            }
-            if resolve_flags != 0 {
-                // The caller asked openat2 to restrict its own resolution; guard resolves
-                // differently, so it cannot honour that: ENOSYS makes callers fall back to openat.
-                return Err(fail(
-                    io::Error::from_raw_os_error(libc::ENOSYS),
-                    "openat2 with resolve flags",
-                ));
             }
             let creat = flags & libc::O_CREAT as u64 != 0;
             let excl = flags & libc::O_EXCL as u64 != 0;
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, !(nofollow || (creat && excl))))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let t = if resolve_flags != 0 {
+                // The caller asked the kernel to restrict its lookup: the kernel does it.
+                let raw = path_of(&mut mem, &at).map_err(|e| fail(e, "cannot read the path"))?;
+                beneath::target(n.pid, at.dirfd, &raw, flags, resolve_flags).map_err(|e| {
+                    let mut f = unresolved(e, "cannot resolve the path with its resolve flags");
+                    f.kind = FailureKind::Unresolved;
+                    f
+                })?
+            } else {
+                path_of(&mut mem, &at)
+                    .and_then(|raw| walk(n, &at, &raw, lookup(!(nofollow || (creat && excl)))))
+                    .map_err(|e| unresolved(e, "cannot resolve the path"))?
+            };
             let op = if t.kind.is_none() && creat {
                 Op::Create
             } else {
@@ -439,7 +482,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 target::caller_fd_path(n.pid, at.dirfd as i32)
                     .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
             } else {
-                walk(n, &at, &raw, true)
+                walk(n, &at, &raw, Last::Follow)
                     .map_err(|e| unresolved(e, "cannot resolve the program"))?
                     .path
             };
@@ -458,6 +501,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.new_command = n.pid != root && txn::parent_of(n.pid) == Some(root);
             r
         }
+        // Handled before this stage (the supervisor notes the change and lets it through).
+        Args::Credentials { .. } => return Ok(Resolution::Pass),
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)
@@ -488,5 +533,14 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             return net::sock::resolve_listen(n, name, sock, backlog);
         }
     };
+    if let Some(errno) = names::refused(&r.act) {
+        // The kernel refuses it for its names alone (a trailing slash, `.`, `..`).
+        return Err(Failure {
+            syscall: name,
+            errno,
+            what: "refused by the kernel for its names".to_string(),
+            kind: FailureKind::Unresolved,
+        });
+    }
     Ok(Resolution::Judge(Box::new(r)))
 }

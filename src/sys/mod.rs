@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod creds;
 pub mod fs;
 pub mod net;
 pub mod notify;
