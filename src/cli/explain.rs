@@ -22,6 +22,10 @@ pub struct ExplainArgs {
     /// The workspace to assume (default: the current directory).
     #[arg(short, long)]
     pub workspace: Option<PathBuf>,
+    /// Leave out the configuration files found without a flag (the user's config.toml, the
+    /// workspace's trusted .guard.toml), as `guard exec --no-config` does.
+    #[arg(long)]
+    pub no_config: bool,
     /// One JSON object per operation and line.
     #[arg(long)]
     pub json: bool,
@@ -62,7 +66,12 @@ pub fn run(args: ExplainArgs) -> Result<i32, CliError> {
         addfd: !args.no_addfd,
         ..features::Options::default()
     };
-    let explainer = Explainer::new(Profiles::new(args.profile), args.workspace, &options)?;
+    let explainer = Explainer::new(
+        Profiles::new(args.profile),
+        args.workspace,
+        &options,
+        !args.no_config,
+    )?;
     let mut questions: Vec<Question> = Vec::new();
     questions.extend(args.read.into_iter().map(Question::Read));
     questions.extend(args.write.into_iter().map(Question::Write));
@@ -114,6 +123,9 @@ fn words(e: &Explanation) -> String {
     for step in &e.steps {
         s.push_str(&format!("\n  {}: {}", step.layer.as_str(), step.says));
     }
+    if let Some(told) = &e.told {
+        s.push_str(&format!("\n  the refused process is told: {told}"));
+    }
     s
 }
 
@@ -121,12 +133,13 @@ fn json(e: &Explanation) -> String {
     serde_json::json!({
         "operation": e.operation,
         "target": e.target,
-        "verdict": e.verdict.as_str(),
+        "verdict": e.recorded(),
         "errno": e.errno.map(crate::audit::errno_name),
         "layer": e.layer,
         "rule": e.rule,
         "reason": e.reason,
         "steps": e.steps,
+        "told": e.told,
     })
     .to_string()
 }

@@ -64,6 +64,7 @@ impl Run {
             notices: None,
             progress: None,
             learning: false,
+            config_files: false,
         }
     }
 }
@@ -89,6 +90,7 @@ pub struct RunBuilder {
     pub(super) notices: Option<NoticeFn>,
     pub(super) progress: Option<ProgressFn>,
     pub(super) learning: bool,
+    pub(super) config_files: bool,
 }
 
 impl RunBuilder {
@@ -218,6 +220,15 @@ impl RunBuilder {
     /// trust.
     pub fn learning(mut self, on: bool) -> Self {
         self.learning = on;
+        self
+    }
+
+    /// Also use the configuration files found without a flag, as `guard exec` does (default:
+    /// false): the user's `$XDG_CONFIG_HOME/guard/config.toml` and the workspace's nearest
+    /// `.guard.toml` once trusted, layered under the named profiles (`docs/profiles.md`). The
+    /// command may not change either of them (rule `fs.guard-config`).
+    pub fn config_files(mut self, on: bool) -> Self {
+        self.config_files = on;
         self
     }
 

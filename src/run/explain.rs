@@ -18,6 +18,7 @@
 //! [`run_policy`]: super::prepare::run_policy
 
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use crate::confine::landlock::{self, FsGrant, Need};
 use crate::confine::seccomp::{self, FilterSpec};
 use crate::confine::Feature;
 use crate::policy::{self, Action, NetAddr, Op, Policy, Reaction, Request, Situation, Vars};
-use crate::supervisor::preview::{self, EntryKind};
+use crate::supervisor::preview::{self, Change, EntryKind};
 
 use super::{Profiles, RunError};
 
@@ -114,12 +115,28 @@ pub struct Explanation {
     pub reason: Option<String>,
     /// Each layer the call meets, in order.
     pub steps: Vec<Step>,
+    /// The line a run puts on the refused process's stderr, with the rule and how to allow the
+    /// call ([`policy::explain`], the one source of those words); `None` when guard does not
+    /// refuse the call or the kernel refuses it without telling guard (a Landlock read).
+    pub told: Option<String>,
 }
 
 impl Explanation {
-    /// Whether guard refuses the call (the kernel's own errors are not refusals).
+    /// Whether guard refuses the call (the kernel's own errors are not refusals, even when
+    /// the supervisor gives them: rule `resolve`).
     pub fn refused(&self) -> bool {
         matches!(self.verdict, Action::Deny | Action::Kill)
+            && self.rule != policy::Builtin::Resolve.as_str()
+    }
+
+    /// The verdict as the audit log words it: `error` for the kernel's own answer given by
+    /// the supervisor (rule `resolve`), else the verdict.
+    pub fn recorded(&self) -> &'static str {
+        if self.layer == Layer::Supervisor && self.rule == policy::Builtin::Resolve.as_str() {
+            "error"
+        } else {
+            self.verdict.as_str()
+        }
     }
 }
 
@@ -144,12 +161,16 @@ impl std::fmt::Debug for Explainer {
 
 impl Explainer {
     /// The policy a run of `profiles` on `workspace` (default: the current directory) would
-    /// enforce, on this kernel with the run's feature `options`. Probing the listener features
-    /// forks a short-lived child: call this before starting threads.
+    /// enforce, on this kernel with the run's feature `options`, layered over the
+    /// configuration files found for the workspace when `config_files` (as `guard exec` does
+    /// unless `--no-config`, see [`RunBuilder::config_files`](super::RunBuilder::config_files)).
+    /// Probing the listener features forks a short-lived child: call this before starting
+    /// threads.
     pub fn new(
         profiles: Profiles,
         workspace: Option<PathBuf>,
         options: &features::Options,
+        config_files: bool,
     ) -> Result<Explainer, RunError> {
         let cwd = std::env::current_dir().map_err(|source| RunError::Workspace {
             path: ".".into(),
@@ -167,7 +188,8 @@ impl Explainer {
             tmp: std::env::temp_dir().join("guard-RUN"),
             state: crate::journal::state_dir()?,
         };
-        let policy = super::prepare::run_policy(profiles, &vars, false)?;
+        let found = super::prepare::config_files(config_files, &vars);
+        let policy = super::prepare::run_policy(profiles, &vars, &found, false)?;
         let filter = seccomp::build(&FilterSpec::for_policy(&policy))?;
         Ok(Explainer {
             policy,
@@ -195,6 +217,7 @@ impl Explainer {
             rule: String::new(),
             reason: None,
             steps: Vec::new(),
+            told: None,
         };
         match q {
             Question::Read(p) => self.read(p, &mut e),
@@ -285,9 +308,44 @@ impl Explainer {
         });
         if matches!(v.action, Action::Deny | Action::Kill) {
             e.errno = Some(v.errno);
+            if v.is_refusal() {
+                let subject = crate::audit::escape_for_terminal(e.target.as_bytes());
+                e.told = Some(policy::explain(&v, Some(req.op), &subject));
+            }
             return false;
         }
         true
+    }
+
+    /// The supervisor's judgement of a change `req`, where the kernel would answer
+    /// `before_landlock` ahead of the write-root boundary: a run then fails the call with the
+    /// kernel's errno instead of refusing it (rule `resolve`, as the supervisor's judge
+    /// stage does); whether the call goes ahead.
+    fn judge_change(
+        &self,
+        req: &Request<'_>,
+        before_landlock: Option<i32>,
+        e: &mut Explanation,
+    ) -> bool {
+        if self.judge(&self.policy, req, e) {
+            return true;
+        }
+        let at_boundary = e.rule == policy::Builtin::WriteRoots.as_str();
+        if let (true, Some(errno)) = (at_boundary, before_landlock) {
+            e.steps.push(Step {
+                layer: Layer::Kernel,
+                says: format!(
+                    "answers {} first, before the write-root boundary is reached",
+                    errno_name(errno)
+                ),
+            });
+            e.verdict = Action::Deny;
+            e.errno = Some(errno);
+            e.rule = policy::Builtin::Resolve.as_str().into();
+            e.reason = Some("the kernel answers before the write-root boundary".into());
+            e.told = None;
+        }
+        false
     }
 
     /// Landlock's answer for `need` on `path`, carried into `e`; whether it allows.
@@ -384,18 +442,22 @@ impl Explainer {
         {
             return;
         }
-        let view = match preview::resolve_path(p, true) {
-            Ok(v) => v,
+        let change = match preview::resolve_change(p, Change::Write) {
+            Ok(c) => c,
             Err(errno) => return self.unresolved(errno, e),
         };
+        let view = &change.view;
         e.target = view.path.display().to_string();
+        if let Some(errno) = change.by_name {
+            return self.unresolved(errno, e);
+        }
         let creates = view.kind.is_none();
         let req = Request {
             path: Some(&view.path),
             creates,
             ..Request::new(if creates { Op::Create } else { Op::Write })
         };
-        if !self.judge(&self.policy, &req, e) {
+        if !self.judge_change(&req, change.before_landlock, e) {
             return;
         }
         self.performed(&view.path, view.kind == Some(EntryKind::Dir), e);
@@ -403,8 +465,8 @@ impl Explainer {
 
     fn delete(&self, p: &Path, e: &mut Explanation) {
         e.target = p.display().to_string();
-        let view = match preview::resolve_path(p, false) {
-            Ok(v) => v,
+        let change = match preview::resolve_change(p, Change::Delete) {
+            Ok(c) => c,
             Err(errno) => {
                 let at = libc::AT_FDCWD as i64 as u64;
                 if self.filter(unlinkat(), [at, 0, 0, 0, 0, 0], e).is_some() {
@@ -413,6 +475,7 @@ impl Explainer {
                 return self.unresolved(errno, e);
             }
         };
+        let view = &change.view;
         let rmdir = view.kind == Some(EntryKind::Dir);
         let flags = if rmdir { libc::AT_REMOVEDIR as u64 } else { 0 };
         let at = libc::AT_FDCWD as i64 as u64;
@@ -423,11 +486,14 @@ impl Explainer {
             return;
         }
         e.target = view.path.display().to_string();
+        if let Some(errno) = change.by_name {
+            return self.unresolved(errno, e);
+        }
         let req = Request {
             path: Some(&view.path),
             ..Request::new(Op::Delete)
         };
-        if !self.judge(&self.policy, &req, e) {
+        if !self.judge_change(&req, change.before_landlock, e) {
             return;
         }
         e.steps.push(Step {
@@ -546,9 +612,14 @@ impl Explainer {
     /// them at the start of a run.
     fn resolved_policy(&self) -> Arc<Policy> {
         Arc::clone(self.resolved.get_or_init(|| {
-            let base = Arc::new(self.policy.clone());
-            let mut pending = crate::supervisor::PendingHosts::start(&base);
-            pending.poll(true).map_or(base, |(p, _)| p)
+            let mut p = self.policy.clone();
+            let mut pending = crate::supervisor::PendingHosts::start(&Arc::new(p.clone()));
+            if let Some((found, _)) = pending.poll(true) {
+                for (name, addrs) in found {
+                    crate::supervisor::add_addresses(&mut p, &name, &addrs);
+                }
+            }
+            Arc::new(p)
         }))
     }
 
@@ -603,6 +674,12 @@ impl Explainer {
                 .into(),
         });
         if !self.landlock(&exe, Need::Execute, e) {
+            let shown = crate::audit::escape_for_terminal(exe.as_os_str().as_bytes());
+            let dir = exe.parent().unwrap_or(&exe);
+            e.told = Some(policy::explain_landlock_exec(
+                &shown,
+                &crate::audit::escape_for_terminal(dir.as_os_str().as_bytes()),
+            ));
             return;
         }
         if let Some(interpreter) = shebang(&exe) {

@@ -106,8 +106,13 @@ pub(super) fn dirs(b: &RunBuilder) -> Result<Dirs, RunError> {
     Ok(dirs)
 }
 
-/// 2. The policy, resolved with this run's variables.
-pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunError> {
+/// 2. The policy, resolved with this run's variables (and, when the builder asks for it, over
+///    the configuration files found for the workspace); with the workspace file that was
+///    found but not used because it is not trusted.
+pub(super) fn policy(
+    b: &mut RunBuilder,
+    d: &Dirs,
+) -> Result<(Arc<Policy>, Option<PathBuf>), RunError> {
     let vars = Vars {
         workspace: d.workspace.clone(),
         home: std::env::var_os("HOME")
@@ -116,7 +121,8 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
         tmp: d.tmp.clone(),
         state: d.state.clone(),
     };
-    let mut policy = run_policy(std::mem::take(&mut b.profiles), &vars, b.atomic)?;
+    let found = config_files(b.config_files, &vars);
+    let mut policy = run_policy(std::mem::take(&mut b.profiles), &vars, &found, b.atomic)?;
     if b.learning {
         policy.mode = policy::Mode::Observe;
     }
@@ -128,18 +134,33 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
             });
         }
     }
-    Ok(Arc::new(policy))
+    Ok((Arc::new(policy), found.untrusted().map(Path::to_path_buf)))
 }
 
-/// The policy a run enforces: `profiles` resolved with the run's variables, the nameservers
-/// of /etc/resolv.conf added when `net.dns` says so, `--atomic` applied. `guard explain`
-/// judges with the same.
+/// The configuration files a run on `vars.workspace` finds without a flag, when `on`.
+pub(super) fn config_files(on: bool, vars: &Vars) -> super::config::ConfigFiles {
+    if on {
+        super::config::discover(
+            &vars.workspace,
+            &vars.state,
+            super::config::user_dir(|k| std::env::var_os(k)),
+        )
+    } else {
+        super::config::ConfigFiles::default()
+    }
+}
+
+/// The policy a run enforces: `profiles` resolved with the run's variables over the
+/// configuration files `found`, the nameservers of /etc/resolv.conf added when `net.dns` says
+/// so, `--atomic` applied. `guard explain` and `guard learn` judge with the same.
 pub(super) fn run_policy(
     profiles: super::Profiles,
     vars: &Vars,
+    found: &super::config::ConfigFiles,
     atomic: bool,
 ) -> Result<Policy, policy::PolicyError> {
-    let mut policy = profiles.resolve(vars)?;
+    let mut policy = profiles.resolve(vars, &found.layers())?;
+    policy.guard_files.extend(found.user_dir.clone());
     if policy.net.dns {
         policy.net.connect.extend(crate::supervisor::nameservers());
     }

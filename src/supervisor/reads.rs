@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::record::{self, Record};
 use super::resolve::ReadOnly;
-use super::target::{self, Kind};
+use super::target::{self, Kind, Last};
 use super::Core;
 use crate::sys::Notif;
 
@@ -18,8 +18,12 @@ pub(super) fn record(core: &Core, n: &Notif, r: &ReadOnly, start: Instant) {
     if r.raw.is_empty() || r.flags & libc::O_PATH as u64 != 0 {
         return;
     }
-    let follow = r.flags & libc::O_NOFOLLOW as u64 == 0;
-    let Ok(t) = target::target(n.pid, r.dirfd, &r.raw, follow) else {
+    let last = if r.flags & libc::O_NOFOLLOW as u64 == 0 {
+        Last::Follow
+    } else {
+        Last::NoFollow
+    };
+    let Ok(t) = target::target(n.pid, r.dirfd, &r.raw, last) else {
         return;
     };
     if matches!(t.kind, None | Some(Kind::Magic)) {

@@ -4,9 +4,11 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod creds;
 pub mod fs;
 pub mod net;
 pub mod notify;
 pub mod process;
+pub mod stream;
 
 pub use notify::{Listener, Notif, NotifSizes};

@@ -44,6 +44,7 @@ const fn c(
 const EACCES: Option<&str> = Some("EACCES");
 const EPERM: Option<&str> = Some("EPERM");
 const ENOENT: Option<&str> = Some("ENOENT");
+const EISDIR: Option<&str> = Some("EISDIR");
 
 const CASES: &[Case] = &[
     // Reads: not trapped; Landlock decides.
@@ -112,7 +113,7 @@ const CASES: &[Case] = &[
         "agent",
         "write",
         "{ws}/nodir/x",
-        "deny",
+        "error",
         ENOENT,
         "supervisor",
     ),
@@ -242,11 +243,22 @@ const CASES: &[Case] = &[
         "supervisor",
     ),
     c("custom", "delete", "{ws}/trap", "kill", EPERM, "supervisor"),
+    // Outside the write roots, the kernel answers first when there is nothing to remove, or
+    // when the target of a write is a directory: its own errno, no refusal.
+    c(
+        "agent",
+        "delete",
+        "{out}/never-there",
+        "error",
+        ENOENT,
+        "supervisor",
+    ),
+    c("agent", "write", "{out}", "error", EISDIR, "supervisor"),
     c(
         "agent",
         "delete",
         "{ws}/nodir/x",
-        "deny",
+        "error",
         ENOENT,
         "supervisor",
     ),
@@ -597,6 +609,7 @@ fn errno_number(name: &str) -> i32 {
         "EACCES" => libc::EACCES,
         "EPERM" => libc::EPERM,
         "ENOENT" => libc::ENOENT,
+        "EISDIR" => libc::EISDIR,
         "EROFS" => libc::EROFS,
         other => panic!("errno {other} not in the table"),
     }

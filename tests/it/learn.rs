@@ -296,12 +296,14 @@ fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
             tgz.display()
         ),
     );
-    // npm's cache and logs in the (test) home's ~/.npm: agent lets it write ~/.npm/_cacache
-    // only.
+    // npm's cache and logs in a cache directory of the user's choosing under the (test) home:
+    // agent lets npm write ~/.npm, not this one.
+    let cache = w.home.join(".npm-cache");
     let (text, base) = round_trip(
         &w,
         &Workload {
             env: vec![
+                ("npm_config_cache", cache.display().to_string()),
                 ("npm_config_update_notifier", "false".into()),
                 ("npm_config_audit", "false".into()),
                 ("npm_config_fund", "false".into()),
@@ -310,14 +312,14 @@ fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
             script: "npm install --no-progress >/dev/null && \
                      node -e 'console.log(require(\"fid-a\")(21))'",
             expect: "42",
-            outputs: vec![w.home.join(".npm/_cacache"), w.home.join(".npm/_logs")],
+            outputs: vec![cache.join("_cacache"), cache.join("_logs")],
         },
     );
     assert!(
         !base.refusals.is_empty(),
-        "the base refuses npm's writes to ~/.npm"
+        "the base refuses npm's writes to its cache"
     );
-    assert!(text.contains("\"{home}/.npm\""), "{text}");
+    assert!(text.contains("\"{home}/.npm-cache\""), "{text}");
 }
 
 /// `mkdir -p` and `create_dir_all` of a tree outside the write roots meet directories that

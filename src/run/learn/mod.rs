@@ -30,6 +30,7 @@ mod render;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::config::ConfigFiles;
 use super::{Outcome, Profiles, RunBuilder, RunError};
 use crate::audit::{self, AuditError, Decision};
 use crate::confine::features::{Kernel, Options, GUARD_MAX_ABI};
@@ -95,7 +96,12 @@ impl RunBuilder {
             .filter_map(|v| serde_json::from_value(v).ok())
             .collect();
         let vars = run_vars(&outcome);
-        let base = super::prepare::run_policy(Profiles::new(specs.clone()), &vars, false)?;
+        let base = super::prepare::run_policy(
+            Profiles::new(specs.clone()),
+            &vars,
+            &ConfigFiles::default(),
+            false,
+        )?;
         // The Landlock plan as a kernel with every right guard uses would enforce it, so the
         // profile holds on other kernels too.
         let kernel = Kernel {
@@ -124,7 +130,12 @@ impl RunBuilder {
                 path: file.clone(),
                 source,
             })?;
-            let learned = super::prepare::run_policy(Profiles::new(layered.clone()), &vars, false)?;
+            let learned = super::prepare::run_policy(
+                Profiles::new(layered.clone()),
+                &vars,
+                &ConfigFiles::default(),
+                false,
+            )?;
             let left = needs::needs(&learned, &features, &calls);
             if left.is_empty() || round == ROUNDS {
                 for n in &left {

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
 mod attacks;
+mod net;
 
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
@@ -90,6 +91,10 @@ fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Multi-step attacks (tests/it/attacks.rs) print their own summary line.
     if let Some(line) = attacks::dispatch(&args) {
+        println!("{line}");
+        return;
+    }
+    if let Some(line) = net::dispatch(&args) {
         println!("{line}");
         return;
     }
