@@ -3,11 +3,14 @@
 //! profile `guard learn` writes passes `guard profile check`; under the base plus that profile
 //! the workload, started again from the same state, succeeds and its audit log holds no
 //! refusal. Landlock's refusals (reads, executes) write no audit line: they show as the
-//! workload's failure and its "Permission denied".
+//! workload's failure and its "Permission denied". The calls of both runs are asked again of
+//! `guard explain`, which must give each the verdict and rule the run recorded
+//! ([`explain_agrees`]): at least 50 calls over the three workloads, refusals among them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::learn_agree::{explain_agrees, Agreed};
 use crate::util::{tool, Out, Workspace};
 
 /// The refusals of the newest run: denials and kills, except calls whose path does not
@@ -55,8 +58,9 @@ struct Base {
 }
 
 /// Run `workload` under the base, learn it, check the profile, and run it again under the
-/// base plus the learned profile. Returns the learned profile's text and the base run.
-fn round_trip(w: &Workspace, workload: &Workload<'_>) -> (String, Base) {
+/// base plus the learned profile; `guard explain` is asked about the calls of both runs.
+/// Returns the learned profile's text, the base run and what explain agreed on.
+fn round_trip(w: &Workspace, workload: &Workload<'_>) -> (String, Base, Agreed) {
     let ws_pristine = w.root.join("ws.pristine");
     let home_pristine = w.root.join("home.pristine");
     copy_tree(&w.ws, &ws_pristine);
@@ -82,6 +86,8 @@ fn round_trip(w: &Workspace, workload: &Workload<'_>) -> (String, Base) {
         out,
         refusals: refusals(w),
     };
+    // guard explain, asked about the run's calls, agrees with it.
+    let mut agreed = explain_agrees(w, &["agent"], &workload.env, &w.decisions(), PER_RUN);
 
     // 2. Learn it, from the same state.
     reset();
@@ -131,8 +137,22 @@ fn round_trip(w: &Workspace, workload: &Workload<'_>) -> (String, Base) {
         left.is_empty(),
         "refusals under the learned profile: {left:#?}\n--- learned profile\n{text}"
     );
-    (text, base)
+    agreed.add(explain_agrees(
+        w,
+        &["agent", &learned_spec],
+        &workload.env,
+        &w.decisions(),
+        PER_RUN,
+    ));
+    eprintln!(
+        "explain agreed with the runs on {} cases ({} refused), by operation {:?}",
+        agreed.cases, agreed.refused, agreed.ops
+    );
+    (text, base, agreed)
 }
+
+/// At most this many of a run's calls are asked of `guard explain`.
+const PER_RUN: usize = 40;
 
 #[test]
 fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
@@ -147,23 +167,40 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
          action = \"deny\"\nreason = \"a command line the base refuses\"\n",
     );
     std::fs::write(&w.profile, layer).expect("write the test layer");
+    // A service on loopback that the session talks to.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
     // Reads the home directory (Landlock), writes beneath it (the supervisor's write roots),
     // edits a protected file (protect), runs a refused command line (a rule), and works in the
-    // workspace.
-    let script = "cat \"$HOME/.toolrc\" >/dev/null; cp notes.txt out.txt; \
-                  mkdir -p \"$HOME/.config/tool\"; echo state > \"$HOME/.config/tool/state\"; \
-                  printf '[user]\\n\\tname = agent\\n' >> .git/config; touch \"$PWD/stamp\"; \
-                  test -s \"$HOME/.config/tool/state\" && grep -q agent .git/config && \
-                  test -e stamp && grep -q setting \"$HOME/.toolrc\" && echo done";
-    let (text, base) = round_trip(
+    // workspace: looks around, edits, removes and remakes a scratch file, connects.
+    let script = format!(
+        "cat \"$HOME/.toolrc\" >/dev/null; cp notes.txt out.txt; \
+         ls -la >/dev/null; wc -l notes.txt >/dev/null; sort notes.txt >/dev/null; \
+         head -n 1 notes.txt >/dev/null; echo more >> notes.txt; \
+         rm -f scratch.txt; echo scratch > scratch.txt; {probe} connect 127.0.0.1:{port} >/dev/null; \
+         mkdir -p \"$HOME/.config/tool\"; echo state > \"$HOME/.config/tool/state\"; \
+         printf '[user]\\n\\tname = agent\\n' >> .git/config; touch \"$PWD/stamp\"; \
+         test -s \"$HOME/.config/tool/state\" && grep -q agent .git/config && \
+         test -e stamp && grep -q setting \"$HOME/.toolrc\" && echo done",
+        probe = w.probe()
+    );
+    let (text, base, agreed) = round_trip(
         &w,
         &Workload {
             env: Vec::new(),
-            script,
+            script: &script,
             expect: "done",
             outputs: vec![w.home.join(".config/tool")],
         },
     );
+    // explain agreed on the session's calls: at least 30 (with the cargo build's 15 and the
+    // npm install's 5, the 50 of the proof), refusals among them, every kind of operation.
+    assert!(agreed.cases >= 30, "{agreed:?}");
+    assert!(agreed.refused >= 3, "{agreed:?}");
+    for op in ["exec", "write", "delete", "connect"] {
+        assert!(agreed.ops.contains_key(op), "no {op} asked: {agreed:?}");
+    }
+    drop(listener);
     // Landlock refused the read (no audit line); the supervisor refused the rest.
     assert!(
         base.out.stderr().contains("Permission denied"),
@@ -228,7 +265,7 @@ fn a_learned_profile_lets_an_offline_cargo_build_run_with_no_refusal() {
     );
     // CARGO_HOME and a shared target directory in the (test) home; the toolchain outside it.
     let target = w.home.join(".cache/cargo-target");
-    let (text, base) = round_trip(
+    let (text, base, agreed) = round_trip(
         &w,
         &Workload {
             env: vec![
@@ -243,6 +280,7 @@ fn a_learned_profile_lets_an_offline_cargo_build_run_with_no_refusal() {
             outputs: vec![target.clone()],
         },
     );
+    assert!(agreed.cases >= 15, "{agreed:?}");
     // Landlock refused the toolchain: no audit line, the exec fails.
     assert!(
         base.out.stderr().contains("Permission denied"),
@@ -299,7 +337,7 @@ fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
     // npm's cache and logs in a cache directory of the user's choosing under the (test) home:
     // agent lets npm write ~/.npm, not this one.
     let cache = w.home.join(".npm-cache");
-    let (text, base) = round_trip(
+    let (text, base, agreed) = round_trip(
         &w,
         &Workload {
             env: vec![
@@ -320,6 +358,7 @@ fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
         "the base refuses npm's writes to its cache"
     );
     assert!(text.contains("\"{home}/.npm-cache\""), "{text}");
+    assert!(agreed.cases >= 5 && agreed.refused >= 1, "{agreed:?}");
 }
 
 /// `mkdir -p` and `create_dir_all` of a tree outside the write roots meet directories that

@@ -26,6 +26,7 @@ mod home;
 mod journal_fidelity;
 mod journal_limits;
 mod learn;
+mod learn_agree;
 mod library;
 mod net;
 mod netns;
