@@ -248,6 +248,12 @@ fn add(draft: &mut Draft, needs: &[Needed], vars: &Vars, generalise: bool) {
                 };
                 push(&mut draft.connect, text, n);
             }
+            Need::Resolve { name } => push(&mut draft.resolve, name.clone(), n),
+            Need::Bind { text } => draft.not_learned.push(format!(
+                "not learned: bind {text} (by {}; refused by {}): net.bind replaces the base's \
+                 list, so add the address to a copy of it by hand",
+                n.by, n.refused_by
+            )),
             Need::AllowFs { op, paths } => {
                 let id = format!("learned-{}-{}", op.as_str(), draft.rules.len() + 1);
                 draft.rules.push(AllowRule {

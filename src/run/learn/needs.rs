@@ -24,6 +24,11 @@ pub(super) enum Need {
     Write { paths: Vec<PathBuf> },
     /// Connecting to an address.
     Connect { addr: NetAddr, text: String },
+    /// Looking a name up through a nameserver guard judges (`net.resolve`).
+    Resolve { name: String },
+    /// Binding an address the base refuses: not learned, as a profile's `net.bind` replaces
+    /// the inherited list rather than adding to it.
+    Bind { text: String },
     /// A filesystem change a rule (or `protect`) refused: an allow rule for it.
     AllowFs { op: Op, paths: Vec<PathBuf> },
     /// An exec a rule refused: an allow rule for this command line.
@@ -118,6 +123,53 @@ pub(super) fn needs(policy: &Policy, features: &Features, calls: &[Decision]) ->
                     push(Need::Connect { addr, text }, &by, v.rule.to_string());
                 }
             }
+            "dns" => {
+                let (Some(name), Some(text)) = (d.name.clone(), d.addr.clone()) else {
+                    continue;
+                };
+                let Some(server) = parse_addr(&text) else {
+                    continue;
+                };
+                let req = Request {
+                    addr: Some(&server),
+                    name: Some(&name),
+                    ..Request::new(Op::Dns)
+                };
+                let v = policy::decide(policy, &req);
+                match (v.action, &v.rule) {
+                    (
+                        Action::Deny | Action::Kill,
+                        policy::RuleId::Builtin(policy::Builtin::Dns),
+                    ) => {
+                        push(Need::Resolve { name }, &by, v.rule.to_string());
+                    }
+                    (
+                        Action::Deny | Action::Kill,
+                        policy::RuleId::Builtin(policy::Builtin::Connect),
+                    ) => {
+                        push(
+                            Need::Connect { addr: server, text },
+                            &by,
+                            v.rule.to_string(),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            "bind" => {
+                let Some(text) = d.addr.clone() else { continue };
+                let Some(addr) = parse_addr(&text) else {
+                    continue;
+                };
+                let req = Request {
+                    addr: Some(&addr),
+                    ..Request::new(Op::Bind)
+                };
+                let v = policy::decide(policy, &req);
+                if matches!(v.action, Action::Deny | Action::Kill) {
+                    push(Need::Bind { text }, &by, v.rule.to_string());
+                }
+            }
             op => {
                 let Ok(op) = serde_json::from_value::<Op>(serde_json::Value::from(op)) else {
                     continue;
@@ -191,7 +243,8 @@ fn describe(d: &Decision) -> String {
             .map(|a| a.display())
             .collect::<Vec<_>>()
             .join(" "),
-        "connect" => d.addr.clone().unwrap_or_default(),
+        "connect" | "bind" => d.addr.clone().unwrap_or_default(),
+        "dns" => d.name.clone().unwrap_or_default(),
         _ => {
             let mut t = d.path.as_ref().map(|p| p.display()).unwrap_or_default();
             if let Some(p2) = &d.path2 {
@@ -264,6 +317,61 @@ fn elf_interpreter(head: &[u8]) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decision(v: serde_json::Value) -> Decision {
+        let mut base = serde_json::json!({
+            "v": 2, "type": "decision", "time": "2026-12-02T00:00:00Z", "run": "r", "seq": 1,
+            "pid": 7, "comm": "curl", "syscall": "relay", "verdict": "allow", "rule": "observe",
+            "latency_us": 1,
+        });
+        for (k, x) in v.as_object().expect("object") {
+            base[k] = x.clone();
+        }
+        serde_json::from_value(base).expect("a decision")
+    }
+
+    #[test]
+    fn a_refused_lookup_is_a_name_to_resolve_and_a_refused_bind_is_noted() {
+        let vars = crate::policy::Vars {
+            workspace: "/ws".into(),
+            home: Some("/home/u".into()),
+            tmp: "/tmp/guard-run".into(),
+            state: "/var/guard".into(),
+        };
+        let policy = crate::policy::load(&["agent".into()], &vars).expect("agent");
+        let features = Features::of_kernel(
+            &crate::confine::features::Kernel::probe(),
+            &crate::confine::features::Options::default(),
+        );
+        let calls = [
+            // A name agent lists (crates.io), one it does not, and a bind off loopback.
+            decision(
+                serde_json::json!({"op": "dns", "addr": "127.0.0.53:53", "name": "crates.io"}),
+            ),
+            decision(
+                serde_json::json!({"op": "dns", "addr": "127.0.0.53:53", "name": "api.example.org"}),
+            ),
+            decision(
+                serde_json::json!({"op": "bind", "syscall": "bind", "addr": "192.0.2.1:8080"}),
+            ),
+        ];
+        // The nameserver is on loopback, which agent lets the command reach.
+        let needs: Vec<Need> = needs(&policy, &features, &calls)
+            .into_iter()
+            .map(|n| n.need)
+            .collect();
+        assert_eq!(
+            needs,
+            vec![
+                Need::Resolve {
+                    name: "api.example.org".into()
+                },
+                Need::Bind {
+                    text: "192.0.2.1:8080".into()
+                }
+            ]
+        );
+    }
 
     #[test]
     fn own_pipes_are_recognised_by_their_proc_path() {

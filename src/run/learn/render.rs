@@ -40,6 +40,8 @@ pub(super) struct Draft {
     pub read: Vec<Entry>,
     pub write: Vec<Entry>,
     pub connect: Vec<Entry>,
+    /// Names DNS queries asked for (`net.resolve`).
+    pub resolve: Vec<Entry>,
     pub rules: Vec<AllowRule>,
     /// Comment lines at the end: what was needed and not learned.
     pub not_learned: Vec<String>,
@@ -48,7 +50,11 @@ pub(super) struct Draft {
 impl Draft {
     /// How many entries (roots, targets, rules) the profile adds.
     pub fn entries(&self) -> usize {
-        self.read.len() + self.write.len() + self.connect.len() + self.rules.len()
+        self.read.len()
+            + self.write.len()
+            + self.connect.len()
+            + self.resolve.len()
+            + self.rules.len()
     }
 }
 
@@ -95,9 +101,10 @@ pub(super) fn render(d: &Draft) -> String {
         list(&mut out, "read", &d.read);
         list(&mut out, "write", &d.write);
     }
-    if !d.connect.is_empty() {
+    if !d.connect.is_empty() || !d.resolve.is_empty() {
         out.push_str("\n[net]\n");
         list(&mut out, "connect", &d.connect);
+        list(&mut out, "resolve", &d.resolve);
     }
     for r in &d.rules {
         out.push('\n');
@@ -181,6 +188,26 @@ mod tests {
         let parsed: toml::Value = toml::from_str(&text).expect("valid TOML");
         assert_eq!(parsed["fs"]["write"][0].as_str(), Some("{home}/.cache/x"));
         assert!(parsed.get("net").is_none());
+    }
+
+    #[test]
+    fn looked_up_names_go_to_net_resolve() {
+        let d = Draft {
+            name: "learned".into(),
+            resolve: vec![Entry {
+                text: "api.example.org".into(),
+                by: "curl (pid 3): dns api.example.org".into(),
+                refused_by: "net.dns".into(),
+            }],
+            ..Draft::default()
+        };
+        let parsed: toml::Value = toml::from_str(&render(&d)).expect("valid TOML");
+        assert_eq!(
+            parsed["net"]["resolve"][0].as_str(),
+            Some("api.example.org")
+        );
+        assert!(parsed["net"].get("connect").is_none());
+        assert_eq!(d.entries(), 1);
     }
 
     #[test]
