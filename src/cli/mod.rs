@@ -58,6 +58,20 @@ pub enum Command {
     /// Run CMD under a profile: Landlock, seccomp, judged calls, audit log.
     Exec(ExecArgs),
     /// Run CMD observed and write the profile it needs on top of the base profiles.
+    ///
+    /// CMD runs once with nothing refused (its changes to the workspace are journaled, as in
+    /// any run), every call guard judges and every file it opens for reading recorded. Then
+    /// each call is judged again against the base, and what the base refuses becomes an entry
+    /// of the profile: read and write roots (widened to a directory, with {workspace}, {home}
+    /// and {tmp}), net.connect targets, names for net.resolve, allow rules for a command line
+    /// or a change a rule or protect refused. Each entry is commented with the first call that
+    /// needed it. Use it on top of the same base: guard exec -p BASE -p FILE -- CMD.
+    ///
+    /// Learn sees only this run: not another input, a warm cache or another answer from the
+    /// network; not what the seccomp deny list refuses (no profile allows it); not the
+    /// environment variables the base removes. A refused bind is noted, not learned. The
+    /// configuration files found without a flag are not used: the profile extends the
+    /// bases named with -p.
     Learn(learn::LearnArgs),
     /// List recorded runs, newest first, one line each.
     Runs(runs::RunsArgs),
@@ -83,7 +97,16 @@ pub enum Command {
     /// How a run would treat a read, write, delete, connect or exec, and which layer decides.
     ///
     /// Nothing is run: the seccomp filter, the supervisor and Landlock are asked as a run
-    /// under the same profiles would ask them.
+    /// under the same profiles (and the configuration files found for the workspace, unless
+    /// --no-config) would ask them. For a refusal it also prints the line the refused process
+    /// would be told on its stderr.
+    ///
+    /// The answer is for the filesystem as it is now (a run judges each call as it finds
+    /// it) and for the call a shell makes: --write is an open that creates and truncates,
+    /// --delete an unlink (rmdir for a directory), a connect goes to the first address a host
+    /// name resolves to. Renames, links, metadata changes, binds and DNS lookups are not
+    /// asked; neither are the run's private {tmp} (named after the run) nor whether anything
+    /// answers on the network.
     Explain(explain::ExplainArgs),
     /// Kernel features, what guard enforces here and what it degrades.
     Doctor {
