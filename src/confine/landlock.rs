@@ -319,20 +319,25 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
                 .describe(Some("the filesystem roots are not enforced by the kernel")),
         );
     }
-    for (root, list) in fs_roots(policy) {
-        if need != Need::Write || list == RootList::Write {
-            let Ok(real) = std::fs::canonicalize(root) else {
-                continue;
+    for (root, real, list) in granting(policy, need) {
+        if path.starts_with(&real) {
+            return FsGrant::Granted {
+                root: root.to_path_buf(),
+                list,
             };
-            if path.starts_with(&real) {
-                return FsGrant::Granted {
-                    root: root.to_path_buf(),
-                    list,
-                };
-            }
         }
     }
     FsGrant::Refused
+}
+
+/// The roots of `policy` whose rights include `need`, each with the directory it resolves to
+/// (what Landlock grants beneath) and its list; roots that do not exist are skipped, as
+/// [`prepare`] skips them. [`grants`] and a run's check of the programs it execs (the
+/// supervisor explains an exec Landlock will refuse) both use these.
+pub fn granting(policy: &Policy, need: Need) -> impl Iterator<Item = (&Path, PathBuf, RootList)> {
+    fs_roots(policy)
+        .filter(move |(_, list)| need != Need::Write || *list == RootList::Write)
+        .filter_map(|(root, list)| Some((root, std::fs::canonicalize(root).ok()?, list)))
 }
 
 /// Opens a root with `O_PATH`; `None` when it does not exist.

@@ -117,7 +117,9 @@ pub struct Explanation {
     pub steps: Vec<Step>,
     /// The line a run puts on the refused process's stderr, with the rule and how to allow the
     /// call ([`policy::explain`], the one source of those words); `None` when guard does not
-    /// refuse the call or the kernel refuses it without telling guard (a Landlock read).
+    /// refuse the call, when the refusal ends the process (on-deny kill or rollback), when the
+    /// profile says `[report] denials = "none"`, or when the kernel refuses the call without
+    /// telling guard (a Landlock read).
     pub told: Option<String>,
 }
 
@@ -308,7 +310,12 @@ impl Explainer {
         });
         if matches!(v.action, Action::Deny | Action::Kill) {
             e.errno = Some(v.errno);
-            if v.is_refusal() {
+            // Told only to a process that lives on past the refusal, unless the profile
+            // keeps refusals off its stderr.
+            if v.is_refusal()
+                && reaction == Reaction::Fail
+                && policy.report.denials != policy::Denials::None
+            {
                 let subject = crate::audit::escape_for_terminal(e.target.as_bytes());
                 e.told = Some(policy::explain(&v, Some(req.op), &subject));
             }
@@ -674,12 +681,15 @@ impl Explainer {
                 .into(),
         });
         if !self.landlock(&exe, Need::Execute, e) {
-            let shown = crate::audit::escape_for_terminal(exe.as_os_str().as_bytes());
-            let dir = exe.parent().unwrap_or(&exe);
-            e.told = Some(policy::explain_landlock_exec(
-                &shown,
-                &crate::audit::escape_for_terminal(dir.as_os_str().as_bytes()),
-            ));
+            // The supervisor tells the caller the kernel will refuse it.
+            if self.policy.report.denials != policy::Denials::None {
+                let shown = crate::audit::escape_for_terminal(exe.as_os_str().as_bytes());
+                let dir = exe.parent().unwrap_or(&exe);
+                e.told = Some(policy::explain_landlock_exec(
+                    &shown,
+                    &crate::audit::escape_for_terminal(dir.as_os_str().as_bytes()),
+                ));
+            }
             return;
         }
         if let Some(interpreter) = shebang(&exe) {

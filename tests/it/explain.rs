@@ -4,7 +4,8 @@
 //! `guard exec` with the same profiles. The errno the probe sees must be explain's, the audit
 //! log's decision must carry explain's verdict, errno and rule when explain says the supervisor
 //! decides, and the audit log must hold no refusal when explain says Landlock or the kernel
-//! does. Each case also states what it expects, so agreement on a wrong answer fails too.
+//! does. Each case also states what it expects, so agreement on a wrong answer fails too. When
+//! explain says what the refused process is told, the run's stderr has that very line.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -446,6 +447,7 @@ fn explain_agrees_with_the_run_on_a_table_of_cases() {
             .replace("{port}", &port.to_string())
     };
     let mut failures = Vec::new();
+    let mut told_lines = 0;
     for (i, case) in CASES.iter().enumerate() {
         let profile = if case.profile == "custom" {
             custom.as_str()
@@ -529,6 +531,18 @@ fn explain_agrees_with_the_run_on_a_table_of_cases() {
             continue;
         }
 
+        // What the refused process was told is what explain says it would be.
+        if let Some(told) = e["told"].as_str() {
+            told_lines += 1;
+            if !run.stderr().lines().any(|l| l == told) {
+                failures.push(format!(
+                    "{label}: explain says the process is told {told:?}; its stderr:\n{}",
+                    run.stderr()
+                ));
+                continue;
+            }
+        }
+
         // The audit log.
         let decisions = w.decisions();
         let ours: Vec<&serde_json::Value> = decisions
@@ -582,6 +596,9 @@ fn explain_agrees_with_the_run_on_a_table_of_cases() {
         CASES.len(),
         failures.join("\n\n")
     );
+    // Refusals by the filesystem boundary, protect, rules, the network and Landlock's exec
+    // check each put a line on the refused process's stderr.
+    assert!(told_lines >= 10, "{told_lines} told lines compared");
     drop((listener, other));
 }
 
