@@ -27,6 +27,7 @@ mod journal_fidelity;
 mod journal_limits;
 mod learn;
 mod learn_agree;
+mod learn_dns;
 mod library;
 mod net;
 mod netns;
