@@ -103,10 +103,10 @@ pub enum Command {
     ///
     /// The answer is for the filesystem as it is now (a run judges each call as it finds
     /// it) and for the call a shell makes: --write is an open that creates and truncates,
-    /// --delete an unlink (rmdir for a directory), a connect goes to the first address a host
-    /// name resolves to. Renames, links, metadata changes, binds and DNS lookups are not
-    /// asked; neither are the run's private {tmp} (named after the run) nor whether anything
-    /// answers on the network.
+    /// --delete an unlink (rmdir for a directory), a connect by name is a lookup of the name
+    /// (as a run judges it) and then a connect to its first address. Renames, links, metadata
+    /// changes and binds are not asked; neither are the run's private {tmp} (named after the
+    /// run) nor whether anything answers on the network.
     Explain(explain::ExplainArgs),
     /// Kernel features, what guard enforces here and what it degrades.
     Doctor {

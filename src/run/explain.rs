@@ -570,6 +570,11 @@ impl Explainer {
         if self.filter(connect_nr(), [3, 0, 16, 0, 0, 0], e).is_some() {
             return;
         }
+        if let Some(host) = &name {
+            if !self.lookup(host, e) {
+                return;
+            }
+        }
         let Some(first) = addrs.first() else {
             let why = format!("{target} does not resolve");
             return self.kernel(libc::ENOENT, why, e);
@@ -613,6 +618,55 @@ impl Explainer {
                     .into(),
             });
         }
+    }
+
+    /// The lookup of `host` a program makes before it has an address to connect to: from
+    /// /etc/hosts (nothing guard judges), else a query to the first nameserver of
+    /// /etc/resolv.conf, which a run judges by the name (rule `net.dns`) and the nameserver's
+    /// address (`net.connect`), answering a refused one at its relay (REFUSED: the program
+    /// gets no address, and no line on its stderr). Whether the lookup goes ahead.
+    fn lookup(&self, host: &str, e: &mut Explanation) -> bool {
+        let name = host.trim_end_matches('.').to_ascii_lowercase();
+        if in_hosts_file(&name) {
+            e.steps.push(Step {
+                layer: Layer::Kernel,
+                says: format!("{name} is in /etc/hosts: no DNS query to judge"),
+            });
+            return true;
+        }
+        let server = crate::supervisor::nameservers()
+            .into_iter()
+            .find_map(|t| match t {
+                policy::NetTarget::Cidr { addr, .. } => {
+                    Some(NetAddr::Inet(std::net::SocketAddr::new(addr, 53)))
+                }
+                _ => None,
+            });
+        let Some(server) = server else {
+            e.steps.push(Step {
+                layer: Layer::Kernel,
+                says: "no nameserver in /etc/resolv.conf: no DNS query to judge".into(),
+            });
+            return true;
+        };
+        e.steps.push(Step {
+            layer: Layer::Supervisor,
+            says: format!(
+                "judges the lookup of {name} at {} first: the program needs an address",
+                format_addr(&server)
+            ),
+        });
+        let req = Request {
+            addr: Some(&server),
+            name: Some(&name),
+            ..Request::new(Op::Dns)
+        };
+        if self.judge(&self.policy, &req, e) {
+            return true;
+        }
+        e.target = name;
+        e.told = None;
+        false
     }
 
     /// The policy with the host names of `net.connect` resolved, as the supervisor resolves
@@ -738,6 +792,18 @@ fn shebang(exe: &Path) -> Option<PathBuf> {
     let line = line.split(|&b| b == b'\n').next()?;
     let text = std::str::from_utf8(line).ok()?;
     text.split_whitespace().next().map(PathBuf::from)
+}
+
+/// Whether /etc/hosts names `name` (lowercase), so a lookup needs no DNS query.
+fn in_hosts_file(name: &str) -> bool {
+    std::fs::read_to_string("/etc/hosts").is_ok_and(|text| {
+        text.lines().any(|line| {
+            let line = line.split('#').next().unwrap_or("");
+            line.split_whitespace()
+                .skip(1)
+                .any(|n| n.eq_ignore_ascii_case(name))
+        })
+    })
 }
 
 /// The addresses a connect target names, and the host name when it is one.

@@ -3,6 +3,7 @@
 //! 192.0.2.1): under the base the lookup is refused at guard's relay (rule net.dns) and the
 //! connect by net.connect; the learned profile lists the name in `net.resolve` and the address
 //! in `net.connect`, and under it the same command resolves, connects, and is refused nothing.
+//! `guard explain --connect NAME:PORT` judges the lookup first, as the runs did.
 
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 
@@ -107,5 +108,40 @@ fn a_learned_profile_resolves_the_names_the_command_looked_up_and_reaches_their_
     // explain agrees on the connect (and the execs) of that run.
     let agreed = explain_agrees(&w, &["agent", &spec], &[], &decisions, 40);
     assert!(agreed.ops.contains_key("connect"), "{agreed:?}");
+
+    // And on a connect by name, lookup first: refused at the lookup under the base, as the
+    // base run was; allowed under the learned profile.
+    let explain = |profiles: &[&str]| -> serde_json::Value {
+        let mut g = w.guard();
+        g.args(["explain", "--json"]);
+        for p in profiles {
+            g.arg("-p").arg(p);
+        }
+        g.arg("-p").arg(&w.profile);
+        g.args(["--connect", "api.learned.test:8443"]);
+        let out = ns.wrap(g, &resolv).output();
+        serde_json::from_str(out.stdout().trim())
+            .unwrap_or_else(|e| panic!("{e}: {}{}", out.stdout(), out.stderr()))
+    };
+    let e = explain(&["agent"]);
+    assert_eq!(
+        (&e["verdict"], &e["rule"], &e["target"]),
+        (
+            &serde_json::json!("deny"),
+            &serde_json::json!("net.dns"),
+            &serde_json::json!("api.learned.test")
+        ),
+        "{e}"
+    );
+    let e = explain(&["agent", &spec]);
+    assert_eq!(
+        (&e["verdict"], &e["rule"], &e["target"]),
+        (
+            &serde_json::json!("allow"),
+            &serde_json::json!("net.connect"),
+            &serde_json::json!("192.0.2.1:8443")
+        ),
+        "{e}"
+    );
     drop(service);
 }
