@@ -42,13 +42,14 @@ fn spec(i: u8) -> FilterSpec {
         deny_list: i & 2 != 0,
         trap_exec: i & 4 != 0,
         trap_connect: i & 8 != 0,
+        trap_reads: i & 16 != 0,
     }
 }
 
 fn programs() -> &'static [Vec<SockFilter>] {
     static PROGRAMS: OnceLock<Vec<Vec<SockFilter>>> = OnceLock::new();
     PROGRAMS.get_or_init(|| {
-        (0..16)
+        (0..32)
             .map(|i| build(&spec(i)).expect("every filter spec assembles"))
             .collect()
     })
@@ -92,7 +93,7 @@ fn model(spec: FilterSpec, d: &SeccompData) -> u32 {
         let trapped = trapped_syscalls().iter().any(|&(n, s)| {
             n == nr
                 && match s {
-                    "open" | "openat" => false,
+                    "open" | "openat" => spec.trap_reads,
                     "execve" | "execveat" => spec.trap_exec,
                     "connect" => spec.trap_connect,
                     _ => true,
@@ -149,7 +150,7 @@ fuzz_target!(|data: &[u8]| {
     let u32_at = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
 
-    let spec_index = buf[0] & 15;
+    let spec_index = buf[0] & 31;
     let spec = spec(spec_index);
     let program = &programs()[usize::from(spec_index)];
     let nrs = interesting();

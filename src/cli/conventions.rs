@@ -79,7 +79,8 @@ pub fn man(out_dir: Option<&Path>) -> Result<i32, CliError> {
         for nested in sub.get_subcommands() {
             stack.push((format!("{name}-{}", nested.get_name()), nested.clone()));
         }
-        let page = render(&sub)?;
+        // Each page names the guard it documents, with its version (and a VERSION section).
+        let page = render(&sub.version(env!("GUARD_VERSION")))?;
         write(format!("{name}.1"), page)?;
     }
     Ok(0)
@@ -88,6 +89,7 @@ pub fn man(out_dir: Option<&Path>) -> Result<i32, CliError> {
 fn render(cmd: &clap::Command) -> Result<Vec<u8>, CliError> {
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd.clone())
+        .source(format!("guard {}", env!("GUARD_VERSION")))
         .render(&mut page)
         .map_err(CliError::Stdout)?;
     Ok(page)

@@ -88,7 +88,7 @@ fn sources(args: &LogArgs) -> Result<Vec<Source>, CliError> {
             })
             .collect());
     }
-    let run = super::txn::find_run(args.run.as_deref())?;
+    let run = super::txn::find_run(args.run.as_deref())?.run_dir();
     Ok(vec![Source {
         path: run.audit_log(),
         run: Some(run),

@@ -4,8 +4,11 @@
 //! (with its source chain and hint) and maps to status 125.
 
 mod conventions;
+mod diff;
 mod doctor;
 mod exec;
+mod explain;
+mod learn;
 mod log;
 mod profile;
 mod progress;
@@ -13,7 +16,6 @@ mod report;
 mod runs;
 mod txn;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -24,13 +26,13 @@ pub use exec::ExecArgs;
 /// The exit statuses, listed under `guard --help`.
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  N        guard exec: the command's own status (128+N when signal N ended it)
+  N        guard exec, learn: the command's own status (128+N when signal N ended it)
   120      guard exec: the run was stopped by policy (on-deny = kill, --atomic)
   125      guard itself failed: usage, profile, setup, state directory
-  126      guard exec: the command cannot be executed
-  127      guard exec: the command was not found
+  126      guard exec, learn: the command cannot be executed
+  127      guard exec, learn: the command was not found
   1        guard log --verify: a hash chain does not hold;
-           guard explain: the profile would refuse the call;
+           guard explain: the profile would refuse an operation;
            guard doctor: guard runs here, degraded (2: it cannot run here)
   0        everything else that succeeded";
 
@@ -55,6 +57,22 @@ pub struct Cli {
 pub enum Command {
     /// Run CMD under a profile: Landlock, seccomp, judged calls, audit log.
     Exec(ExecArgs),
+    /// Run CMD observed and write the profile it needs on top of the base profiles.
+    ///
+    /// CMD runs once with nothing refused (its changes to the workspace are journaled, as in
+    /// any run), every call guard judges and every file it opens for reading recorded. Then
+    /// each call is judged again against the base, and what the base refuses becomes an entry
+    /// of the profile: read and write roots (widened to a directory, with {workspace}, {home}
+    /// and {tmp}), net.connect targets, names for net.resolve, allow rules for a command line
+    /// or a change a rule or protect refused. Each entry is commented with the first call that
+    /// needed it. Use it on top of the same base: guard exec -p BASE -p FILE -- CMD.
+    ///
+    /// Learn sees only this run: not another input, a warm cache or another answer from the
+    /// network; not what the seccomp deny list refuses (no profile allows it); not the
+    /// environment variables the base removes. A refused bind is noted, not learned. The
+    /// configuration files found without a flag are not used: the profile extends the
+    /// bases named with -p.
+    Learn(learn::LearnArgs),
     /// List recorded runs, newest first, one line each.
     Runs(runs::RunsArgs),
     /// Show a run's audit log (the newest run by default).
@@ -62,7 +80,7 @@ pub enum Command {
     /// A run's refused calls for CI: Markdown, GitHub annotations and job summary, GitLab.
     Report(report::ReportArgs),
     /// What a run changed in its workspace: added, modified, deleted, metadata.
-    Diff(txn::DiffArgs),
+    Diff(diff::DiffArgs),
     /// Undo a run (or roll it back to a checkpoint) after it ended.
     Rollback(txn::RollbackArgs),
     /// Revert the newest rollback of a run (an undo of an undo redoes it).
@@ -76,18 +94,20 @@ pub enum Command {
         #[command(subcommand)]
         command: profile::ProfileCommand,
     },
-    /// How a profile judges an exec, without running anything.
-    Explain {
-        /// Profiles to apply, in order (built-in name or file).
-        #[arg(short, long = "profile")]
-        profile: Vec<String>,
-        /// The workspace to assume (default: the current directory).
-        #[arg(short, long)]
-        workspace: Option<PathBuf>,
-        /// The command line to judge.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<OsString>,
-    },
+    /// How a run would treat a read, write, delete, connect or exec, and which layer decides.
+    ///
+    /// Nothing is run: the seccomp filter, the supervisor and Landlock are asked as a run
+    /// under the same profiles (and the configuration files found for the workspace, unless
+    /// --no-config) would ask them. For a refusal it also prints the line the refused process
+    /// would be told on its stderr.
+    ///
+    /// The answer is for the filesystem as it is now (a run judges each call as it finds
+    /// it) and for the call a shell makes: --write is an open that creates and truncates,
+    /// --delete an unlink (rmdir for a directory), a connect by name is a lookup of the name
+    /// (as a run judges it) and then a connect to its first address. Renames, links, metadata
+    /// changes and binds are not asked; neither are the run's private {tmp} (named after the
+    /// run) nor whether anything answers on the network.
+    Explain(explain::ExplainArgs),
     /// Kernel features, what guard enforces here and what it degrades.
     Doctor {
         /// Machine-readable output.
@@ -114,6 +134,10 @@ pub enum CliError {
     State(#[from] crate::journal::StateError),
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    History(Box<crate::run::HistoryError>),
+    #[error(transparent)]
+    Learn(Box<crate::run::learn::LearnError>),
     #[error("{0}")]
     Usage(String),
     #[error("cannot write to stdout")]
@@ -135,6 +159,12 @@ impl From<crate::run::RunError> for CliError {
 impl From<crate::policy::PolicyError> for CliError {
     fn from(e: crate::policy::PolicyError) -> Self {
         CliError::Policy(Box::new(e))
+    }
+}
+
+impl From<crate::run::HistoryError> for CliError {
+    fn from(e: crate::run::HistoryError) -> Self {
+        CliError::History(Box::new(e))
     }
 }
 
@@ -173,20 +203,17 @@ impl CliError {
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Exec(args) => exec::run(args),
+        Command::Learn(args) => learn::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Log(args) => log::run(args),
         Command::Report(args) => report::run(args),
-        Command::Diff(args) => txn::diff(args),
+        Command::Diff(args) => diff::run(args),
         Command::Rollback(args) => txn::rollback(args),
         Command::Undo(args) => txn::undo(args),
         Command::Recover(args) => txn::recover(args),
         Command::Prune(args) => txn::prune(args),
         Command::Profile { command } => profile::run(command),
-        Command::Explain {
-            profile,
-            workspace,
-            command,
-        } => profile::explain(&profile, workspace, &command),
+        Command::Explain(args) => explain::run(args),
         Command::Doctor { json } => doctor::run(json),
         Command::Completions { shell } => conventions::completions(shell),
         Command::Man { out_dir } => conventions::man(out_dir.as_deref()),

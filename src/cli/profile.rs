@@ -1,14 +1,12 @@
-//! `guard profile list | show [NAME] [--resolved] | check FILE | trust [FILE]` and
-//! `guard explain`.
+//! `guard profile list | show [NAME] [--resolved] | check FILE | trust [FILE]`.
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
 
 use super::{preview_vars, CliError};
-use crate::policy::{self, Op, Request};
+use crate::policy;
 use crate::run::config;
 
 #[derive(Debug, Subcommand)]
@@ -153,46 +151,4 @@ fn description(src: &str) -> Option<String> {
             .trim();
         Some(rest.trim_matches('"').to_string())
     })
-}
-
-/// `guard explain`: how the profile judges an exec of `command`.
-pub fn explain(
-    profiles: &[String],
-    workspace: Option<PathBuf>,
-    command: &[OsString],
-) -> Result<i32, CliError> {
-    let vars = preview_vars(workspace)?;
-    let specs = if profiles.is_empty() {
-        vec!["agent".to_string()]
-    } else {
-        profiles.to_vec()
-    };
-    let p = policy::load(&specs, &vars)?;
-    let exe = command
-        .first()
-        .and_then(|c| crate::launch::resolve_program(c, std::env::var_os("PATH").as_deref()).ok());
-    let cwd = std::env::current_dir().ok();
-    let req = Request {
-        argv: command,
-        exe: exe.as_deref(),
-        cwd: cwd.as_deref(),
-        ..Request::new(Op::Exec)
-    };
-    let v = policy::decide(&p, &req);
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{action} (rule {rule}){reason}",
-        action = v.action.as_str(),
-        rule = v.rule,
-        reason = v.reason.map(|r| format!(": {r}")).unwrap_or_default()
-    )
-    .map_err(CliError::Stdout)?;
-    Ok(
-        if matches!(v.action, policy::Action::Allow | policy::Action::Risky) {
-            0
-        } else {
-            1
-        },
-    )
 }

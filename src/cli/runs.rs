@@ -1,6 +1,6 @@
-//! `guard runs [--json]`: the recorded runs, newest first, one line each. The command is
-//! collapsed onto one line (a multi-line script reads as its words) and shortened to fit;
-//! `--json` prints each run's `run.json` as one JSON line, whole.
+//! `guard runs [--json]`: the recorded runs ([`History::runs`]), newest first, one line each.
+//! The command is collapsed onto one line (a multi-line script reads as its words) and
+//! shortened to fit; `--json` prints each run's `run.json` as one JSON line, whole.
 
 use std::io::{IsTerminal, Write};
 
@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::audit::escape_for_terminal;
-use crate::journal;
+use crate::run::History;
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
@@ -23,19 +23,20 @@ const DEFAULT_WIDTH: usize = 120;
 const MIN_COMMAND: usize = 20;
 
 pub fn run(args: RunsArgs) -> Result<i32, CliError> {
-    let state = journal::state_dir()?;
-    let runs = journal::list_runs(&state);
+    let history = History::open()?;
+    let runs = history.runs();
     let mut out = std::io::stdout().lock();
     if runs.is_empty() && !args.json {
-        writeln!(out, "no runs recorded in {}", state.display()).map_err(CliError::Stdout)?;
+        writeln!(out, "no runs recorded in {}", history.state_dir().display())
+            .map_err(CliError::Stdout)?;
         return Ok(0);
     }
     let width = terminal_width();
     for r in runs {
-        let line = match (r.read_meta(), args.json) {
-            (Ok(m), true) => serde_json::to_string(&m).unwrap_or_default(),
-            (Err(_), true) => serde_json::json!({ "id": r.id, "state": "unknown" }).to_string(),
-            (Ok(m), false) => {
+        let line = match (&r.meta, args.json) {
+            (Some(m), true) => serde_json::to_string(m).unwrap_or_default(),
+            (None, true) => serde_json::json!({ "id": r.id, "state": "unknown" }).to_string(),
+            (Some(m), false) => {
                 let head = format!(
                     "{id}  {state:<9} {status:>4}  {profile:<8} {ws}  ",
                     id = r.id,
@@ -47,7 +48,7 @@ pub fn run(args: RunsArgs) -> Result<i32, CliError> {
                 let room = width.saturating_sub(head.chars().count()).max(MIN_COMMAND);
                 head + &shorten(&m.command.join(" "), room)
             }
-            (Err(_), false) => format!("{}  (no metadata)", r.id),
+            (None, false) => format!("{}  (no metadata)", r.id),
         };
         writeln!(out, "{line}").map_err(CliError::Stdout)?;
     }

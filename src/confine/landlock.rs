@@ -189,15 +189,14 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // Open the roots before creating anything, so a missing root costs nothing.
     let mut roots: Vec<(PathFd, &Path, BitFlags<AccessFs>)> = Vec::new();
     let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
-    for (paths, access) in [
-        (&policy.fs.read, read_access),
-        (&policy.fs.write, write_access),
-    ] {
-        for path in paths {
-            match open_root(path)? {
-                Some(fd) => roots.push((fd, path, access)),
-                None => report.skipped_paths.push(path.clone()),
-            }
+    for (path, list) in fs_roots(policy) {
+        let access = match list {
+            RootList::Read => read_access,
+            RootList::Write => write_access,
+        };
+        match open_root(path)? {
+            Some(fd) => roots.push((fd, path, access)),
+            None => report.skipped_paths.push(path.to_path_buf()),
         }
     }
 
@@ -245,6 +244,100 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         ruleset: Some(created),
         report,
     })
+}
+
+/// The profile list a filesystem root comes from: `fs.read` roots grant reading and
+/// executing, `fs.write` roots every right the ABI handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootList {
+    /// `fs.read`.
+    Read,
+    /// `fs.write`.
+    Write,
+}
+
+impl RootList {
+    /// The profile key.
+    pub fn key(self) -> &'static str {
+        match self {
+            RootList::Read => "fs.read",
+            RootList::Write => "fs.write",
+        }
+    }
+}
+
+/// The filesystem roots the ruleset of `policy` is built from, in order, with their list.
+pub fn fs_roots(policy: &Policy) -> impl Iterator<Item = (&Path, RootList)> {
+    let read = policy.fs.read.iter().map(|p| (p.as_path(), RootList::Read));
+    let write = policy
+        .fs
+        .write
+        .iter()
+        .map(|p| (p.as_path(), RootList::Write));
+    read.chain(write)
+}
+
+/// The right an access of a file needs from the ruleset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Open for reading (a file's content, a directory's entries).
+    Read,
+    /// Run it (execve, and the interpreter or loader the kernel opens for it).
+    Execute,
+    /// Open for writing, create, remove or rename entries.
+    Write,
+}
+
+/// What the ruleset [`prepare`] builds for a policy says about one access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsGrant {
+    /// Landlock does not stand here: observe mode, or no Landlock in this kernel (why).
+    NotEnforced(String),
+    /// The right is granted beneath this root, from this list.
+    Granted {
+        /// The root as the profile lists it.
+        root: PathBuf,
+        /// Its list.
+        list: RootList,
+    },
+    /// No root grants it: the kernel refuses the call with EACCES.
+    Refused,
+}
+
+/// Whether the ruleset of `policy` (as [`prepare`] builds it with `features`) grants `need` on
+/// `path`, an absolute path with every symlink resolved (Landlock sees the file reached, not
+/// the name used). A root grants what lies beneath the directory it resolves to; roots that
+/// do not exist are skipped, as [`prepare`] skips them.
+pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> FsGrant {
+    if policy.mode == Mode::Observe {
+        return FsGrant::NotEnforced("observe mode: no landlock ruleset".into());
+    }
+    if features.landlock_abi.is_none() {
+        return FsGrant::NotEnforced(
+            features
+                .status(Feature::Landlock)
+                .describe(Some("the filesystem roots are not enforced by the kernel")),
+        );
+    }
+    for (root, real, list) in granting(policy, need) {
+        if path.starts_with(&real) {
+            return FsGrant::Granted {
+                root: root.to_path_buf(),
+                list,
+            };
+        }
+    }
+    FsGrant::Refused
+}
+
+/// The roots of `policy` whose rights include `need`, each with the directory it resolves to
+/// (what Landlock grants beneath) and its list; roots that do not exist are skipped, as
+/// [`prepare`] skips them. [`grants`] and a run's check of the programs it execs (the
+/// supervisor explains an exec Landlock will refuse) both use these.
+pub fn granting(policy: &Policy, need: Need) -> impl Iterator<Item = (&Path, PathBuf, RootList)> {
+    fs_roots(policy)
+        .filter(move |(_, list)| need != Need::Write || *list == RootList::Write)
+        .filter_map(|(root, list)| Some((root, std::fs::canonicalize(root).ok()?, list)))
 }
 
 /// Opens a root with `O_PATH`; `None` when it does not exist.
@@ -590,6 +683,69 @@ mod tests {
         let prepared = prepare_at(&p, 0, None).unwrap();
         assert!(prepared.ruleset.is_none());
         assert!(reason(&prepared.report, "landlock").contains("hint:"));
+    }
+
+    #[test]
+    fn grants_follows_the_roots_prepare_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (read, write) = (base.join("r"), base.join("w"));
+        std::fs::create_dir_all(&read).unwrap();
+        std::fs::create_dir_all(&write).unwrap();
+        std::os::unix::fs::symlink(&read, base.join("link-to-r")).unwrap();
+        let p = policy(
+            vec![base.join("link-to-r"), base.join("missing")],
+            vec![write.clone()],
+            Vec::new(),
+        );
+        let kernel = Kernel {
+            landlock_abi: 6,
+            ..Kernel::probe()
+        };
+        let features = Features::of_kernel(&kernel, &Options::default());
+        let granted = |path: &Path, need| grants(&p, &features, path, need);
+        // A root is the directory it resolves to.
+        assert_eq!(
+            granted(&read.join("f"), Need::Read),
+            FsGrant::Granted {
+                root: base.join("link-to-r"),
+                list: RootList::Read
+            }
+        );
+        assert_eq!(
+            granted(&read.join("f"), Need::Execute),
+            granted(&read.join("f"), Need::Read)
+        );
+        assert_eq!(granted(&read.join("f"), Need::Write), FsGrant::Refused);
+        assert!(matches!(
+            granted(&write.join("f"), Need::Read),
+            FsGrant::Granted {
+                list: RootList::Write,
+                ..
+            }
+        ));
+        assert_eq!(
+            granted(&base.join("rr"), Need::Read),
+            FsGrant::Refused,
+            "component-wise"
+        );
+        let mut observe = p.clone();
+        observe.mode = Mode::Observe;
+        assert!(matches!(
+            grants(&observe, &features, &base.join("x"), Need::Write),
+            FsGrant::NotEnforced(_)
+        ));
+        let none = Features::of_kernel(
+            &Kernel {
+                landlock_abi: 0,
+                ..Kernel::probe()
+            },
+            &Options::default(),
+        );
+        assert!(matches!(
+            grants(&p, &none, &base.join("x"), Need::Read),
+            FsGrant::NotEnforced(_)
+        ));
     }
 
     /// Creates a real ruleset on this kernel (it is never applied to the test process).

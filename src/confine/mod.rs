@@ -15,7 +15,9 @@ use std::path::PathBuf;
 
 pub use self::bpf::{SeccompData, SockFilter};
 pub use self::features::{Feature, Features, Status};
-pub use self::landlock::{prepare, LandlockReport, Prepared};
+pub use self::landlock::{
+    fs_roots, grants, prepare, FsGrant, LandlockReport, Need, Prepared, RootList,
+};
 pub use self::seccomp::{build, denied_syscalls, syscall_name, trapped_syscalls, FilterSpec};
 
 /// Errors while computing the confinement of a run.

@@ -31,6 +31,9 @@ pub struct FilterSpec {
     /// Trap the network calls: connect, bind, listen, sendmsg, sendmmsg, and sendto with a
     /// destination.
     pub trap_connect: bool,
+    /// Trap the open calls whatever their flags, reads too (`guard learn` records what a
+    /// command reads; every open then pays a round trip).
+    pub trap_reads: bool,
 }
 
 impl FilterSpec {
@@ -41,6 +44,7 @@ impl FilterSpec {
             deny_list: policy.mode == Mode::Enforce,
             trap_exec: true,
             trap_connect: true,
+            trap_reads: false,
         }
     }
 }
@@ -156,6 +160,9 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
                     if wanted {
                         asm.jump(Cond::Eq, nr_k(s.nr), Dest::Label(notify), Dest::Next);
                     }
+                }
+                Treatment::TrapWhenWriting(_) if spec.trap_reads => {
+                    asm.jump(Cond::Eq, nr_k(s.nr), Dest::Label(notify), Dest::Next);
                 }
                 Treatment::TrapWhenWriting(Shape::Open {
                     flags: OpenFlags::Arg(i),
@@ -311,6 +318,7 @@ mod tests {
         deny_list: true,
         trap_exec: true,
         trap_connect: true,
+        trap_reads: false,
     };
     const EPERM: u32 = ret_errno(libc::EPERM);
 
@@ -531,6 +539,26 @@ mod tests {
             judge(&ENFORCE, libc::SYS_unlinkat, &[]),
             SECCOMP_RET_USER_NOTIF
         );
+    }
+
+    #[test]
+    fn learning_traps_read_only_opens_too() {
+        let learn = FilterSpec {
+            trap_reads: true,
+            ..ENFORCE
+        };
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+            libc::O_WRONLY,
+        ] {
+            assert_eq!(
+                judge(&learn, libc::SYS_openat, &[0, 0, flags as u64, 0]),
+                SECCOMP_RET_USER_NOTIF
+            );
+        }
+        assert_eq!(judge(&learn, libc::SYS_ptrace, &[]), EPERM);
+        assert_eq!(judge(&learn, libc::SYS_read, &[]), SECCOMP_RET_ALLOW);
     }
 
     #[test]

@@ -60,6 +60,7 @@ mod inverse;
 mod journal;
 mod keep;
 mod log;
+mod preimage;
 mod rename;
 mod report;
 mod rollback;
@@ -75,6 +76,7 @@ mod scenarios;
 
 pub use digest::tree_digest;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
+pub use preimage::PreImage;
 pub use report::{Conflict, Diff};
 pub use rollback::{Planned, RollbackOptions, RollbackReport};
 pub use rundir::{default_run, list_runs, state_dir, RunDir, RunMeta, StateError};

@@ -63,6 +63,7 @@ impl Run {
             subreaper: false,
             notices: None,
             progress: None,
+            learning: false,
             config_files: false,
         }
     }
@@ -88,6 +89,7 @@ pub struct RunBuilder {
     pub(super) subreaper: bool,
     pub(super) notices: Option<NoticeFn>,
     pub(super) progress: Option<ProgressFn>,
+    pub(super) learning: bool,
     pub(super) config_files: bool,
 }
 
@@ -210,6 +212,17 @@ impl RunBuilder {
         self
     }
 
+    /// Observe the command for `guard learn` ([`learn`](super::learn)): the profiles are
+    /// applied in observe mode (every judged call is allowed and recorded, no Landlock
+    /// ruleset) with the seccomp deny list kept, and every open is trapped so that the reads,
+    /// which Landlock would bound, are recorded too (op `read` in the audit log). Every open
+    /// then pays a round trip to the supervisor. It protects nothing: use it on commands you
+    /// trust.
+    pub fn learning(mut self, on: bool) -> Self {
+        self.learning = on;
+        self
+    }
+
     /// Also use the configuration files found without a flag, as `guard exec` does (default:
     /// false): the user's `$XDG_CONFIG_HOME/guard/config.toml` and the workspace's nearest
     /// `.guard.toml` once trusted, layered under the named profiles (`docs/profiles.md`). The
@@ -254,6 +267,7 @@ impl std::fmt::Debug for RunBuilder {
             .field("features", &self.features)
             .field("forward_signals", &self.forward_signals)
             .field("subreaper", &self.subreaper)
+            .field("learning", &self.learning)
             .finish_non_exhaustive()
     }
 }

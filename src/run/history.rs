@@ -1,11 +1,12 @@
-//! Operations on past runs, as library calls: list them, show what one changed, roll one back
-//! after it ended, recover runs whose guard died, prune old journals. Thin wrappers over
-//! `journal/`, bound to one state directory ([`History`]).
+//! Operations on past runs, as library calls: list them, find one, show what one changed,
+//! roll one back (or undo the rollback) after it ended, recover runs whose guard died, prune
+//! old journals. [`History`] is bound to one state directory; every `guard` subcommand on past
+//! runs (`runs`, `diff`, `rollback`, `undo`, `recover`, `prune`, and the run lookup of `log`
+//! and `report`) is a printer over it. Rollback and undo live in `operate.rs`, the content
+//! diff of `guard diff --patch` in `patch.rs`.
 
 use std::path::{Path, PathBuf};
 
-use super::outcome::RollbackOutcome;
-use crate::audit;
 use crate::journal::{
     self, CheckpointId, Conflict, Diff, Journal, JournalError, PruneReport, Recovered, RunDir,
     RunMeta, StateError,
@@ -17,7 +18,7 @@ pub enum HistoryError {
     /// The state directory cannot be found or read.
     #[error(transparent)]
     State(#[from] StateError),
-    /// No run is recorded.
+    /// No run is recorded (or none that started).
     #[error("no runs recorded in {}", state.display())]
     NoRuns {
         /// The state directory.
@@ -72,20 +73,63 @@ pub enum HistoryError {
         /// Its guard's pid.
         pid: u32,
     },
+    /// A rollback or undo of the run was interrupted, or runs now in another guard process.
+    #[error("a rollback of run {run} was interrupted (or still runs as pid {pid})\nhint: `guard recover` reverts an interrupted one")]
+    OperationInterrupted {
+        /// The run.
+        run: String,
+        /// The guard process that started the operation.
+        pid: u32,
+    },
+    /// The workspace could not be digested after an operation.
+    #[error("cannot digest the workspace {}", path.display())]
+    Digest {
+        /// The workspace.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Recovering interrupted runs failed; it can be run again.
     #[error("recovery failed\nhint: it can be run again")]
     Recover(#[source] JournalError),
     /// Deleting old journals failed.
     #[error("prune failed")]
     Prune(#[source] JournalError),
-    /// Files the run touched changed after it ended; rolling back would lose that work.
-    #[error("refusing to roll back run {run}: {} path(s) changed since it ended, and rolling back would lose that work\nhint: roll back with force to lose them", conflicts.len())]
+    /// Paths the operation would write changed after the run (or the last operation) left
+    /// them: going ahead would lose that work. Nothing was changed.
+    #[error("refusing the {operation} of run {run}: {} path(s) changed since the run left them, and the {operation} would lose that work:{}\nhint: `--force` goes ahead and keeps what it replaces in the journal (`guard undo` brings it back)", conflicts.len(), list(conflicts))]
     Conflicts {
         /// The run.
         run: String,
+        /// `rollback` or `undo`.
+        operation: &'static str,
         /// What changed.
         conflicts: Vec<Conflict>,
     },
+    /// The operation failed half-way and was reverted: the workspace is as it was before.
+    #[error("the {operation} of run {run} failed")]
+    Aborted {
+        /// The run.
+        run: String,
+        /// `rollback` or `undo`.
+        operation: &'static str,
+        /// What stopped it, and what the revert could not undo.
+        #[source]
+        source: JournalError,
+    },
+}
+
+fn list(conflicts: &[Conflict]) -> String {
+    let mut s = String::new();
+    for c in conflicts.iter().take(20) {
+        let path = crate::audit::escape_for_terminal(c.path.as_os_str().as_encoded_bytes());
+        s.push_str(&format!("\n  {path}: {}", c.what));
+    }
+    if conflicts.len() > 20 {
+        s.push_str(&format!("\n  ... and {} more", conflicts.len() - 20));
+    }
+    s
 }
 
 /// One recorded run.
@@ -108,7 +152,30 @@ impl RunRecord {
         }
     }
 
-    fn journal(&self) -> Result<Journal, HistoryError> {
+    /// Its directory, as the journal module names runs.
+    pub fn run_dir(&self) -> RunDir {
+        RunDir {
+            id: self.id.clone(),
+            path: self.dir.clone(),
+        }
+    }
+
+    /// Its audit log (`audit.jsonl`).
+    pub fn audit_log(&self) -> PathBuf {
+        self.run_dir().audit_log()
+    }
+
+    /// Its summary (`summary.json`).
+    pub fn summary(&self) -> PathBuf {
+        self.run_dir().summary()
+    }
+
+    /// The workspace it ran on, as its metadata records it.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.meta.as_ref().map(|m| m.workspace.as_path())
+    }
+
+    pub(super) fn journal(&self) -> Result<Journal, HistoryError> {
         if !self.dir.join("journal").is_dir() {
             return Err(HistoryError::NoJournal {
                 run: self.id.clone(),
@@ -117,18 +184,29 @@ impl RunRecord {
         Journal::open(&self.dir).map_err(|source| self.journal_error(source))
     }
 
-    fn journal_error(&self, source: JournalError) -> HistoryError {
+    pub(super) fn journal_error(&self, source: JournalError) -> HistoryError {
         HistoryError::Journal {
             run: self.id.clone(),
             source,
         }
+    }
+
+    /// The journal's first checkpoint: the run's start.
+    pub(super) fn start(&self, j: &Journal) -> Result<CheckpointId, HistoryError> {
+        j.checkpoints()
+            .first()
+            .map(|(id, _, _)| *id)
+            .ok_or_else(|| HistoryError::NoCheckpoint {
+                run: self.id.clone(),
+                checkpoint: 0,
+            })
     }
 }
 
 /// The runs recorded in one state directory.
 #[derive(Debug, Clone)]
 pub struct History {
-    state: PathBuf,
+    pub(super) state: PathBuf,
 }
 
 impl History {
@@ -150,7 +228,7 @@ impl History {
         &self.state
     }
 
-    /// Every recorded run, newest first.
+    /// Every recorded run, newest first (those that failed to start included).
     pub fn runs(&self) -> Vec<RunRecord> {
         journal::list_runs(&self.state)
             .into_iter()
@@ -158,17 +236,17 @@ impl History {
             .collect()
     }
 
-    /// The run with this id or unique id prefix; the newest run when `id` is `None`.
+    /// The run with this id or unique id prefix; when `id` is `None`, the newest run that
+    /// started (one that failed to start is never the default).
     pub fn find(&self, id: Option<&str>) -> Result<RunRecord, HistoryError> {
-        let runs = journal::list_runs(&self.state);
         let Some(id) = id else {
-            return runs.into_iter().next().map(RunRecord::of).ok_or_else(|| {
-                HistoryError::NoRuns {
+            return journal::default_run(&self.state)
+                .map(RunRecord::of)
+                .ok_or_else(|| HistoryError::NoRuns {
                     state: self.state.clone(),
-                }
-            });
+                });
         };
-        let mut found: Vec<RunDir> = runs
+        let mut found: Vec<RunDir> = journal::list_runs(&self.state)
             .into_iter()
             .filter(|r| r.id == id || r.id.starts_with(id))
             .collect();
@@ -188,82 +266,12 @@ impl History {
     /// What `run` changed in its workspace since it started, from its journal.
     pub fn diff(&self, run: &RunRecord) -> Result<Diff, HistoryError> {
         let j = run.journal()?;
-        let first = first_checkpoint(run, &j)?;
-        j.diff(first).map_err(|e| run.journal_error(e))
-    }
-
-    /// Undo `run` after it ended: back to checkpoint `to`, or to its start. Refuses (with the
-    /// list) when files the run touched changed after it ended, unless `force`. The rollback
-    /// is recorded in the run's audit log and `run.json` says `rolled-back`.
-    pub fn rollback(
-        &self,
-        run: &RunRecord,
-        to: Option<u32>,
-        force: bool,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RollbackOutcome, HistoryError> {
-        let dir = RunDir {
-            id: run.id.clone(),
-            path: run.dir.clone(),
-        };
-        let mut meta = dir.read_meta()?;
-        if meta.state == "running" {
-            return Err(HistoryError::StillRunning {
-                run: run.id.clone(),
-                pid: meta.guard_pid,
-            });
-        }
-        let mut j = run.journal()?;
-        let to = match to {
-            Some(n) if j.checkpoints().iter().any(|(c, _, _)| c.0 == n) => CheckpointId(n),
-            Some(n) => {
-                return Err(HistoryError::NoCheckpoint {
-                    run: run.id.clone(),
-                    checkpoint: n,
-                })
-            }
-            None => first_checkpoint(run, &j)?,
-        };
-        if !force {
-            let conflicts = j.conflicts().map_err(|e| run.journal_error(e))?;
-            if !conflicts.is_empty() {
-                return Err(HistoryError::Conflicts {
-                    run: run.id.clone(),
-                    conflicts,
-                });
-            }
-        }
-        let report = j.rollback(to, progress).map_err(|e| run.journal_error(e))?;
-        let digest = journal::tree_digest(j.workspace(), &[]).ok();
-        let line = audit::encode(
-            &audit::Event::Rollback(audit::Rollback {
-                checkpoint: to.0.to_string(),
-                entries_undone: report.entries_undone,
-                digest_after: digest.clone().unwrap_or_default(),
-            }),
-            &run.id,
-        );
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.audit_log())
-        {
-            use std::io::Write as _;
-            let _ = writeln!(f, "{line}");
-        }
-        meta.state = "rolled-back".into();
-        dir.write_meta(&meta)?;
-        Ok(RollbackOutcome {
-            checkpoint: to.0,
-            entries_undone: report.entries_undone,
-            verified: report.verified,
-            problems: report.problems,
-            digest_after: digest,
-            error: None,
-        })
+        let start = run.start(&j)?;
+        j.diff(start).map_err(|e| run.journal_error(e))
     }
 
     /// Restore the workspaces of runs whose guard died (only those on `workspace`, when
-    /// given).
+    /// given); an interrupted rollback or undo is reverted.
     pub fn recover(&self, workspace: Option<&Path>) -> Result<Vec<Recovered>, HistoryError> {
         let ws = workspace.map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()));
         journal::recover(&self.state, ws.as_deref()).map_err(HistoryError::Recover)
@@ -274,14 +282,4 @@ impl History {
     pub fn prune(&self, keep: usize) -> Result<PruneReport, HistoryError> {
         journal::prune(&self.state, keep).map_err(HistoryError::Prune)
     }
-}
-
-fn first_checkpoint(run: &RunRecord, j: &Journal) -> Result<CheckpointId, HistoryError> {
-    j.checkpoints()
-        .first()
-        .map(|(id, _, _)| *id)
-        .ok_or_else(|| HistoryError::NoCheckpoint {
-            run: run.id.clone(),
-            checkpoint: 0,
-        })
 }

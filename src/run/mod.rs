@@ -23,7 +23,10 @@ pub mod config;
 mod finish;
 mod history;
 mod home;
+pub mod learn;
+mod operate;
 mod outcome;
+mod patch;
 mod prepare;
 mod profiles;
 mod running;
@@ -31,11 +34,15 @@ mod spawn;
 mod start;
 
 mod error;
+mod explain;
 
 pub use builder::{Run, RunBuilder, DEFAULT_KEEP_RUNS};
 pub use error::RunError;
+pub use explain::{Explainer, Explanation, Layer, Question, Step};
 pub use history::{History, HistoryError, RunRecord};
+pub use operate::{Operation, OperationOptions, OperationReport};
 pub use outcome::{Notice, Outcome, RollbackOutcome};
+pub use patch::{Content, FilePatch};
 pub use profiles::{Profiles, DEFAULT_PROFILE};
 pub use running::Running;
 

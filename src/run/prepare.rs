@@ -121,19 +121,10 @@ pub(super) fn policy(
         tmp: d.tmp.clone(),
         state: d.state.clone(),
     };
-    let found = if b.config_files {
-        super::config::discover(
-            &d.workspace,
-            &d.state,
-            super::config::user_dir(|k| std::env::var_os(k)),
-        )
-    } else {
-        super::config::ConfigFiles::default()
-    };
-    let mut policy = std::mem::take(&mut b.profiles).resolve(&vars, &found.layers())?;
-    policy.guard_files.extend(found.user_dir.clone());
-    if policy.net.dns {
-        policy.net.connect.extend(crate::supervisor::nameservers());
+    let found = config_files(b.config_files, &vars);
+    let mut policy = run_policy(std::mem::take(&mut b.profiles), &vars, &found, b.atomic)?;
+    if b.learning {
+        policy.mode = policy::Mode::Observe;
     }
     for root in &policy.fs.write {
         if d.state.starts_with(root) {
@@ -143,12 +134,42 @@ pub(super) fn policy(
             });
         }
     }
-    if b.atomic {
+    Ok((Arc::new(policy), found.untrusted().map(Path::to_path_buf)))
+}
+
+/// The configuration files a run on `vars.workspace` finds without a flag, when `on`.
+pub(super) fn config_files(on: bool, vars: &Vars) -> super::config::ConfigFiles {
+    if on {
+        super::config::discover(
+            &vars.workspace,
+            &vars.state,
+            super::config::user_dir(|k| std::env::var_os(k)),
+        )
+    } else {
+        super::config::ConfigFiles::default()
+    }
+}
+
+/// The policy a run enforces: `profiles` resolved with the run's variables over the
+/// configuration files `found`, the nameservers of /etc/resolv.conf added when `net.dns` says
+/// so, `--atomic` applied. `guard explain` and `guard learn` judge with the same.
+pub(super) fn run_policy(
+    profiles: super::Profiles,
+    vars: &Vars,
+    found: &super::config::ConfigFiles,
+    atomic: bool,
+) -> Result<Policy, policy::PolicyError> {
+    let mut policy = profiles.resolve(vars, &found.layers())?;
+    policy.guard_files.extend(found.user_dir.clone());
+    if policy.net.dns {
+        policy.net.connect.extend(crate::supervisor::nameservers());
+    }
+    if atomic {
         // Any denial ends the run, any failure too, and both restore the run's start.
         policy.transaction.on_deny = policy::OnDeny::Kill;
         policy.transaction.on_failure = policy::OnFailure::Rollback;
     }
-    Ok((Arc::new(policy), found.untrusted().map(Path::to_path_buf)))
+    Ok(policy)
 }
 
 pub(super) fn cstring(bytes: Vec<u8>) -> CString {

@@ -60,6 +60,16 @@ impl Profiles {
         }
     }
 
+    /// The profiles by name or file, as layered (`None` for a resolver of the embedding
+    /// program).
+    pub(crate) fn specs(&self) -> Option<Vec<String>> {
+        match &self.source {
+            Source::Specs(specs) if specs.is_empty() => Some(vec![DEFAULT_PROFILE.to_string()]),
+            Source::Specs(specs) => Some(specs.clone()),
+            Source::Resolver(_) => None,
+        }
+    }
+
     /// Resolve the selection with the run's variables, layered over the configuration files
     /// `config` that were found without a flag (see
     /// [`policy::load_layers`](crate::policy::load_layers)). A resolver of the embedding

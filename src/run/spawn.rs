@@ -118,15 +118,17 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let features = Features::of_kernel(&kernel, &b.features);
     let prepared = confine::landlock::prepare(&policy, &features)?;
     let exec_roots = prepared.ruleset.is_some().then(|| {
-        policy
-            .fs
-            .read
-            .iter()
-            .chain(&policy.fs.write)
-            .filter_map(|r| std::fs::canonicalize(r).ok())
+        confine::landlock::granting(&policy, confine::landlock::Need::Execute)
+            .map(|(_, real, _)| real)
             .collect::<Vec<_>>()
     });
-    let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
+    let mut spec = confine::seccomp::FilterSpec::for_policy(&policy);
+    if b.learning {
+        // Learning sees every open, and keeps the deny list the profile will run under.
+        spec.trap_reads = true;
+        spec.deny_list = true;
+    }
+    let filter = confine::seccomp::build(&spec)?;
     let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
     // 5. run.json.
@@ -239,6 +241,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         root: command_pid as u32,
         tree: tree.clone(),
         exec_roots,
+        record_reads: b.learning,
     })
     .spawn();
     let supervisor = match supervisor {

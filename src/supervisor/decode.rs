@@ -246,6 +246,8 @@ impl Failure {
     /// when the path does not resolve.
     pub fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
         let mut f = Self::undecodable(syscall, e, what);
+        // EEXIST: a new entry's name is taken, which the kernel reports before any
+        // permission check (see `exists` in resolve.rs).
         if matches!(
             f.errno,
             libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EEXIST

@@ -30,9 +30,11 @@ mod memory;
 mod names;
 mod net;
 mod perform;
+pub mod preview;
 mod procinfo;
 mod react;
 mod read;
+mod reads;
 mod receive;
 mod record;
 mod resolve;
@@ -61,8 +63,8 @@ use record::Record;
 
 pub use emulate::Inject;
 pub use explain::Explanations;
-pub use hosts::nameservers;
-pub use net::resolver_options;
+pub use hosts::{nameservers, PendingHosts};
+pub use net::{add_addresses, resolver_options};
 pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.
@@ -111,6 +113,8 @@ struct Core {
     exec_roots: Option<Vec<PathBuf>>,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
+    /// Record every read-only open in the audit log (`guard learn`).
+    record_reads: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
@@ -154,6 +158,8 @@ pub struct Setup {
     /// ruleset is in force: an exec of a program outside them is explained to the caller,
     /// since the kernel refuses it after the supervisor lets it through.
     pub exec_roots: Option<Vec<PathBuf>>,
+    /// Record every read-only open the filter traps (it traps them all for `guard learn`).
+    pub record_reads: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -175,6 +181,7 @@ impl Supervisor {
             root,
             tree,
             exec_roots,
+            record_reads,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         let listener = Arc::new(listener);
@@ -204,6 +211,7 @@ impl Supervisor {
                 tree,
                 exec_roots,
                 transactional: journal.is_some(),
+                record_reads,
                 tx: Mutex::new(TxState {
                     journal,
                     txn: txn::Txn::new(root),
@@ -300,6 +308,12 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         return;
     }
     let judged = match resolved {
+        Ok(resolve::Resolution::Read(r)) => {
+            if core.record_reads {
+                reads::record(core, &n, &r, start);
+            }
+            return answer::answer(core, n.id, Answer::Continue);
+        }
         Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
         Ok(resolve::Resolution::Carry(act)) => return net::carry(core, &n, &act),
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),

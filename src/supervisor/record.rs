@@ -84,6 +84,31 @@ impl Record {
         }
     }
 
+    /// The record of a read-only open of `path` that the run records without judging it
+    /// (`guard learn`): allowed, by rule `observe`.
+    pub(super) fn read(core: &Core, n: &Notif, syscall: &'static str, path: PathBuf) -> Record {
+        let who = lock(&core.procs).get(n.pid);
+        Record {
+            pid: n.pid,
+            comm: who.comm,
+            syscall,
+            op: Some("read"),
+            path: Some(path),
+            path2: None,
+            argv: None,
+            exe: who.exe,
+            cwd: None,
+            addr: None,
+            name: None,
+            verdict: Verdict {
+                action: Action::Allow,
+                errno: 0,
+                rule: policy::RuleId::Builtin(policy::Builtin::Observe),
+                reason: None,
+            },
+        }
+    }
+
     /// Add what happened while performing the call (e.g. written without a pre-image).
     pub(super) fn note(&mut self, note: Option<String>) {
         let Some(note) = note else {

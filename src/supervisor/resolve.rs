@@ -181,11 +181,25 @@ impl Resolved {
 pub enum Resolution {
     /// Judge it against the policy.
     Judge(Box<Resolved>),
-    /// Nothing to judge (an openat2 that only reads): let it run.
+    /// Nothing to judge: let it run.
     Pass,
+    /// A read-only open: nothing to judge (Landlock bounds reads), let it run. Only openat2
+    /// comes here, unless the run records reads (`guard learn` traps every open).
+    Read(ReadOnly),
     /// Nothing to judge, but guard performs it (a send without a destination: on the
     /// duplicate of the caller's socket, see [`super::net`]); no decision is recorded.
     Carry(Box<NetAct>),
+}
+
+/// A read-only open, as passed: walked only when the run records reads.
+#[derive(Debug)]
+pub struct ReadOnly {
+    pub syscall: &'static str,
+    /// The directory a relative path starts from, as passed.
+    pub dirfd: u64,
+    /// The path (empty when it could not be read).
+    pub raw: Vec<u8>,
+    pub flags: u64,
 }
 
 /// A path argument's string, as read: empty for a NULL the call allows.
@@ -432,7 +446,12 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             // O_PATH ignores every other flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC (an
             // O_PATH|O_CREAT open creates nothing): nothing is written.
             if flags & O_WRITE_FLAGS == 0 || flags & libc::O_PATH as u64 != 0 {
-                return Ok(Resolution::Pass);
+                return Ok(Resolution::Read(ReadOnly {
+                    syscall: name,
+                    dirfd: at.dirfd,
+                    raw: path_of(&mut mem, &at).unwrap_or_default(),
+                    flags,
+                }));
             }
             let creat = flags & libc::O_CREAT as u64 != 0;
             let excl = flags & libc::O_EXCL as u64 != 0;

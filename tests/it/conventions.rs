@@ -36,6 +36,8 @@ fn a_closed_stdout_ends_quietly_with_status_0() {
         vec!["log"],
         vec!["log", "--json"],
         vec!["runs"],
+        vec!["diff"],
+        vec!["diff", "--stat", "--patch"],
         vec!["completions", "bash"],
         vec!["man"],
         vec!["profile", "show", "agent"],
@@ -122,6 +124,21 @@ fn completions_man_pages_version_and_exit_statuses() {
     }
     let log_page = std::fs::read_to_string(dir.join("guard-log.1")).expect("page");
     assert!(log_page.contains("verify"), "the page documents --verify");
+    // Every page, a subcommand's too, names the guard it documents with its version.
+    let version = env!("CARGO_PKG_VERSION");
+    for page in [
+        "guard.1",
+        "guard-diff.1",
+        "guard-explain.1",
+        "guard-profile-check.1",
+    ] {
+        let text = std::fs::read_to_string(dir.join(page)).expect("page");
+        let title = text.lines().find(|l| l.starts_with(".TH")).unwrap_or("");
+        assert!(
+            title.contains(&format!("\"guard {version}")),
+            "{page}: {title}"
+        );
+    }
 
     let out = w.guard().arg("--version").output();
     out.expect_code(0);

@@ -236,9 +236,13 @@ impl Features {
     /// Probe everything for `guard doctor`: the kernel facts, and the listener features on a
     /// throwaway listener in a child (so this forks; call it before starting threads).
     pub fn probe() -> Features {
-        let options = Options::default();
+        Features::probe_with(&Options::default())
+    }
+
+    /// [`Features::probe`] with a run's options (what `guard explain` assumes of a run).
+    pub fn probe_with(options: &Options) -> Features {
         let caps = probe::probe_listener_in_child();
-        Features::of_kernel(&Kernel::probe(), &options).with_listener(caps.as_ref(), &options)
+        Features::of_kernel(&Kernel::probe(), options).with_listener(caps.as_ref(), options)
     }
 
     fn set(&mut self, feature: Feature, status: Status) {

@@ -158,26 +158,7 @@ impl NetState {
             return;
         }
         let mut p = (**current).clone();
-        let add = |t: &mut NetTarget| {
-            if let NetTarget::Host {
-                name: pattern,
-                addrs: have,
-                ..
-            } = t
-            {
-                if policy::name_matches(pattern, name) {
-                    for a in addrs {
-                        if have.len() < LEARNED_MAX && !have.contains(a) {
-                            have.push(*a);
-                        }
-                    }
-                }
-            }
-        };
-        p.net.connect.iter_mut().for_each(add);
-        for rule in &mut p.rules {
-            rule.addr.iter_mut().for_each(add);
-        }
+        add_addresses(&mut p, name, addrs);
         *current = Arc::new(p);
     }
 
@@ -194,6 +175,32 @@ impl NetState {
                 }
             })
             .as_ref()
+    }
+}
+
+/// Add `addrs` to every host entry of `p` covering `name`, in `net.connect` and in the rules
+/// (at most [`LEARNED_MAX`] an entry), as a run learns them; `guard explain` adds the start-up
+/// lookups with it too.
+pub fn add_addresses(p: &mut Policy, name: &str, addrs: &[IpAddr]) {
+    let add = |t: &mut NetTarget| {
+        if let NetTarget::Host {
+            name: pattern,
+            addrs: have,
+            ..
+        } = t
+        {
+            if policy::name_matches(pattern, name) {
+                for a in addrs {
+                    if have.len() < LEARNED_MAX && !have.contains(a) {
+                        have.push(*a);
+                    }
+                }
+            }
+        }
+    };
+    p.net.connect.iter_mut().for_each(add);
+    for rule in &mut p.rules {
+        rule.addr.iter_mut().for_each(add);
     }
 }
 

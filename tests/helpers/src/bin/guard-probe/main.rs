@@ -151,6 +151,14 @@ fn main() {
                     std::mem::size_of_val(&sa) as u32,
                 ) as i64
             }
+            // exec PATH ARGV0 ARGS...: execv(2); prints only when it fails (the program
+            // it runs prints for itself, e.g. `/bin/echo ok`).
+            "exec" => {
+                let argv: Vec<CString> = args[2..].iter().map(|x| c(x)).collect();
+                let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|x| x.as_ptr()).collect();
+                ptrs.push(std::ptr::null());
+                libc::execv(c(a(1)).as_ptr(), ptrs.as_ptr()) as i64
+            }
             "io_uring_setup" => {
                 let mut params = [0u8; 120];
                 libc::syscall(libc::SYS_io_uring_setup, 4, params.as_mut_ptr()) as i64
