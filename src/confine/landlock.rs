@@ -186,19 +186,34 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         BitFlags::EMPTY
     };
 
-    // Open the roots before creating anything, so a missing root costs nothing.
-    let mut roots: Vec<(PathFd, &Path, BitFlags<AccessFs>)> = Vec::new();
+    // Open the roots before creating anything, so a missing root costs nothing. A root that
+    // holds a hidden path is granted entry by entry around it (see `hide.rs`).
+    let hidden = super::hide::Hidden::new(&policy.fs.hide);
+    let mut roots: Vec<(PathFd, PathBuf, BitFlags<AccessFs>)> = Vec::new();
     let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
+    let mut hid = 0usize;
     for (paths, access) in [
         (&policy.fs.read, read_access),
         (&policy.fs.write, write_access),
     ] {
         for path in paths {
-            match open_root(path)? {
-                Some(fd) => roots.push((fd, path, access)),
-                None => report.skipped_paths.push(path.clone()),
+            if !path.exists() {
+                report.skipped_paths.push(path.clone());
+                continue;
+            }
+            let mut grants = Vec::new();
+            hid += hidden.grant(path, access, &mut grants);
+            for (p, a) in grants {
+                if let Some(fd) = open_root(&p)? {
+                    roots.push((fd, p, a));
+                }
             }
         }
+    }
+    if hid > 0 {
+        report.enforced.push(format!(
+            "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
+        ));
     }
 
     if features.available(Feature::LandlockFsResolveUnix) {
@@ -226,10 +241,7 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     for (fd, path, access) in roots {
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|source| ConfineError::AddRule {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(|source| ConfineError::AddRule { path, source })?;
     }
     for (fd, path) in unix_dirs {
         created = created
@@ -348,6 +360,8 @@ mod tests {
                 protect: Vec::new(),
                 protect_set: GlobSet::empty(),
                 protect_anchors: Vec::new(),
+                hide: Vec::new(),
+                allow_setid: false,
             },
             net: NetPolicy {
                 connect_matcher: crate::policy::NetMatcher::new(&connect),
@@ -362,6 +376,7 @@ mod tests {
                 max_preimage_bytes: 0,
                 oversize: crate::policy::Oversize::Record,
                 fsync: false,
+                mass_delete: Default::default(),
             },
             env: EnvPolicy {
                 keep: Vec::new(),
@@ -369,6 +384,7 @@ mod tests {
                 allow: Vec::new(),
                 set: Vec::new(),
             },
+            git: Default::default(),
             rules: Vec::new(),
             vars: Vars {
                 workspace: "/ws".into(),

@@ -13,6 +13,7 @@ mod decide;
 mod diagnose;
 mod errno;
 mod error;
+pub mod git;
 mod model;
 mod net;
 mod paths;
@@ -20,6 +21,7 @@ mod raw;
 mod react;
 mod render;
 mod resolve;
+pub mod volume;
 
 pub use argv::ArgvPattern;
 pub use builtin::{builtin_names, builtin_source};

@@ -21,9 +21,11 @@
 mod answer;
 mod decode;
 mod emulate;
+mod git;
 mod hosts;
 mod judge;
 mod memory;
+mod meta;
 mod perform;
 mod procinfo;
 mod react;

@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod fs;
+pub mod meta;
 pub mod net;
 pub mod notify;
 pub mod process;
