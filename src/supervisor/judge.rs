@@ -1,7 +1,8 @@
 //! The decide stage: the verdict on a call, from the pure [`policy::decide`]. This stage only
 //! gathers what `decide` needs: the policy in force (with the `net.connect` host names filled
 //! in once their lookups are done), and whether the call's targets are the run's own creations
-//! (`Request::fresh`). A call that failed before it could be judged has the verdict of its
+//! (`Request::fresh`); then a delete the policy allows is counted for `mass-delete`
+//! ([`super::volume`]). A call that failed before it could be judged has the verdict of its
 //! failure.
 
 use std::collections::HashSet;
@@ -9,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use crate::audit;
-use crate::policy::{self, Op, Policy, Verdict};
+use crate::policy::{self, Action, Op, Policy, Verdict};
 
 use super::resolve::Resolved;
 use super::{lock, Core, Judged};
 
 /// The policy in force and the verdict on `judged`.
-pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
+pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Verdict) {
     let r = match judged {
         Judged::Call(r) => r,
         Judged::Failed(f) => return (policy_in_force(core), f.verdict()),
@@ -34,7 +35,13 @@ pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
     }
     let policy = policy_in_force(core);
     let fresh = is_fresh(&lock(&core.created), r);
-    let verdict = policy::decide(&policy, &r.request(fresh));
+    let mut verdict = policy::decide(&policy, &r.request(fresh));
+    if verdict.action == Action::Allow {
+        // A delete the policy allows may still be the one that makes a mass deletion.
+        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root, r) {
+            verdict = v;
+        }
+    }
     (policy, verdict)
 }
 

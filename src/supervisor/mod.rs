@@ -36,6 +36,7 @@ mod resolve;
 mod sockaddr;
 mod target;
 mod txn;
+mod volume;
 
 use std::collections::HashSet;
 use std::io;
@@ -88,6 +89,8 @@ struct Core {
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
     /// own lock, so judging a call never waits for a slow journal operation.
     created: Mutex<HashSet<PathBuf>>,
+    /// Deletes counted per command, for `transaction.mass-delete`.
+    volume: Mutex<volume::Volume>,
     /// The run's root process.
     root: u32,
     /// The run's process tree: what a `kill` verdict ends.
@@ -155,6 +158,7 @@ impl Supervisor {
             tree,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
+        let volume = Mutex::new(volume::Volume::new(&policy));
         Supervisor {
             core: Arc::new(Core {
                 listener: Arc::new(listener),
@@ -166,6 +170,7 @@ impl Supervisor {
                 procs: Mutex::new(procinfo::ProcCache::default()),
                 inject,
                 created: Mutex::new(HashSet::new()),
+                volume,
                 root,
                 tree,
                 transactional: journal.is_some(),
@@ -247,7 +252,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };
-    let (policy, verdict) = judge::decide(core, &judged);
+    let (policy, verdict) = judge::decide(core, n.pid, &judged);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
     let mut record = Record::new(core, &n, &judged, &verdict, reaction);
     let answer = match (
