@@ -17,6 +17,7 @@ mod git;
 mod journal_fidelity;
 mod journal_limits;
 mod library;
+mod metadata;
 mod otlp;
 mod pjdfstest;
 mod process;

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
 mod attacks;
+mod meta;
 
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
@@ -32,6 +33,7 @@ fn name(e: i32) -> &'static str {
         libc::EBADF => "EBADF",
         libc::EEXIST => "EEXIST",
         libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
         _ => "OTHER",
     }
 }
@@ -91,6 +93,11 @@ fn main() {
     // Multi-step attacks (tests/it/attacks.rs) print their own summary line.
     if let Some(line) = attacks::dispatch(&args) {
         println!("{line}");
+        return;
+    }
+    // SAFETY (test helper): each operation is one system call on its own arguments.
+    if let Some(rc) = unsafe { meta::dispatch(&args) } {
+        report(rc);
         return;
     }
     let a = |i: usize| {
