@@ -14,6 +14,7 @@ mod fidelity_builds;
 mod fidelity_suites;
 mod fs_boundary;
 mod git;
+mod git_config;
 mod journal_fidelity;
 mod journal_limits;
 mod library;
