@@ -14,7 +14,7 @@ secs=${1:-20}
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1
 sanitizer=(--sanitizer "${FUZZ_SANITIZER:-address}")
-targets=(profile_parse normalize decide sockaddr audit_encode bpf_program)
+targets=(profile_parse normalize decide sockaddr audit_encode bpf_program dns_message)
 out=target/run
 mkdir -p "$out"
 # profile_parse writes its profile under TMPDIR; keep it inside target/ and clean it up.

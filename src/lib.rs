@@ -7,12 +7,15 @@
 //! The module tree follows the pipeline (DESIGN.md): `policy` resolves profiles into an immutable
 //! `Policy`; `confine` turns it into a Landlock ruleset and a seccomp program; `launch` starts the
 //! confined command; `supervisor` judges each trapped call; `journal` makes the workspace
-//! transactional; `audit` records every decision. `sys` holds the only `unsafe` code.
+//! transactional, and `creds` makes guard act with the caller's credentials; `audit` records
+//! every decision. `sys` holds the only `unsafe` code.
 #![deny(unsafe_code)]
 
 pub mod audit;
 pub mod cli;
 pub mod confine;
+pub mod creds;
+pub mod dns;
 pub mod journal;
 pub mod launch;
 pub mod policy;

@@ -53,8 +53,9 @@ fuzz_target!(|data: &[u8]| {
         path2: has(4).then(|| text(path2)),
         argv: has(5).then(|| argv.split(|&b| b == 0).map(text).collect()),
         addr: has(6).then(|| string(addr)),
+        name: has(6).then(|| string(addr)),
         cwd: has(7).then(|| text(cwd)),
-        verdict: Verdict::ALL[usize::from(flags & 3)],
+        verdict: Verdict::ALL[usize::from(flags) % Verdict::ALL.len()],
         errno: (!errno.is_empty()).then(|| string(errno)),
         rule,
         reason: (!reason.is_empty()).then(|| string(reason)),
@@ -72,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
 fn check_line(line: &str, event: &Event, run: &str) -> audit::Record {
     assert!(!line.contains(['\n', '\r']), "more than one line: {line:?}");
     let value: serde_json::Value = serde_json::from_str(line).expect("encode writes valid JSON");
-    assert_eq!(value["v"], 1, "{line}");
+    assert_eq!(value["v"], audit::VERSION, "{line}");
     assert_eq!(value["type"], "decision", "{line}");
     let record = audit::decode(line).expect("decode reads what encode wrote");
     assert_eq!(record.run, run, "run id changed in {line}");

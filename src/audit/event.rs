@@ -1,5 +1,5 @@
-//! The audit log wire format, version 1: one JSON object per line,
-//! `{"v":1,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",
+//! The audit log wire format, version 2: one JSON object per line,
+//! `{"v":2,"type":"<kind>","time":"<RFC 3339 UTC, microseconds>","run":"<run id>",
 //! "prev":"sha256:<hex>",...}` followed by the fields of that kind (`prev` links the line to the
 //! one before it: see [`super::chain`]). Field names are snake_case, `type` values and enumerated values are
 //! kebab-case. Optional fields are omitted when absent (except `landlock_abi`, which is always
@@ -16,7 +16,14 @@ use super::text::PathText;
 use super::time::Timestamp;
 
 /// The wire format version written in every line's `v`.
-pub const VERSION: u32 = 1;
+///
+/// Version 2 gave a call that failed only because its path does not resolve its own verdict,
+/// `error`, where version 1 wrote `deny` (rule `resolve`). Everything else is as in version 1,
+/// so a version 1 line reads as a version 2 line.
+pub const VERSION: u32 = 2;
+
+/// The oldest version [`decode`] reads.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// One audit record, without the envelope (`v`, `time`, `run`) that [`encode`] adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,8 +107,9 @@ pub struct Degraded {
 /// - `argv` (list of text, optional): for `exec`, the new program's arguments.
 /// - `addr` (string, optional): for `connect`, `ip:port`, `[ipv6]:port` or a socket path.
 /// - `cwd` (text, optional): the caller's working directory when `path` was relative.
-/// - `verdict` (string): `allow`, `deny`, `risky` (allowed after a checkpoint) or `kill`
-///   (denied and the run ended).
+/// - `verdict` (string): `allow`, `deny`, `risky` (allowed after a checkpoint), `kill`
+///   (denied and the run ended) or `error` (the call failed with the kernel's own answer
+///   because its path does not resolve: an outcome, not a refusal).
 /// - `errno` (string, optional): the error returned to the caller, by name (`EPERM`).
 /// - `rule` (string): the rule that decided: a profile rule id or a built-in one (`fs.protect`,
 ///   `fs.write-roots`, `net.connect`, `default`, `observe`).
@@ -124,6 +132,9 @@ pub struct Decision {
     pub argv: Option<Vec<PathText>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// The name a DNS query asked for (`op` `dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathText>,
     pub verdict: Verdict,
@@ -143,10 +154,19 @@ pub enum Verdict {
     Deny,
     Risky,
     Kill,
+    /// The call failed with the kernel's own errno before any rule applied (a path that does
+    /// not resolve): not a refusal.
+    Error,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 4] = [Verdict::Allow, Verdict::Deny, Verdict::Risky, Verdict::Kill];
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Allow,
+        Verdict::Deny,
+        Verdict::Risky,
+        Verdict::Kill,
+        Verdict::Error,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -154,6 +174,7 @@ impl Verdict {
             Verdict::Deny => "deny",
             Verdict::Risky => "risky",
             Verdict::Kill => "kill",
+            Verdict::Error => "error",
         }
     }
 
@@ -202,8 +223,8 @@ pub struct Suppressed {
 /// - `status` (integer): guard's exit status (the command's, 128+N for signal N).
 /// - `signal` (integer, optional): the signal that ended the command.
 /// - `outcome` (string): `exited`, `signaled`, `policy-kill` or `error`.
-/// - `counts` (`{allow, deny, risky, kill}`, integers): every decision of the run per verdict,
-///   suppressed ones included.
+/// - `counts` (`{allow, deny, risky, kill, error}`, integers): every decision of the run per
+///   verdict, suppressed ones included (`error` is absent in version 1 logs: read as 0).
 /// - `suppressed` (integer): events counted but not written over the whole run.
 /// - `duration_ms` (integer): wall time of the run.
 /// - `otlp_dropped` (integer, optional): with an OTLP exporter, lines written here that it did
@@ -238,6 +259,8 @@ pub struct Counts {
     pub deny: u64,
     pub risky: u64,
     pub kill: u64,
+    #[serde(default)]
+    pub error: u64,
 }
 
 impl Counts {
@@ -247,11 +270,17 @@ impl Counts {
             Verdict::Deny => self.deny,
             Verdict::Risky => self.risky,
             Verdict::Kill => self.kill,
+            Verdict::Error => self.error,
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.allow + self.deny + self.risky + self.kill
+        self.allow + self.deny + self.risky + self.kill + self.error
+    }
+
+    /// Calls refused by policy: `deny` and `kill` (what `guard log --denied` lists).
+    pub fn refused(&self) -> u64 {
+        self.deny + self.kill
     }
 }
 
@@ -347,11 +376,12 @@ pub struct Record {
     pub event: Event,
 }
 
-/// Decodes one line written by [`encode`]. Unknown fields are ignored; an unknown `type` or a
-/// `v` other than [`VERSION`] is an error.
+/// Decodes one line written by [`encode`] (or by a guard that wrote an older version, from
+/// [`OLDEST_VERSION`] on). Unknown fields are ignored; an unknown `type` or a `v` outside
+/// those versions is an error.
 pub fn decode(line: &str) -> Result<Record, serde_json::Error> {
     let record: Record = serde_json::from_str(line)?;
-    if record.v != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&record.v) {
         return Err(serde::de::Error::custom(format_args!(
             "unsupported audit format version {}",
             record.v
@@ -384,6 +414,7 @@ pub(crate) mod tests {
             path2: None,
             argv: None,
             addr: None,
+            name: None,
             cwd: None,
             verdict,
             errno: verdict.is_denial().then(|| "EPERM".into()),
@@ -430,6 +461,7 @@ pub(crate) mod tests {
                 path2: Some("/ws/b".into()),
                 argv: Some(vec!["sh".into(), "-c".into(), "echo \u{1b}[2J".into()]),
                 addr: Some("[::1]:443".into()),
+                name: Some("api.github.com".into()),
                 cwd: Some(PathText::from(b"/ws/\x80".to_vec())),
                 reason: Some("no network".into()),
                 ..decision(8, Verdict::Kill)
@@ -457,6 +489,7 @@ pub(crate) mod tests {
                     deny: 2,
                     risky: 3,
                     kill: 4,
+                    error: 5,
                 },
                 ..run_end()
             }),
@@ -473,7 +506,7 @@ pub(crate) mod tests {
             let line = encode_at(&event, "run-1", t);
             assert!(!line.chars().any(char::is_control), "{line}");
             let prefix = format!(
-                r#"{{"v":1,"type":"{}","time":"2026-12-02T11:02:32.123456Z","run":"run-1","#,
+                r#"{{"v":2,"type":"{}","time":"2026-12-02T11:02:32.123456Z","run":"run-1","#,
                 event.kind()
             );
             assert!(line.starts_with(&prefix), "{line}");
@@ -546,10 +579,22 @@ pub(crate) mod tests {
             }),
             "r",
         );
-        assert!(decode(&line.replace(r#""v":1"#, r#""v":2"#)).is_err());
+        assert!(decode(&line.replace(r#""v":2"#, r#""v":3"#)).is_err());
+        assert!(decode(&line.replace(r#""v":2"#, r#""v":0"#)).is_err());
         assert!(decode(&line.replace(r#""type":"error""#, r#""type":"nope""#)).is_err());
-        let extra = line.replace(r#""v":1"#, r#""v":1,"future":true"#);
+        let extra = line.replace(r#""v":2"#, r#""v":2,"future":true"#);
         assert!(decode(&extra).is_ok());
+    }
+
+    #[test]
+    fn version_1_lines_still_decode() {
+        let v1 = r#"{"v":1,"type":"run-end","time":"2026-12-02T11:02:32.123456Z","run":"r","status":0,"outcome":"exited","counts":{"allow":1,"deny":2,"risky":0,"kill":0},"suppressed":0,"duration_ms":3}"#;
+        let Event::RunEnd(end) = decode(v1).expect("a version 1 line decodes").event else {
+            panic!("run-end");
+        };
+        assert_eq!((end.counts.deny, end.counts.error), (2, 0));
+        let error = encode(&Event::Decision(decision(1, Verdict::Error)), "r");
+        assert!(error.contains(r#""verdict":"error""#), "{error}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub use event::{
     decode, encode, encode_at, encode_chained, errno_name, Checkpoint, Counts, Decision, Degraded,
     ErrorEvent, Event, Outcome, Record, Rollback, RunEnd, RunStart, Suppressed, Verdict, VERSION,
 };
+pub(crate) use limit::RateLimit;
 pub use otlp::{OtlpConfig, OtlpConfigError};
 pub use query::{PathGlobs, Query};
 pub use reader::{follow, follow_with, format_human, read_events, read_lines, LogLine};

@@ -454,4 +454,12 @@ mod tests {
         assert_eq!(attr("guard.prev").as_deref(), Some("sha256:00"));
         assert_eq!(attr("guard.path").as_deref(), Some("/ws/\u{fffd}"));
     }
+
+    #[test]
+    fn a_path_that_does_not_resolve_is_not_a_warning() {
+        let line = r#"{"v":2,"type":"decision","time":"2026-12-02T11:02:32.123456Z","run":"r","verdict":"error","rule":"resolve","errno":"ENOENT","syscall":"openat","op":"write"}"#;
+        let value: Value = serde_json::from_str(line).expect("json");
+        let r = log_record(line, &value, 7);
+        assert_eq!(r.severity_number, SeverityNumber::Info as i32);
+    }
 }

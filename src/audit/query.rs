@@ -92,6 +92,7 @@ impl Query {
         }
         let verdict = v["verdict"].as_str().unwrap_or_default();
         let rule = v["rule"].as_str().unwrap_or_default();
+        // Version 1 logs wrote a path that does not resolve as `deny` by rule `resolve`.
         if self.denied_only && (!matches!(verdict, "deny" | "kill") || rule == "resolve") {
             return false;
         }

@@ -179,11 +179,17 @@ pub fn format_human(v: &Value) -> String {
                 s.push_str(&format!(" signal={}", text(&v["signal"])));
             }
             s.push_str(&format!(
-                " allow={} deny={} risky={} kill={} suppressed={} duration={}ms",
+                " allow={} deny={} risky={} kill={}",
                 text(&c["allow"]),
                 text(&c["deny"]),
                 text(&c["risky"]),
                 text(&c["kill"]),
+            ));
+            if !c["error"].is_null() {
+                s.push_str(&format!(" error={}", text(&c["error"])));
+            }
+            s.push_str(&format!(
+                " suppressed={} duration={}ms",
                 text(&v["suppressed"]),
                 text(&v["duration_ms"]),
             ));

@@ -25,7 +25,7 @@ pub struct Report {
     pub status: Option<i64>,
     pub outcome: Option<String>,
     /// Decisions per verdict from `run-end.counts` (exact), when the log has its end.
-    pub counts: Option<[u64; 4]>,
+    pub counts: Option<[u64; 5]>,
     /// Events counted but not written (`run-end.suppressed`).
     pub suppressed: u64,
     pub refusals: Vec<Refusal>,
@@ -82,7 +82,7 @@ impl Report {
                     r.outcome = v["outcome"].as_str().map(str::to_owned);
                     let c = &v["counts"];
                     let n = |k: &str| c[k].as_u64().unwrap_or(0);
-                    r.counts = Some([n("allow"), n("deny"), n("risky"), n("kill")]);
+                    r.counts = Some([n("allow"), n("deny"), n("risky"), n("kill"), n("error")]);
                     r.suppressed = v["suppressed"].as_u64().unwrap_or(0);
                 }
                 Some("decision") if refused.matches(v) => r.refusals.push(Refusal::from(v)),
@@ -127,12 +127,16 @@ impl Report {
             }
             _ => s.push_str(", with no end in its log (still running, or guard was killed)"),
         }
-        if let Some([allow, deny, risky, kill]) = self.counts {
+        if let Some([allow, deny, risky, kill, error]) = self.counts {
             let _ = write!(
                 s,
-                ". Calls judged: {} ({allow} allowed, {risky} risky, {deny} denied, {kill} killed the run)",
-                allow + deny + risky + kill
+                ". Calls judged: {} ({allow} allowed, {risky} risky, {deny} denied, {kill} killed the run",
+                allow + deny + risky + kill + error
             );
+            if error > 0 {
+                let _ = write!(s, ", {error} failed on a path that does not exist");
+            }
+            s.push(')');
         }
         s.push_str(".\n");
         if self.suppressed > 0 {

@@ -153,6 +153,7 @@ mod tests {
                 deny: 1,
                 risky: 0,
                 kill: 0,
+                error: 0,
             },
             suppressed: 0,
             denied: vec![DeniedEntry::from_decision(&decision(1, Verdict::Deny))],

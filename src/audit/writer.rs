@@ -116,7 +116,7 @@ enum Msg {
 
 /// State shared by the handles and the writer thread.
 struct Shared {
-    counts: [AtomicU64; 4],
+    counts: [AtomicU64; 5],
     rate_limited: AtomicU64,
     overflow: AtomicU64,
     decisions: RateLimit,
@@ -131,6 +131,7 @@ impl Shared {
             deny: get(Verdict::Deny),
             risky: get(Verdict::Risky),
             kill: get(Verdict::Kill),
+            error: get(Verdict::Error),
         }
     }
 }
@@ -477,7 +478,7 @@ mod tests {
                 let handle = writer.handle();
                 std::thread::spawn(move || {
                     for i in 0..PER_THREAD {
-                        let verdict = Verdict::ALL[(i % 4) as usize];
+                        let verdict = Verdict::ALL[(i % 5) as usize];
                         handle.decision(decision(t * PER_THREAD + i, verdict));
                     }
                 })
@@ -509,12 +510,13 @@ mod tests {
         let Some(Event::RunEnd(end)) = records.last().map(|r| &r.event) else {
             panic!("last line is run-end");
         };
-        let each = THREADS * PER_THREAD / 4;
+        let each = THREADS * PER_THREAD / 5;
         let expected = Counts {
             allow: each,
             deny: each,
             risky: each,
             kill: each,
+            error: each,
         };
         assert_eq!(end.counts, expected);
         assert_eq!(stats.counts, expected);

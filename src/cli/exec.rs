@@ -51,6 +51,10 @@ pub struct ExecArgs {
     /// Keep the capabilities of a root caller (dropped by default).
     #[arg(long)]
     pub keep_caps: bool,
+    /// Use no configuration file found without a flag ($XDG_CONFIG_HOME/guard/config.toml,
+    /// the workspace's .guard.toml): only the profiles named with -p (default: agent).
+    #[arg(long)]
+    pub no_config: bool,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -71,6 +75,7 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
         .sync_wake_up(!args.no_sync_wake_up)
         .addfd(!args.no_addfd)
         .keep_caps(args.keep_caps)
+        .config_files(!args.no_config)
         .keep_runs(Some(keep_runs))
         .forward_signals(true)
         .subreaper(true)
@@ -92,5 +97,8 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
         run = run.summary(file);
     }
     let outcome = run.spawn(&args.command)?.wait()?;
+    if let Some(line) = outcome.refusals_line() {
+        eprintln!("guard: {line}");
+    }
     Ok(outcome.exit_code())
 }

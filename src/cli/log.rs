@@ -34,8 +34,8 @@ pub struct LogArgs {
     /// Only decisions by this rule (fs.write-roots, net.connect, a profile rule id); repeatable.
     #[arg(long, value_name = "ID")]
     pub rule: Vec<String>,
-    /// Only decisions with this verdict: allow, deny, risky, kill; repeatable.
-    #[arg(long, value_name = "VERDICT", value_parser = ["allow", "deny", "risky", "kill"])]
+    /// Only decisions with this verdict: allow, deny, risky, kill, error; repeatable.
+    #[arg(long, value_name = "VERDICT", value_parser = ["allow", "deny", "risky", "kill", "error"])]
     pub verdict: Vec<String>,
     /// Only decisions on this system call (connect, unlinkat, openat, execve...); repeatable.
     #[arg(long, value_name = "NAME")]

@@ -1,4 +1,5 @@
-//! `guard profile list | show NAME [--resolved] | check FILE` and `guard explain`.
+//! `guard profile list | show [NAME] [--resolved] | check FILE | trust [FILE]` and
+//! `guard explain`.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -8,22 +9,36 @@ use clap::Subcommand;
 
 use super::{preview_vars, CliError};
 use crate::policy::{self, Op, Request};
+use crate::run::config;
 
 #[derive(Debug, Subcommand)]
 pub enum ProfileCommand {
     /// The built-in profiles.
     List,
-    /// Print a profile's source, or with --resolved the policy it resolves to.
+    /// Print a profile's source, or with --resolved the policy a run in the workspace would
+    /// get: NAME (default: agent) layered over the configuration files found for the
+    /// workspace, each file that contributed named.
     Show {
-        name: String,
+        /// A built-in name or a file; with --resolved, repeat to layer as -p does.
+        name: Vec<String>,
         #[arg(long)]
         resolved: bool,
-        /// The workspace to resolve {workspace} against (default: the current directory).
+        /// The workspace to resolve {workspace} against and to look for .guard.toml from
+        /// (default: the current directory).
         #[arg(short, long)]
         workspace: Option<PathBuf>,
+        /// With --resolved: leave out the configuration files found without a flag.
+        #[arg(long)]
+        no_config: bool,
     },
     /// Parse and validate a profile file.
     Check { file: PathBuf },
+    /// Trust a workspace's .guard.toml as it is now, so runs use it (default: the one found
+    /// from the current directory). A file that changes is untrusted again.
+    Trust {
+        /// The file (default: the nearest .guard.toml up to the repository's root).
+        file: Option<PathBuf>,
+    },
 }
 
 pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
@@ -41,11 +56,40 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
             name,
             resolved,
             workspace,
+            no_config,
         } => {
             if resolved {
-                let p = policy::load(&[name], &preview_vars(workspace)?)?;
+                let vars = preview_vars(workspace)?;
+                let found = if no_config {
+                    config::ConfigFiles::default()
+                } else {
+                    config::discover(
+                        &vars.workspace,
+                        &vars.state,
+                        config::user_dir(|k| std::env::var_os(k)),
+                    )
+                };
+                let mut p = policy::load_layers(&name, &found.layers(), &vars)?;
+                p.guard_files.extend(found.user_dir.clone());
+                if let Some(path) = found.untrusted() {
+                    writeln!(
+                        out,
+                        "# not used, not trusted: {} (hint: `guard profile trust {}`)",
+                        path.display(),
+                        path.display()
+                    )
+                    .map_err(CliError::Stdout)?;
+                }
                 write!(out, "{}", policy::render(&p)).map_err(CliError::Stdout)?;
-            } else if let Some(src) = policy::builtin_source(&name) {
+                return Ok(0);
+            }
+            let [name] = name.as_slice() else {
+                return Err(CliError::Usage(
+                    "name one profile to show its source\nhint: add --resolved to see layers resolved".into(),
+                ));
+            };
+            let name = name.clone();
+            if let Some(src) = policy::builtin_source(&name) {
                 write!(out, "{src}").map_err(CliError::Stdout)?;
             } else {
                 let text = std::fs::read_to_string(&name).map_err(|e| {
@@ -55,6 +99,29 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
                 })?;
                 write!(out, "{text}").map_err(CliError::Stdout)?;
             }
+        }
+        ProfileCommand::Trust { file } => {
+            let state = crate::journal::state_dir()?;
+            let file = match file {
+                Some(f) => f,
+                None => {
+                    let cwd = std::env::current_dir().map_err(|e| {
+                        CliError::Usage(format!("cannot read the current directory: {e}"))
+                    })?;
+                    let found = config::discover(&cwd, &state, None);
+                    found.workspace.map(|(p, _)| p).ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "no {} here or above, up to the repository's root\nhint: name the file",
+                            policy::WORKSPACE_CONFIG
+                        ))
+                    })?
+                }
+            };
+            // A file that does not resolve is not worth trusting.
+            policy::check(&file, &preview_vars(None)?)?;
+            let sum = config::trust(&file, &state)
+                .map_err(|e| CliError::Usage(format!("{e}: {}", source_text(&e))))?;
+            writeln!(out, "trusted {} (sha256 {sum})", file.display()).map_err(CliError::Stdout)?;
         }
         ProfileCommand::Check { file } => {
             let p = policy::check(&file, &preview_vars(None)?)?;
@@ -69,6 +136,10 @@ pub fn run(cmd: ProfileCommand) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+fn source_text(e: &dyn std::error::Error) -> String {
+    e.source().map(ToString::to_string).unwrap_or_default()
 }
 
 /// The `description = "..."` line of a profile source.

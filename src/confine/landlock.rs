@@ -136,11 +136,11 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             "a net.connect entry allows any port: connect is judged by the supervisor only".into(),
         )),
     }
-    match &policy.net.bind {
+    match &bind_ports(policy) {
         None => {}
         Some(allowed) if features.available(Feature::LandlockNetBind) => {
             handled_net |= AccessNet::BindTcp;
-            for &p in allowed {
+            for &p in allowed.iter() {
                 *ports.entry(p).or_default() |= AccessNet::BindTcp;
             }
             report.enforced.push(if allowed.is_empty() {
@@ -306,6 +306,24 @@ fn unix_socket_dirs(policy: &Policy) -> Vec<PathBuf> {
     dirs
 }
 
+/// The TCP ports `net.bind` allows, as Landlock can express them (it knows ports, not
+/// addresses: the supervisor judges the address of every bind and listen); `None` when some
+/// entry allows any port.
+fn bind_ports(policy: &Policy) -> Option<Vec<u16>> {
+    let mut ports = policy.net.bind.clone()?;
+    for t in &policy.net.bind_addrs {
+        match t {
+            NetTarget::Cidr { port: Some(p), .. } | NetTarget::AnyHost { port: p } => {
+                ports.push(*p)
+            }
+            _ => return None,
+        }
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    Some(ports)
+}
+
 /// The TCP side of the policy, as Landlock can express it.
 struct NetPlan {
     /// `Some(ports)`: TCP connect allowed to exactly these ports (empty: none);
@@ -367,6 +385,8 @@ mod tests {
                 connect_matcher: crate::policy::NetMatcher::new(&connect),
                 connect,
                 bind: None,
+                bind_addrs: Vec::new(),
+                resolve: Vec::new(),
                 dns: false,
             },
             transaction: TransactionPolicy {
@@ -392,6 +412,9 @@ mod tests {
                 tmp: "/tmp".into(),
                 state: "/state".into(),
             },
+            home: Default::default(),
+            report: Default::default(),
+            guard_files: Vec::new(),
         }
     }
 
@@ -512,6 +535,25 @@ mod tests {
         assert!(report.enforced.iter().any(|e| e.contains("every tcp bind")));
         let report = prepare_at(&p, 3, None).unwrap().report;
         assert!(reason(&report, "landlock-net-bind").contains("needs landlock abi 4"));
+        // Addresses with a port add their port; one without a port leaves bind unhandled.
+        p.net.bind = Some(vec![8080]);
+        p.net.bind_addrs = vec![NetTarget::Cidr {
+            addr: "0.0.0.0".parse().unwrap(),
+            prefix: 32,
+            port: Some(9000),
+        }];
+        let report = prepare_at(&p, 4, None).unwrap().report;
+        assert!(
+            report.enforced.iter().any(|e| e.contains("[8080, 9000]")),
+            "{report:?}"
+        );
+        p.net.bind_addrs.push(NetTarget::Cidr {
+            addr: "10.0.0.0".parse().unwrap(),
+            prefix: 8,
+            port: None,
+        });
+        let report = prepare_at(&p, 4, None).unwrap().report;
+        assert!(!report.enforced.iter().any(|e| e.contains("tcp bind")));
     }
 
     #[test]

@@ -10,8 +10,8 @@
 use std::sync::OnceLock;
 
 use super::bpf::{
-    off_arg_lo, ret_errno, Assembler, Cond, Dest, SockFilter, OFF_ARCH, OFF_NR, SECCOMP_RET_ALLOW,
-    SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_USER_NOTIF,
+    off_arg_hi, off_arg_lo, ret_errno, Assembler, Cond, Dest, SockFilter, OFF_ARCH, OFF_NR,
+    SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_USER_NOTIF,
 };
 use super::syscalls::{Condition, OpenFlags, Shape, Treatment, NATIVE};
 use super::ConfineError;
@@ -28,7 +28,8 @@ pub struct FilterSpec {
     pub deny_list: bool,
     /// Trap execve and execveat.
     pub trap_exec: bool,
-    /// Trap connect.
+    /// Trap the network calls: connect, bind, listen, sendmsg, sendmmsg, and sendto with a
+    /// destination.
     pub trap_connect: bool,
 }
 
@@ -133,7 +134,9 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
                 }
                 Treatment::Deny(errno) => blocks.push((s.nr, Block::Errno(errno))),
                 Treatment::Conditional(c) => blocks.push((s.nr, Block::Condition(c))),
-                Treatment::Trap(_) | Treatment::TrapWhenWriting(_) => {}
+                Treatment::Trap(_)
+                | Treatment::TrapWhenWriting(_)
+                | Treatment::TrapWhenAddressed(_) => {}
             }
         }
     }
@@ -143,7 +146,11 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
                 Treatment::Trap(shape) => {
                     let wanted = match shape {
                         Shape::Exec { .. } => spec.trap_exec,
-                        Shape::Connect { .. } => spec.trap_connect,
+                        Shape::Connect { .. }
+                        | Shape::SendMsg { .. }
+                        | Shape::SendMmsg { .. }
+                        | Shape::Bind { .. }
+                        | Shape::Listen { .. } => spec.trap_connect,
                         _ => true,
                     };
                     if wanted {
@@ -158,6 +165,14 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
                     unreachable!(
                         "the table traps by flags only open calls with flags in a register"
                     )
+                }
+                Treatment::TrapWhenAddressed(Shape::SendTo { addr, .. }) => {
+                    if spec.trap_connect {
+                        blocks.push((s.nr, Block::Addressed(addr)));
+                    }
+                }
+                Treatment::TrapWhenAddressed(_) => {
+                    unreachable!("the table traps by destination only sendto")
                 }
                 Treatment::Deny(_) | Treatment::Conditional(_) => {}
             }
@@ -182,6 +197,7 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
             Block::Condition(Condition::Namespaces) => clone_block(&mut asm, labels),
             Block::Condition(Condition::TerminalInjection) => ioctl_block(&mut asm, labels),
             Block::WriteFlags(arg) => write_flags_at(&mut asm, labels, arg),
+            Block::Addressed(arg) => addressed_at(&mut asm, labels, arg),
         }
     }
     asm.bind(allow);
@@ -203,6 +219,8 @@ enum Block {
     Condition(Condition),
     /// Notify when the flags in this argument ask to write.
     WriteFlags(usize),
+    /// Notify when the pointer in this argument is not NULL.
+    Addressed(usize),
 }
 
 /// The shared returns the argument blocks jump to.
@@ -273,6 +291,14 @@ fn write_flags_at(asm: &mut Assembler, l: Labels, arg: usize) {
         Dest::Label(l.notify),
         Dest::Label(l.allow),
     );
+}
+
+/// Notify when the 64-bit pointer in argument `arg` is not NULL (either half non-zero).
+fn addressed_at(asm: &mut Assembler, l: Labels, arg: usize) {
+    asm.ld_abs(off_arg_lo(arg));
+    asm.jump(Cond::Eq, 0, Dest::Next, Dest::Label(l.notify));
+    asm.ld_abs(off_arg_hi(arg));
+    asm.jump(Cond::Eq, 0, Dest::Label(l.allow), Dest::Label(l.notify));
 }
 
 #[cfg(test)]
@@ -436,6 +462,40 @@ mod tests {
     }
 
     #[test]
+    fn sendto_is_trapped_only_with_a_destination() {
+        let sendto = |addr: u64| judge(&ENFORCE, libc::SYS_sendto, &[3, 0x1000, 10, 0, addr, 16]);
+        assert_eq!(sendto(0), SECCOMP_RET_ALLOW);
+        assert_eq!(sendto(0x7f00_0000_1000), SECCOMP_RET_USER_NOTIF);
+        // Either half of the pointer counts.
+        assert_eq!(sendto(0x1_0000_0000), SECCOMP_RET_USER_NOTIF);
+        assert_eq!(sendto(0x10), SECCOMP_RET_USER_NOTIF);
+        for nr in [
+            libc::SYS_sendmsg,
+            libc::SYS_sendmmsg,
+            libc::SYS_bind,
+            libc::SYS_listen,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, nr, &[3, 0, 0, 0]),
+                SECCOMP_RET_USER_NOTIF,
+                "{nr}"
+            );
+        }
+        let quiet = FilterSpec {
+            trap_connect: false,
+            ..ENFORCE
+        };
+        assert_eq!(
+            judge(&quiet, libc::SYS_sendto, &[3, 0x1000, 10, 0, 0x2000, 16]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            judge(&quiet, libc::SYS_sendmsg, &[3, 0x1000, 0]),
+            SECCOMP_RET_ALLOW
+        );
+    }
+
+    #[test]
     fn hot_calls_are_allowed() {
         for nr in [
             libc::SYS_read,
@@ -477,8 +537,9 @@ mod tests {
     #[test]
     fn every_trapped_call_notifies() {
         for &(nr, name) in trapped_syscalls() {
-            // open/openat notify for write flags; the others whatever their arguments.
-            let args = [0, libc::O_WRONLY as u64, libc::O_WRONLY as u64];
+            // open/openat notify for write flags, sendto for a destination; the others
+            // whatever their arguments.
+            let args = [0, libc::O_WRONLY as u64, libc::O_WRONLY as u64, 0, 0x1000];
             assert_eq!(judge(&ENFORCE, nr, &args), SECCOMP_RET_USER_NOTIF, "{name}");
         }
         assert!(trapped_syscalls().iter().any(|&(_, n)| n == "unlinkat"));

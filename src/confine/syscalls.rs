@@ -30,6 +30,10 @@ pub enum Treatment {
     /// Trapped only when the flags in the register named by the shape's
     /// [`OpenFlags::Arg`] ask to write (open, openat), so reads never pay a round trip.
     TrapWhenWriting(Shape),
+    /// Trapped only when the destination pointer in the register named by the shape's
+    /// [`Shape::SendTo`] `addr` is not NULL (sendto): a send without one goes to the socket's
+    /// peer, which only a judged connect (or accept of a judged listen) can have set.
+    TrapWhenAddressed(Shape),
     /// Refused with this errno whatever its arguments (part of the deny list).
     Deny(i32),
     /// Refused for some arguments only (part of the deny list).
@@ -133,6 +137,45 @@ pub enum Shape {
         sock: usize,
         addr: usize,
         len: usize,
+    },
+    /// sendto(sock, buf, len, flags, addr, addrlen).
+    SendTo {
+        sock: usize,
+        buf: usize,
+        len: usize,
+        flags: usize,
+        addr: usize,
+        addrlen: usize,
+    },
+    /// sendmsg(sock, msg, flags): everything else is in the `struct msghdr`.
+    SendMsg {
+        sock: usize,
+        msg: usize,
+        flags: usize,
+    },
+    /// sendmmsg(sock, vec, vlen, flags).
+    SendMmsg {
+        sock: usize,
+        vec: usize,
+        vlen: usize,
+        flags: usize,
+    },
+    /// bind(sock, addr, len).
+    Bind {
+        sock: usize,
+        addr: usize,
+        len: usize,
+    },
+    /// listen(sock, backlog).
+    Listen {
+        sock: usize,
+        backlog: usize,
+    },
+    /// A call that changes the caller's credentials (the set*id family, setgroups, capset) or
+    /// its umask (`umask`: the register with the new mask). Nothing is judged: the supervisor
+    /// notes the change (its cache of callers' credentials) and lets the call through.
+    Credentials {
+        umask: Option<usize>,
     },
 }
 
@@ -272,8 +315,8 @@ macro_rules! table {
             row!($S::fchown, trap(Shape::Chown { dirfd: Some(0), path: None, uid: 1, follow: Follow::Always, empty: Empty::Never })),
             row!($S::fsetxattr, trap(Shape::Meta { dirfd: Some(0), path: None, follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: SETXATTR })),
             row!($S::fremovexattr, trap(Shape::Meta { dirfd: Some(0), path: None, follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: REMOVEXATTR })),
-            // The caller's resolve flags are refused (ENOSYS) by the supervisor; its open flags
-            // are in memory, so it is trapped whatever they say.
+            // Its open flags are in memory, so it is trapped whatever they say; the supervisor
+            // has the kernel honour the caller's resolve flags (supervisor/beneath.rs).
             row!($S::openat2, trap(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2), mode: None })),
             row!($S::renameat, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: None })),
             row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: Some(1), mode: 2, follow: Follow::UnlessFlagged(3), empty: Empty::Flagged(3) })),
@@ -285,6 +328,22 @@ macro_rules! table {
             row!($S::execve, trap(Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None })),
             row!($S::execveat, trap(Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) })),
             row!($S::connect, trap(Shape::Connect { sock: 0, addr: 1, len: 2 })),
+            row!($S::sendto, Treatment::TrapWhenAddressed(Shape::SendTo { sock: 0, buf: 1, len: 2, flags: 3, addr: 4, addrlen: 5 })),
+            row!($S::sendmsg, trap(Shape::SendMsg { sock: 0, msg: 1, flags: 2 })),
+            row!($S::sendmmsg, trap(Shape::SendMmsg { sock: 0, vec: 1, vlen: 2, flags: 3 })),
+            row!($S::bind, trap(Shape::Bind { sock: 0, addr: 1, len: 2 })),
+            row!($S::listen, trap(Shape::Listen { sock: 0, backlog: 1 })),
+            row!($S::setuid, trap(CREDENTIALS)),
+            row!($S::setgid, trap(CREDENTIALS)),
+            row!($S::setreuid, trap(CREDENTIALS)),
+            row!($S::setregid, trap(CREDENTIALS)),
+            row!($S::setresuid, trap(CREDENTIALS)),
+            row!($S::setresgid, trap(CREDENTIALS)),
+            row!($S::setfsuid, trap(CREDENTIALS)),
+            row!($S::setfsgid, trap(CREDENTIALS)),
+            row!($S::setgroups, trap(CREDENTIALS)),
+            row!($S::capset, trap(CREDENTIALS)),
+            row!($S::umask, trap(Shape::Credentials { umask: Some(0) })),
             $($open,)*
             row!($S::openat, Treatment::TrapWhenWriting(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2), mode: Some(3) })),
         ]
@@ -292,6 +351,7 @@ macro_rules! table {
 }
 
 const DENY: Treatment = Treatment::Deny(libc::EPERM);
+const CREDENTIALS: Shape = Shape::Credentials { umask: None };
 const SETXATTR: MetaArgs = MetaArgs::SetXattr {
     name: 1,
     value: 2,
@@ -355,7 +415,9 @@ impl Syscall {
     /// The argument shape of a call the supervisor receives (trapped, always or when writing).
     pub fn trapped_shape(&self) -> Option<Shape> {
         match self.treatment {
-            Treatment::Trap(s) | Treatment::TrapWhenWriting(s) => Some(s),
+            Treatment::Trap(s)
+            | Treatment::TrapWhenWriting(s)
+            | Treatment::TrapWhenAddressed(s) => Some(s),
             Treatment::Deny(_) | Treatment::Conditional(_) => None,
         }
     }
@@ -405,6 +467,19 @@ mod tests {
         assert_eq!(nr("openat"), Some(libc::SYS_openat));
         assert_eq!(nr("execveat"), Some(libc::SYS_execveat));
         assert_eq!(nr("clone3"), Some(libc::SYS_clone3));
+    }
+
+    #[test]
+    fn only_sendto_is_trapped_by_its_destination() {
+        for table in [X86_64_TABLE, AARCH64_TABLE] {
+            for s in table {
+                if let Treatment::TrapWhenAddressed(shape) = s.treatment {
+                    assert!(matches!(shape, Shape::SendTo { .. }), "{}", s.name);
+                }
+            }
+            let row = table.iter().find(|s| s.name == "sendto").expect("sendto");
+            assert!(matches!(row.treatment, Treatment::TrapWhenAddressed(_)));
+        }
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //!
 //! Each hook does two kinds of work. The journal's bookkeeping (stat, keep a pre-image in the
 //! store, append to the log) is guard's own and is done with guard's credentials. The one call
-//! that performs the caller's own mutation goes through [`as_caller`]: that is the seam where
-//! the caller's credentials (fsuid, fsgid, groups, capabilities) are to be assumed, so the
-//! kernel judges exactly that call as it would have judged the caller's.
+//! that performs the caller's own mutation goes through [`as_caller`], which takes on the
+//! caller's credentials (fsuid, fsgid, groups, capabilities, umask), so the kernel judges
+//! exactly that call as it would have judged the caller's.
 
 use std::ffi::OsStr;
 use std::io;
@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::copy;
 use super::fsops::{self, stat_at};
-use super::journal::{Journal, JournalError, Saved, StoreMode};
+use super::journal::{Journal, JournalError, Saved};
 use super::log::{Kind, Op, Stat};
 use crate::audit::PathText;
 
@@ -31,10 +31,10 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
 }
 
 /// Performs the caller's own mutation, the one call of a hook that is not the journal's
-/// bookkeeping. Today guard's credentials perform it; this is where the caller's are to be
-/// assumed around it.
+/// bookkeeping, with the caller's credentials when the supervisor named a caller (see
+/// `crate::creds`); as guard otherwise (a rollback).
 pub(crate) fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    call()
+    crate::creds::as_caller(call)
 }
 
 impl Journal {
@@ -46,27 +46,6 @@ impl Journal {
     /// Removes a leftover store object `seq` (a crash can leave one behind).
     pub(crate) fn clear_object(&self, seq: u64) {
         let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
-    }
-
-    /// Keeps the non-directory `dir/name`, about to be removed or replaced, as `store/<seq>`:
-    /// a hard link when the filesystem allows (nothing is copied; the caller's own call then
-    /// removes or replaces the name), else a copy. Returns the content hash of a copied file.
-    pub(crate) fn keep(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        st: &Stat,
-        seq: u64,
-    ) -> io::Result<Option<String>> {
-        self.clear_object(seq);
-        let obj = Self::object_name(seq);
-        let obj = OsStr::new(&obj);
-        if self.header.mode != StoreMode::Copy
-            && fsops::link_at(dir, name, self.store(), obj).is_ok()
-        {
-            return Ok(None);
-        }
-        copy::copy_entry(dir, name, self.store(), obj, st, self.header.fsync, true)
     }
 
     /// Copies `dir/name` of any kind (a directory with its tree) to `store/<seq>`.
@@ -98,25 +77,18 @@ impl Journal {
             return Err(errno(libc::EISDIR));
         }
         let seq = self.next_seq();
-        let sha256 = self.keep(dir, name, &st, seq).map_err(|source| {
-            journal_failed(&JournalError::Save {
-                path: abs.to_path_buf(),
-                source,
-            })
-        })?;
         self.content_saved.remove(&st.id());
         self.meta_saved.remove(&st.id());
-        let op = Op::Deleted {
-            path,
-            st,
-            sha256,
-            obj: None,
+        let record = |j: &mut Journal, sha256: Option<String>| {
+            let op = Op::Deleted {
+                path,
+                st: st.clone(),
+                sha256,
+                obj: None,
+            };
+            j.append(op).map(|_| ()).map_err(|e| journal_failed(&e))
         };
-        if let Err(e) = self.append(op) {
-            self.clear_object(seq);
-            return Err(journal_failed(&e));
-        }
-        as_caller(|| fsops::unlink_at(dir, name, false)).inspect_err(|_| self.clear_object(seq))
+        self.delete_keeping(dir, name, abs, &st, seq, record)
     }
 
     /// rmdir(2), performed by the journal after recording the directory's metadata.

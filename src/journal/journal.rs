@@ -266,6 +266,15 @@ impl Journal {
         let dir = run_dir.join("journal");
         let store = dir.join("store");
         mkdir_private(&store)?;
+        // Callers rename what they delete into it with their own credentials (keep.rs).
+        std::fs::set_permissions(
+            &store,
+            std::os::unix::fs::PermissionsExt::from_mode(super::keep::STORE_MODE),
+        )
+        .map_err(|source| JournalError::Create {
+            path: store.clone(),
+            source,
+        })?;
         let create_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| JournalError::Create { path, source }

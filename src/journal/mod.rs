@@ -58,6 +58,7 @@ mod ids;
 mod inverse;
 #[allow(clippy::module_inception)]
 mod journal;
+mod keep;
 mod log;
 mod rename;
 mod report;

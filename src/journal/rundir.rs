@@ -84,16 +84,13 @@ impl RunDir {
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
         mkdir_private(&runs)?;
-        // 2026-12-02T11:02:32.123456Z -> 20261202T110232Z
+        // 2026-12-02T11:02:32.123456Z -> 20261202T110232.123456Z: ids sort by start time to
+        // the microsecond (two runs started in one second sort in the order they started).
         let stamp = crate::audit::Timestamp::now().to_string();
         let base: String = stamp
-            .split('.')
-            .next()
-            .unwrap_or_default()
             .chars()
-            .filter(|c| c.is_ascii_alphanumeric())
-            .collect::<String>()
-            + "Z";
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+            .collect();
         for n in 0..1000u32 {
             let id = if n == 0 {
                 format!("{base}-{:04x}", std::process::id() & 0xffff)

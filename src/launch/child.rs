@@ -3,11 +3,11 @@
 //! the launch channel as its [`Stage`] (see `message.rs`); the parent side reads the channel
 //! with [`receive_listener`], [`receive_command_pid`] and [`wait_exec`].
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use nix::sys::socket::{recv, send, MsgFlags};
 
 use super::message::{self, Message, Stage};
 use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR};
@@ -91,11 +91,24 @@ pub(super) fn run(mut spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
         Ok(fd) => fd,
         Err(e) => fail(sockb, Stage::Seccomp, e),
     };
-    // 15. sendmsg and close are never trapped, so the hand-over cannot wait on the supervisor.
-    let fds = [listener.as_raw_fd()];
-    let cmsg = [ControlMessage::ScmRights(&fds)];
-    if let Err(e) = sendmsg::<()>(s, &[IoSlice::new(b"L")], &cmsg, MsgFlags::empty(), None) {
+    // 15. The listener's number goes to guard with send() (a sendto without a destination,
+    //     never trapped; sendmsg is judged now, and nobody answers yet). guard takes the
+    //     descriptor with pidfd_getfd and says `A` (recv is never trapped either); only then
+    //     is it closed here.
+    let mut msg = [b'L', 0, 0, 0, 0];
+    msg[1..].copy_from_slice(&listener.as_raw_fd().to_le_bytes());
+    if let Err(e) = send(s, &msg, MsgFlags::empty()) {
         fail(sockb, Stage::HandOver, e.into());
+    }
+    let mut ack = [0u8; 1];
+    match recv(s, &mut ack, MsgFlags::empty()) {
+        Ok(1) if ack[0] == b'A' => {}
+        Ok(_) => fail(
+            sockb,
+            Stage::HandOver,
+            io::Error::from_raw_os_error(libc::EPIPE),
+        ),
+        Err(e) => fail(sockb, Stage::HandOver, e.into()),
     }
     // The command must never hold its own listener: it could answer its own notifications.
     drop(listener);
@@ -105,10 +118,19 @@ pub(super) fn run(mut spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
     super::init::run(&spec, sock, parent_pid)
 }
 
-/// Parent side: wait for `L` (the listener) or `E` (a failed setup step).
-pub(super) fn receive_listener(sock: BorrowedFd<'_>) -> Result<OwnedFd, LaunchError> {
+/// Parent side: wait for `L` (the listener's number in the child behind `pidfd`) or `E` (a
+/// failed setup step); take the listener and acknowledge.
+pub(super) fn receive_listener(
+    sock: BorrowedFd<'_>,
+    pidfd: BorrowedFd<'_>,
+) -> Result<OwnedFd, LaunchError> {
     match message::receive(sock).map_err(LaunchError::Channel)? {
-        Message::Listener(Some(fd)) => Ok(fd),
+        Message::Listener(Some(n)) => {
+            let fd = sys::process::pidfd_getfd(pidfd, n).map_err(LaunchError::Channel)?;
+            send(sock.as_raw_fd(), b"A", MsgFlags::empty())
+                .map_err(|e| LaunchError::Channel(e.into()))?;
+            Ok(fd)
+        }
         Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
         _ => Err(LaunchError::ChildVanished),
     }

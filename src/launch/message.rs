@@ -1,17 +1,20 @@
 //! The launch channel: the close-on-exec `SOCK_SEQPACKET` pair between guard and the sandbox,
 //! one datagram per message, and the typed setup stages a failure names.
 //!
-//! From the child and the sandbox's init: `L` + the listener (SCM_RIGHTS); `E` + [`Stage`] +
-//! errno (i32, little endian) when a setup step failed. From the command, before it execs
+//! From the child and the sandbox's init: `L` + the listener's descriptor number in the child
+//! (i32, little endian; guard takes it with pidfd_getfd and answers `A`); `E` + [`Stage`] +
+//! errno (i32, little endian) when a setup step failed. Everything sent after the seccomp
+//! filter is installed goes with send(2) without a destination, a call the filter never traps
+//! (sendmsg is judged, and nobody answers before guard holds the listener). From the command, before it execs
 //! (written by `sys::process::fork_exec`): `P` + its pid; `S` + errno when it could not be
 //! fenced off from the init; `X` + errno when `execve` failed. End of stream after `P` means
 //! `execve` worked (the socket is close-on-exec).
 
 use std::fmt;
-use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
-use nix::sys::socket::{sendmsg, MsgFlags};
+use nix::sys::socket::{send, MsgFlags};
 
 use crate::sys;
 
@@ -93,8 +96,8 @@ impl fmt::Display for Stage {
 /// One message received from the sandbox.
 #[derive(Debug)]
 pub(super) enum Message {
-    /// `L`: the seccomp listener (`None` if the descriptor did not arrive).
-    Listener(Option<OwnedFd>),
+    /// `L`: the seccomp listener's descriptor number in the child.
+    Listener(Option<i32>),
     /// `E`, or `S` from the command: a setup step failed.
     Failed { stage: Stage, source: io::Error },
     /// `P`: the command's pid, sent right before its `execve`.
@@ -118,11 +121,11 @@ fn errno_of(bytes: &[u8]) -> io::Error {
 /// Receive one message (retrying on EINTR).
 pub(super) fn receive(sock: BorrowedFd<'_>) -> io::Result<Message> {
     let mut buf = [0u8; 16];
-    let (n, fd) = sys::net::recv_with_fd(sock, &mut buf)?;
+    let (n, _fd) = sys::net::recv_with_fd(sock, &mut buf)?;
     let body = &buf[1..n.max(1)];
     Ok(match (n, buf[0]) {
         (0, _) => Message::Closed,
-        (_, b'L') => Message::Listener(fd),
+        (_, b'L') => Message::Listener(le_i32(body)),
         (_, b'E') => match body.first().copied().and_then(Stage::from_byte) {
             Some(stage) => Message::Failed {
                 stage,
@@ -145,20 +148,14 @@ pub(super) fn send_failure(sock: BorrowedFd<'_>, stage: Stage, err: &io::Error) 
     let errno = err.raw_os_error().unwrap_or(libc::EIO);
     let mut msg = [b'E', stage as u8, 0, 0, 0, 0];
     msg[2..].copy_from_slice(&errno.to_le_bytes());
-    let _ = sendmsg::<()>(
-        sock.as_raw_fd(),
-        &[IoSlice::new(&msg)],
-        &[],
-        MsgFlags::empty(),
-        None,
-    );
+    let _ = send(sock.as_raw_fd(), &msg, MsgFlags::empty());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, OwnedFd};
 
     fn pair() -> (OwnedFd, OwnedFd) {
         socketpair(
@@ -195,9 +192,11 @@ mod tests {
         let send = |bytes: &[u8]| {
             nix::sys::socket::send(a.as_raw_fd(), bytes, MsgFlags::empty()).expect("send");
         };
+        send(&[b'L', 7, 0, 0, 0]);
         send(&[b'P', 42, 0, 0, 0]);
         send(&[b'X', 2, 0, 0, 0]);
         send(&[b'E', 200, 1, 0, 0, 0]);
+        assert!(matches!(receive(b.as_fd()), Ok(Message::Listener(Some(7)))));
         assert!(matches!(receive(b.as_fd()), Ok(Message::CommandPid(42))));
         assert!(matches!(
             receive(b.as_fd()),

@@ -132,16 +132,32 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
         sys::process::Forked::Parent { child } => {
             drop(child_sock);
             drop(spec);
-            let listener = match child::receive_listener(parent_sock.as_fd()) {
+            let reap = || {
+                // The child is exiting on its own; reap it so no zombie is left.
+                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+            };
+            let pidfd = match sys::process::pidfd_open(child) {
+                Ok(p) => p,
+                Err(source) => {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(child),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    reap();
+                    return Err(LaunchError::Pidfd { pid: child, source });
+                }
+            };
+            let listener = match child::receive_listener(parent_sock.as_fd(), pidfd.as_fd()) {
                 Ok(fd) => fd,
                 Err(e) => {
-                    // The child is exiting on its own; reap it so no zombie is left.
-                    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(child),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    reap();
                     return Err(e);
                 }
             };
-            let pidfd = sys::process::pidfd_open(child)
-                .map_err(|source| LaunchError::Pidfd { pid: child, source })?;
             Ok(Spawned {
                 tree: RunTree::new(child, pidfd),
                 listener: Some(listener),

@@ -45,12 +45,30 @@ impl Spec {
 pub struct Unit {
     /// How messages and `Policy::sources` name it: the built-in name or the file path.
     pub display: String,
+    /// The file it was read from, absolute (canonical when it could be resolved); `None` for
+    /// a built-in.
+    file: Option<PathBuf>,
+    /// A configuration file found without a flag: it refines the profile and keeps its name
+    /// unless it says `name = ...`.
+    pub config: bool,
     /// Identity for cycle and duplicate detection.
     key: String,
     /// The name a profile gets when it does not say `name = ...`.
     pub default_name: String,
     pub text: String,
     pub raw: RawProfile,
+}
+
+impl Unit {
+    /// The file this profile was read from; `None` for a built-in.
+    pub fn file(&self) -> Option<&PathBuf> {
+        self.file.as_ref()
+    }
+
+    /// Whether this profile says `extends = ...`.
+    pub fn extends(&self) -> bool {
+        self.raw.extends.is_some()
+    }
 }
 
 /// Loads the chains of `specs` and stacks them: the result is ordered base first, most
@@ -139,8 +157,14 @@ fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyEr
         profile: display.clone(),
         problem: super::diagnose::describe(&text, &error),
     })?;
+    let file = match spec {
+        Spec::Path(_) => key.strip_prefix("file:").map(PathBuf::from),
+        Spec::Builtin(_) => None,
+    };
     Ok(Unit {
         display,
+        file,
+        config: false,
         key,
         default_name,
         text,

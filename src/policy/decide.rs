@@ -5,8 +5,12 @@
 //! everything; then the profile's rules, first match wins; then the
 //! built-in defaults: a filesystem mutation must stay under the write roots (EACCES) and may
 //! not touch a protected path or delete/rename an ancestor of one unless the run created it
-//! (EPERM); exec is allowed (Landlock's execute right is the boundary); connect must reach a
-//! `net.connect` target (EACCES). A request missing what its operation needs is denied (EPERM).
+//! (EPERM); exec is allowed (Landlock's execute right is the boundary); connect (and a send
+//! naming its destination) must reach a `net.connect` target (EACCES); bind and listen must use
+//! a loopback address on a `net.bind` port, or a `net.bind` address (EACCES); a DNS query must
+//! ask for a name that a host entry of `net.connect` or `net.resolve` covers (EACCES).
+//! Netlink addresses (messages to the kernel) are allowed. A request missing what its
+//! operation needs is denied (EPERM).
 //!
 //! Requests carry absolute, normalised paths (the supervisor's job); `fresh` must be true only
 //! when every path of the request was created by this run.
@@ -27,6 +31,20 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     if policy.mode == Mode::Observe {
         return allow(Builtin::Observe, None);
     }
+    if let (Op::Dns, Some(_)) = (req.op, req.addr) {
+        // A query goes to a nameserver: the nameserver must be one the program may reach.
+        let to_server = decide(
+            policy,
+            &Request {
+                name: None,
+                ..Request::new(Op::Connect)
+            }
+            .with_addr(req.addr),
+        );
+        if !matches!(to_server.action, Action::Allow | Action::Risky) {
+            return to_server;
+        }
+    }
     if let Some(rule) = policy.rules.iter().find(|r| rule_matches(r, req)) {
         let errno = match rule.action {
             Action::Allow | Action::Risky => 0,
@@ -42,6 +60,8 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     match req.op {
         Op::Exec => decide_exec(policy, req),
         Op::Connect => decide_connect(policy, req),
+        Op::Bind => decide_bind(policy, req),
+        Op::Dns => decide_dns(policy, req),
         _ => decide_fs(policy, req),
     }
 }
@@ -106,7 +126,7 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
         let Some(addr) = req.addr else {
             return false;
         };
-        if req.op != Op::Connect || !rule.addr_matcher.matches(&rule.addr, addr) {
+        if !req.op.is_net() || !rule.addr_matcher.matches(&rule.addr, addr) {
             return false;
         }
     }
@@ -142,6 +162,20 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
             libc::EACCES,
             Builtin::WriteRoots,
             "path outside the write roots",
+        );
+    }
+
+    // guard's own configuration, new or old: an agent that edits the profile it runs under
+    // escapes it on the next run.
+    let moves_ancestor_of = |p: &Path| {
+        matches!(req.op, Op::Delete | Op::Rename)
+            && policy.guard_files.iter().any(|g| is_within(g, p))
+    };
+    if present().any(|p| is_guard_file(policy, p) || moves_ancestor_of(p)) {
+        return deny(
+            libc::EPERM,
+            Builtin::GuardConfig,
+            "guard's own configuration",
         );
     }
 
@@ -245,6 +279,14 @@ fn decide_git(policy: &Policy, req: &Request) -> Option<Verdict> {
     None
 }
 
+/// A file named `.guard.toml` anywhere, a profile file the policy was built from, or anything
+/// inside the user's configuration directory.
+fn is_guard_file(policy: &Policy, path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_bytes() == WORKSPACE_CONFIG.as_bytes())
+        || policy.guard_files.iter().any(|g| is_within(path, g))
+}
+
 fn is_anchor_or_ancestor(policy: &Policy, path: &Path) -> bool {
     policy.fs.protect_anchors.iter().any(|a| is_within(a, path))
 }
@@ -297,6 +339,9 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
     if *addr == NetAddr::Unspecified {
         return allow(Builtin::Connect, None);
     }
+    if *addr == NetAddr::Other(libc::AF_NETLINK as u16) {
+        return allow(Builtin::Connect, Some(NETLINK));
+    }
     if policy
         .net
         .connect_matcher
@@ -308,7 +353,92 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
     }
 }
 
+const NETLINK: &str = "netlink messages stay on this machine";
+
+/// A bind (or listen) of `req.addr`: a `net.bind` address; or loopback on a `net.bind` port;
+/// or the wildcard address on such a port, which the supervisor then fences so that only
+/// loopback peers reach the socket ([`Policy::bind_fence`]). Unix sockets are bound where
+/// Landlock's make-socket right allows (the write roots); other families that reach beyond
+/// the machine (packet, vsock, ...) are refused.
+fn decide_bind(policy: &Policy, req: &Request) -> Verdict {
+    let Some(addr) = req.addr else {
+        return malformed("bind without an address");
+    };
+    match addr {
+        NetAddr::Inet(sa) => {
+            let port_ok = policy
+                .net
+                .bind
+                .as_ref()
+                .is_none_or(|ports| ports.contains(&sa.port()));
+            let local = super::net::is_loopback(sa.ip()) || sa.ip().is_unspecified();
+            if super::net::matches_inet(&policy.net.bind_addrs, sa) {
+                allow(Builtin::Bind, None)
+            } else if local && port_ok {
+                allow(
+                    Builtin::Bind,
+                    sa.ip()
+                        .is_unspecified()
+                        .then_some("every address: only loopback peers reach it"),
+                )
+            } else if local {
+                deny(libc::EACCES, Builtin::Bind, "port not in net.bind")
+            } else {
+                deny(
+                    libc::EACCES,
+                    Builtin::Bind,
+                    "only loopback may be bound unless net.bind lists the address",
+                )
+            }
+        }
+        NetAddr::Unix(_) | NetAddr::Abstract(_) | NetAddr::Unspecified => {
+            allow(Builtin::Bind, Some("unix socket"))
+        }
+        NetAddr::Other(f) if i32::from(*f) == libc::AF_NETLINK => {
+            allow(Builtin::Bind, Some(NETLINK))
+        }
+        NetAddr::Other(_) => deny(libc::EACCES, Builtin::Bind, "address family not allowed"),
+    }
+}
+
+/// A DNS query for `req.name`: allowed when a host entry of `net.connect` or an entry of
+/// `net.resolve` covers the name. The nameserver itself was judged as a connect.
+fn decide_dns(policy: &Policy, req: &Request) -> Verdict {
+    let Some(name) = req.name else {
+        return deny(libc::EACCES, Builtin::Dns, "not a DNS query guard can read");
+    };
+    if policy.allows_name(name) {
+        allow(Builtin::Dns, None)
+    } else {
+        deny(
+            libc::EACCES,
+            Builtin::Dns,
+            "name not covered by a host of net.connect or net.resolve",
+        )
+    }
+}
+
 impl Policy {
+    /// Whether a socket bound to `sa` must be fenced to loopback peers: the wildcard address,
+    /// allowed because its port is a `net.bind` port on loopback, not because `net.bind`
+    /// lists it. Not in observe mode.
+    pub fn bind_fence(&self, sa: &std::net::SocketAddr) -> bool {
+        self.mode == Mode::Enforce
+            && sa.ip().is_unspecified()
+            && !super::net::matches_inet(&self.net.bind_addrs, sa)
+    }
+
+    /// Whether a DNS query may ask for `name` (lowercase, without the final dot).
+    pub fn allows_name(&self, name: &str) -> bool {
+        let hosts = self.net.connect.iter().filter_map(|t| match t {
+            NetTarget::Host { name, .. } => Some(name.as_str()),
+            _ => None,
+        });
+        hosts
+            .chain(self.net.resolve.iter().map(String::as_str))
+            .any(|pattern| super::net::name_matches(pattern, name))
+    }
+
     /// Whether a path matters to `protect`: it matches a protect pattern, or is a protect
     /// anchor or an ancestor of one. The supervisor remembers the paths the run creates that
     /// are protect-relevant, to answer `Request::fresh`; everything beneath such a path is
@@ -399,6 +529,58 @@ mod tests {
 
     fn inet(s: &str) -> NetAddr {
         NetAddr::Inet(s.parse::<SocketAddr>().unwrap())
+    }
+
+    #[test]
+    fn guard_configuration_is_never_changed_from_inside() {
+        let mut p = agent();
+        p.guard_files = vec!["/ws/.guard.toml".into(), "/home/u/.config/guard".into()];
+        for (op, path) in [
+            (Op::Write, "/ws/.guard.toml"),
+            (Op::Create, "/ws/sub/.guard.toml"),
+            (Op::Delete, "/ws/.guard.toml"),
+            (Op::Chmod, "/ws/.guard.toml"),
+            (Op::Create, "/home/u/.config/guard/config.toml"),
+        ] {
+            let v = fs(&p, op, path);
+            // Outside the write roots the boundary answers first; inside, the rule does.
+            if path.starts_with("/ws") {
+                assert_eq!(
+                    (v.action, v.errno, v.rule.as_str()),
+                    (Action::Deny, libc::EPERM, "fs.guard-config"),
+                    "{op:?} {path}"
+                );
+            } else {
+                assert_eq!(v.action, Action::Deny, "{op:?} {path}");
+            }
+        }
+        let (from, to) = (
+            PathBuf::from("/ws/x.toml"),
+            PathBuf::from("/ws/.guard.toml"),
+        );
+        let v = decide(
+            &p,
+            &Request {
+                path: Some(&from),
+                path2: Some(&to),
+                creates: true,
+                fresh: true,
+                ..Request::new(Op::Rename)
+            },
+        );
+        assert_eq!(
+            v.rule.as_str(),
+            "fs.guard-config",
+            "renamed over, even when fresh"
+        );
+        assert_eq!(fs(&p, Op::Write, "/ws/guard.toml").action, Action::Allow);
+        // An ancestor of a configuration file in use cannot be moved away.
+        let mut p2 = agent();
+        p2.guard_files = vec!["/ws/sub/.guard.toml".into()];
+        assert_eq!(
+            fs(&p2, Op::Delete, "/ws/sub").rule.as_str(),
+            "fs.guard-config"
+        );
     }
 
     #[test]
@@ -671,7 +853,10 @@ mod tests {
             "the supervisor adds the nameservers at run start"
         );
         assert_eq!(connect(&p, &NetAddr::Unspecified).action, Action::Allow);
-        assert_eq!(connect(&p, &NetAddr::Other(16)).action, Action::Deny);
+        // Netlink stays in the kernel; vsock (40) reaches the hypervisor's host.
+        let v = connect(&p, &NetAddr::Other(libc::AF_NETLINK as u16));
+        assert_eq!((v.action, v.rule.as_str()), (Action::Allow, "net.connect"));
+        assert_eq!(connect(&p, &NetAddr::Other(40)).action, Action::Deny);
 
         // Host targets match once the caller has resolved them; and nameservers once added.
         let mut p = agent();
@@ -777,5 +962,149 @@ mod tests {
         ] {
             assert!(!p.is_protect_relevant(Path::new(path)), "{path}");
         }
+    }
+
+    fn net(policy: &Policy, op: Op, addr: &NetAddr, name: Option<&str>) -> Verdict {
+        decide(
+            policy,
+            &Request {
+                addr: Some(addr),
+                name,
+                ..Request::new(op)
+            },
+        )
+    }
+
+    #[test]
+    fn bind_is_loopback_only_unless_net_bind_lists_the_address() {
+        let p = agent();
+        let bind = |a: &str| net(&p, Op::Bind, &inet(a), None);
+        for ok in [
+            "127.0.0.1:8000",
+            "127.0.0.1:0",
+            "[::1]:9000",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            let v = bind(ok);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Allow, "net.bind"),
+                "{ok}"
+            );
+            assert!(!p.bind_fence(&ok.parse().unwrap()));
+        }
+        // The wildcard address is allowed, fenced: only loopback peers reach the socket.
+        for fenced in ["0.0.0.0:8000", "0.0.0.0:0", "[::]:8000"] {
+            assert_eq!(bind(fenced).action, Action::Allow, "{fenced}");
+            assert!(p.bind_fence(&fenced.parse().unwrap()), "{fenced}");
+        }
+        for refused in ["10.1.2.3:53", "192.0.2.1:8000", "[fd00::1]:80"] {
+            let v = bind(refused);
+            assert_eq!(
+                (v.action, v.errno),
+                (Action::Deny, libc::EACCES),
+                "{refused}"
+            );
+            assert_eq!(v.rule.as_str(), "net.bind");
+        }
+        let unix = net(&p, Op::Bind, &NetAddr::Unix("/ws/s.sock".into()), None);
+        assert_eq!(unix.action, Action::Allow);
+        assert_eq!(
+            net(&p, Op::Bind, &NetAddr::Other(17), None).action,
+            Action::Deny,
+            "AF_PACKET"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join("b.toml");
+        std::fs::write(
+            &layer,
+            "extends = \"agent\"\n[net]\nbind = [8080, \"0.0.0.0:9000\", \"[::]:9000\"]\n",
+        )
+        .unwrap();
+        let p = load(&[layer.display().to_string()], &vars()).unwrap();
+        let bind = |a: &str| net(&p, Op::Bind, &inet(a), None).action;
+        assert_eq!(bind("127.0.0.1:8080"), Action::Allow);
+        assert_eq!(bind("127.0.0.1:8081"), Action::Deny, "only the listed port");
+        assert_eq!(bind("0.0.0.0:9000"), Action::Allow);
+        assert!(
+            !p.bind_fence(&"0.0.0.0:9000".parse().unwrap()),
+            "listed: not fenced"
+        );
+        assert_eq!(bind("[::]:9000"), Action::Allow);
+        assert_eq!(bind("0.0.0.0:8080"), Action::Allow, "fenced");
+        assert!(p.bind_fence(&"0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(bind("0.0.0.0:8081"), Action::Deny, "not a listed port");
+        assert_eq!(
+            bind("192.0.2.1:8080"),
+            Action::Deny,
+            "a port alone is loopback only"
+        );
+
+        let strict = load(&["strict".into()], &vars()).unwrap();
+        for a in ["127.0.0.1:8000", "0.0.0.0:0"] {
+            assert_eq!(
+                net(&strict, Op::Bind, &inet(a), None).action,
+                Action::Deny,
+                "{a}"
+            );
+        }
+    }
+
+    #[test]
+    fn dns_queries_are_judged_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join("d.toml");
+        std::fs::write(
+            &layer,
+            "extends = \"agent\"\n[net]\nconnect = [\"*.example.test:443\"]\n\
+             resolve = [\"*.corp.test\", \"exact.test\"]\n",
+        )
+        .unwrap();
+        let mut p = load(&[layer.display().to_string()], &vars()).unwrap();
+        // What the supervisor adds for `dns = true`: the nameservers of /etc/resolv.conf.
+        p.net.connect.push(NetTarget::Cidr {
+            addr: "10.0.0.53".parse().unwrap(),
+            prefix: 32,
+            port: Some(53),
+        });
+        let other = net(&p, Op::Dns, &inet("10.9.9.9:53"), Some("crates.io"));
+        assert_eq!(
+            (other.action, other.rule.as_str()),
+            (Action::Deny, "net.connect"),
+            "a nameserver the profile does not reach"
+        );
+        let ns = inet("10.0.0.53:53");
+        let dns = |name: &str| net(&p, Op::Dns, &ns, Some(name));
+        for ok in [
+            "crates.io",
+            "github.com",
+            "api.example.test",
+            "a.b.corp.test",
+            "exact.test",
+        ] {
+            let v = dns(ok);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Allow, "net.dns"),
+                "{ok}"
+            );
+        }
+        for refused in [
+            "sk-abc123.evil.test",
+            "example.test",
+            "corp.test",
+            "crates.io.evil.test",
+            "",
+        ] {
+            let v = dns(refused);
+            assert_eq!(
+                (v.action, v.errno),
+                (Action::Deny, libc::EACCES),
+                "{refused}"
+            );
+        }
+        let v = net(&p, Op::Dns, &ns, None);
+        assert_eq!(v.action, Action::Deny, "an unreadable query");
     }
 }

@@ -184,7 +184,8 @@ mod tests {
         let p = problem("[net]\nbind = [true]\n");
         assert_eq!(p.key.as_deref(), Some("net.bind[0]"));
         assert!(
-            p.message.starts_with("expected a port number or \"*\""),
+            p.message
+                .starts_with("expected a port number, \"*\" or an address"),
             "{}",
             p.message
         );

@@ -65,8 +65,10 @@ pub enum NetTarget {
     },
     /// Any address, one port (`*:443`).
     AnyHost { port: u16 },
-    /// A host name resolved when the run starts (`crates.io:443`); `addrs` is filled in by the
-    /// caller before the run (policy does no network I/O); unresolved names match nothing.
+    /// A host name (`crates.io:443`), or every name under a domain (`*.github.com:443`, stored
+    /// as `*.github.com`). `addrs` are the addresses the supervisor learned for it: resolved
+    /// when the run starts (not for a wildcard) and from every DNS answer guard judged for a
+    /// name it covers (policy does no network I/O); a name with no address matches nothing.
     Host {
         name: String,
         port: Option<u16>,
@@ -81,8 +83,15 @@ pub enum NetTarget {
 #[derive(Debug, Clone)]
 pub struct NetPolicy {
     pub connect: Vec<NetTarget>,
-    /// TCP ports that may be bound; `None` means any port.
+    /// Ports that may be bound on a loopback address (`127.0.0.0/8`, `::1`), TCP or UDP;
+    /// `None` means any port.
     pub bind: Option<Vec<u16>>,
+    /// Other addresses that may be bound (`0.0.0.0:8080`, `10.0.0.0/8`): `net.bind` entries
+    /// written in `net.connect` syntax.
+    pub bind_addrs: Vec<NetTarget>,
+    /// Names a DNS query may ask for besides the host names of `connect` (`net.resolve`):
+    /// exact names, `*.domain` for every name under it, `*` for any.
+    pub resolve: Vec<String>,
     /// Add the nameservers of /etc/resolv.conf (port 53) to `connect` at run start.
     pub dns: bool,
     /// Compiled unix-path and abstract-name globs of `connect`; rebuild it with
@@ -163,6 +172,38 @@ pub struct EnvPolicy {
     pub set: Vec<(String, String)>,
 }
 
+/// The command's home directory: the user's, or a private one of the run's own; and the
+/// variables that point tools at what they need under the user's home either way.
+#[derive(Debug, Clone, Default)]
+pub struct HomePolicy {
+    /// The command gets an empty HOME of its own (`{tmp}/home`, with the XDG directories
+    /// inside it) instead of the user's.
+    pub private: bool,
+    /// `(variable, directory)`: set the variable to the directory when the directory exists and
+    /// the variable is not set already (`RUSTUP_HOME = "{home}/.rustup"`).
+    pub locate: Vec<(String, PathBuf)>,
+    /// `(variable, file)`: when the file exists, the variable points at a copy of it without
+    /// its credential lines (`NPM_CONFIG_USERCONFIG = "{home}/.npmrc"`).
+    pub redact: Vec<(String, PathBuf)>,
+}
+
+/// Where explanations of refused calls go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Denials {
+    /// One line on the refused process's own stderr.
+    #[default]
+    Stderr,
+    /// Nowhere (the audit log still has every refusal).
+    None,
+}
+
+/// What guard tells the command about its refusals.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportPolicy {
+    pub denials: Denials,
+}
+
 /// The kind of judged operation; the profile's `when` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -174,11 +215,16 @@ pub enum Op {
     Create,
     Link,
     Chmod,
+    /// connect, and a send that names its destination (sendto, sendmsg, sendmmsg).
     Connect,
+    /// bind, and listen (which binds the wildcard address when the socket is not bound).
+    Bind,
+    /// A DNS query, judged by the name it asks for.
+    Dns,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 10] = [
         Op::Exec,
         Op::Delete,
         Op::Rename,
@@ -187,6 +233,8 @@ impl Op {
         Op::Link,
         Op::Chmod,
         Op::Connect,
+        Op::Bind,
+        Op::Dns,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -199,12 +247,19 @@ impl Op {
             Op::Link => "link",
             Op::Chmod => "chmod",
             Op::Connect => "connect",
+            Op::Bind => "bind",
+            Op::Dns => "dns",
         }
     }
 
     /// Operations that mutate the filesystem (judged against write roots and `protect`).
     pub fn is_fs_mutation(self) -> bool {
-        !matches!(self, Op::Exec | Op::Connect)
+        !matches!(self, Op::Exec | Op::Connect | Op::Bind | Op::Dns)
+    }
+
+    /// Operations judged by a network address (a rule's `addr` condition applies to them).
+    pub fn is_net(self) -> bool {
+        matches!(self, Op::Connect | Op::Bind | Op::Dns)
     }
 }
 
@@ -276,7 +331,16 @@ pub struct Policy {
     pub git: super::git::GitPolicy,
     pub rules: Vec<Rule>,
     pub vars: Vars,
+    pub home: HomePolicy,
+    pub report: ReportPolicy,
+    /// guard's own configuration: every profile file the policy was built from (absolute) and
+    /// the user's configuration directory. The command may not change, move or remove them or
+    /// their ancestors, nor create any file named `.guard.toml` (see `decide`).
+    pub guard_files: Vec<PathBuf>,
 }
+
+/// The file name of a workspace's configuration, found by walking up from the workspace.
+pub const WORKSPACE_CONFIG: &str = ".guard.toml";
 
 /// A decoded network address of a connect call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,8 +378,10 @@ pub struct Request<'a> {
     pub exe_anonymous: bool,
     /// The caller's working directory (argv path arguments are resolved against it).
     pub cwd: Option<&'a Path>,
-    /// connect: the decoded address.
+    /// connect, send: the destination; bind, listen: the local address; dns: the nameserver.
     pub addr: Option<&'a NetAddr>,
+    /// dns: the name the query asks for (lowercase, without the final dot).
+    pub name: Option<&'a str>,
     /// open: the target is one of the caller's own pipes, reached through its /proc/PID/fd
     /// (`> /dev/stdout` into a pipe, a jobserver): no file is reached, so no filesystem rule
     /// applies.
@@ -331,6 +397,11 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// This request with `addr` as its address.
+    pub fn with_addr(self, addr: Option<&'a NetAddr>) -> Self {
+        Request { addr, ..self }
+    }
+
     /// A request with only the operation set; fill in the rest with struct update syntax.
     pub fn new(op: Op) -> Self {
         Request {
@@ -344,6 +415,7 @@ impl<'a> Request<'a> {
             exe_anonymous: false,
             cwd: None,
             addr: None,
+            name: None,
             reopens_own_pipe: false,
             sets_id: false,
             git: &[],
@@ -383,8 +455,12 @@ pub enum Builtin {
     Protect,
     /// An exec of a program with no file behind it (memfd, a deleted file).
     ExecAnonymous,
-    /// A connect judged against `net.connect`.
+    /// A connect, or a send naming its destination, judged against `net.connect`.
     Connect,
+    /// A bind or listen judged against `net.bind`.
+    Bind,
+    /// A DNS query judged by its name against the host names of `net.connect` and `net.resolve`.
+    Dns,
     /// An exec no rule matched, or a request missing what its operation needs.
     Default,
     /// Observe mode: everything is allowed.
@@ -405,14 +481,19 @@ pub enum Builtin {
     GitPush,
     /// One command deleting much of the workspace.
     MassDelete,
+    /// A change to guard's own configuration (a profile file in use, any `.guard.toml`, the
+    /// user's configuration directory), or to an ancestor of one.
+    GuardConfig,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 14] = [
+    pub const ALL: [Builtin; 17] = [
         Builtin::WriteRoots,
         Builtin::Protect,
         Builtin::ExecAnonymous,
         Builtin::Connect,
+        Builtin::Bind,
+        Builtin::Dns,
         Builtin::Default,
         Builtin::Observe,
         Builtin::Resolve,
@@ -423,6 +504,7 @@ impl Builtin {
         Builtin::GitHook,
         Builtin::GitPush,
         Builtin::MassDelete,
+        Builtin::GuardConfig,
     ];
 
     /// The id in the audit log (a stable wire format: docs/audit-format.md).
@@ -432,6 +514,8 @@ impl Builtin {
             Builtin::Protect => "fs.protect",
             Builtin::ExecAnonymous => "fs.exec-anonymous",
             Builtin::Connect => "net.connect",
+            Builtin::Bind => "net.bind",
+            Builtin::Dns => "net.dns",
             Builtin::Default => "default",
             Builtin::Observe => "observe",
             Builtin::Resolve => "resolve",
@@ -442,7 +526,21 @@ impl Builtin {
             Builtin::GitHook => "git.hook",
             Builtin::GitPush => "git.push",
             Builtin::MassDelete => "fs.mass-delete",
+            Builtin::GuardConfig => "fs.guard-config",
         }
+    }
+}
+
+impl Verdict {
+    /// The call failed with the kernel's own answer before any rule applied (its path does not
+    /// resolve): an outcome, not a refusal.
+    pub fn is_kernel_error(&self) -> bool {
+        self.rule == RuleId::Builtin(Builtin::Resolve)
+    }
+
+    /// The call was refused by policy (denied or killed; not a kernel error).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.action, Action::Deny | Action::Kill) && !self.is_kernel_error()
     }
 }
 

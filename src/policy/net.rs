@@ -3,8 +3,10 @@
 //!
 //! Syntax (after variable expansion): `10.0.0.0/8`, `10.0.0.0/8:443`, `::1`, `[::1]:8080`,
 //! `[fd00::/8]:443`, `127.0.0.1:8080`, `*:443`, `*` (any address, any port), `crates.io:443`,
-//! `crates.io`, `/run/foo.sock` (a unix path glob), `@name` (an abstract socket name glob).
-//! IPv4-mapped IPv6 addresses match the IPv4 targets.
+//! `crates.io`, `*.github.com:443` (every name under a domain), `/run/foo.sock` (a unix path
+//! glob), `@name` (an abstract socket name glob). IPv4-mapped IPv6 addresses match the IPv4
+//! targets. Host names match an address once the supervisor has learned that the name resolves
+//! to it; [`name_matches`] says which names a host entry (or a `net.resolve` entry) covers.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -81,7 +83,8 @@ pub fn parse_target(entry: &str) -> Result<Vec<NetTarget>, String> {
             return Err(format!("`{host}` is not a valid IPv4 address or network"));
         }
     }
-    if !is_host_name(host) {
+    let plain = host.strip_prefix("*.").unwrap_or(host);
+    if !is_host_name(plain) {
         return Err(format!("`{host}` is not an address, network or host name"));
     }
     Ok(vec![NetTarget::Host {
@@ -127,6 +130,37 @@ fn is_host_name(s: &str) -> bool {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
+}
+
+/// Parses one `net.resolve` entry: a host name, `*.domain`, or `*`; lowercase.
+pub fn parse_name(entry: &str) -> Result<String, String> {
+    let entry = entry.trim().trim_end_matches('.');
+    if entry == "*" {
+        return Ok(entry.to_string());
+    }
+    let plain = entry.strip_prefix("*.").unwrap_or(entry);
+    if is_host_name(plain) {
+        Ok(entry.to_ascii_lowercase())
+    } else {
+        Err(format!("`{entry}` is not a host name, `*.domain` or `*`"))
+    }
+}
+
+/// Whether `name` (lowercase, no final dot) is covered by `pattern`: the same name, any name
+/// under the domain of a `*.domain` pattern (not the domain itself), or anything for `*`.
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some("") => true,
+        Some(suffix) if suffix.starts_with('.') => {
+            name.len() > suffix.len() && name.ends_with(suffix)
+        }
+        _ => pattern == name,
+    }
+}
+
+/// Whether `ip` is a loopback address (`127.0.0.0/8`, `::1`, or an IPv4-mapped loopback).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
 }
 
 fn compile_glob(pattern: &str, literal_separator: bool) -> Result<globset::Glob, globset::Error> {
@@ -184,6 +218,13 @@ impl NetMatcher {
             NetAddr::Unspecified | NetAddr::Other(_) => false,
         }
     }
+}
+
+/// Whether IP address `sa` is one of the IP targets of `targets` (for lists without unix or
+/// abstract entries, which need no [`NetMatcher`]).
+pub fn matches_inet(targets: &[NetTarget], sa: &std::net::SocketAddr) -> bool {
+    let ip = sa.ip().to_canonical();
+    targets.iter().any(|t| inet_matches(t, ip, sa.port()))
 }
 
 fn inet_matches(target: &NetTarget, ip: IpAddr, port: u16) -> bool {
@@ -274,6 +315,14 @@ mod tests {
             }
         );
         assert_eq!(
+            one("*.GitHub.com:443"),
+            NetTarget::Host {
+                name: "*.github.com".into(),
+                port: Some(443),
+                addrs: vec![]
+            }
+        );
+        assert_eq!(
             one("/run/foo.sock"),
             NetTarget::UnixPath("/run/foo.sock".into())
         );
@@ -295,6 +344,9 @@ mod tests {
             "[::1",
             "a b",
             "x:y",
+            "*.:443",
+            "**.a.com",
+            "a.*.com",
         ] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }
@@ -319,5 +371,23 @@ mod tests {
         assert!(!m.matches(&targets, &NetAddr::Abstract(b"other".to_vec())));
         assert!(!m.matches(&targets, &NetAddr::Unspecified));
         assert!(!m.matches(&targets, &NetAddr::Other(16)));
+    }
+
+    #[test]
+    fn names_and_wildcards() {
+        assert!(name_matches("github.com", "github.com"));
+        assert!(!name_matches("github.com", "api.github.com"));
+        assert!(name_matches("*.github.com", "api.github.com"));
+        assert!(name_matches("*.github.com", "a.b.github.com"));
+        assert!(!name_matches("*.github.com", "github.com"));
+        assert!(!name_matches("*.github.com", "evilgithub.com"));
+        assert!(name_matches("*", "anything.example"));
+        assert_eq!(parse_name("*.Corp.Example.").unwrap(), "*.corp.example");
+        assert_eq!(parse_name("*").unwrap(), "*");
+        assert!(parse_name("a b").is_err());
+        assert!(parse_name("*x.com").is_err());
+        assert!(is_loopback("127.1.2.3".parse().unwrap()));
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("0.0.0.0".parse().unwrap()));
     }
 }

@@ -32,7 +32,37 @@ pub struct RawProfile {
     #[serde(default)]
     pub git: RawGit,
     #[serde(default)]
+    pub home: RawHome,
+    #[serde(default)]
+    pub report: RawReport,
+    #[serde(default)]
     pub rule: Vec<RawRule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawHome {
+    /// The command gets an empty HOME of its own instead of the user's.
+    pub private: Option<bool>,
+    /// Variable = directory: set when the directory exists and the variable is unset.
+    #[serde(default)]
+    pub locate: BTreeMap<String, String>,
+    /// Variable = file: the variable points at a copy of the file without credential lines.
+    #[serde(default)]
+    pub redact: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawReport {
+    pub denials: Option<RawDenials>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawDenials {
+    Stderr,
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -84,12 +114,16 @@ pub struct RawMassDelete {
 pub struct RawNet {
     #[serde(default)]
     pub connect: Vec<String>,
-    /// Replaces the inherited value when present: `["*"]` or port numbers; `[]` = none.
+    /// Replaces the inherited value when present: port numbers (on loopback), `"*"` (any port
+    /// on loopback), addresses in `connect` syntax; `[]` = none.
     pub bind: Option<Vec<RawPort>>,
     pub dns: Option<bool>,
+    /// Names DNS queries may ask for besides the host names of `connect`.
+    #[serde(default)]
+    pub resolve: Vec<String>,
 }
 
-/// A bind entry: a port number, or a string (`"*"` or digits).
+/// A bind entry: a port number, or a string (`"*"`, digits, or an address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawPort {
     Number(i64),
@@ -243,7 +277,7 @@ impl<T> de::Visitor<'_> for NumberOrText<T> {
 impl<'de> Deserialize<'de> for RawPort {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(NumberOrText {
-            expecting: "a port number or \"*\"",
+            expecting: "a port number, \"*\" or an address",
             number: RawPort::Number,
             text: RawPort::Text,
         })
@@ -303,6 +337,12 @@ max-preimage-size = "64MiB"
 keep = ["*"]
 drop = ["AWS_*"]
 set = { FOO = "bar" }
+[home]
+private = true
+locate = { RUSTUP_HOME = "{home}/.rustup" }
+redact = { NPM_CONFIG_USERCONFIG = "{home}/.npmrc" }
+[report]
+denials = "none"
 [[rule]]
 id = "r"
 when = ["exec", "delete"]

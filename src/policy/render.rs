@@ -16,6 +16,20 @@ pub fn render(policy: &Policy) -> String {
         format_args!("# resolved from: {}", policy.sources.join(" <- ")),
     );
     line(w, format_args!("# digest: sha256:{}", policy.digest));
+    if !policy.guard_files.is_empty() {
+        let files: Vec<String> = policy
+            .guard_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        line(
+            w,
+            format_args!(
+                "# guard's own configuration (the command cannot change it): {}",
+                files.join(", ")
+            ),
+        );
+    }
     line(w, format_args!("name = {}", quote(&policy.name)));
     if let Some(d) = &policy.description {
         line(w, format_args!("description = {}", quote(d)));
@@ -52,13 +66,13 @@ pub fn render(policy: &Policy) -> String {
 
     line(w, format_args!("\n[net]"));
     list(w, "connect", policy.net.connect.iter().map(target));
-    match &policy.net.bind {
-        None => line(w, format_args!("bind = [\"*\"]")),
-        Some(ports) => {
-            let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-            line(w, format_args!("bind = [{}]", ports.join(", ")));
-        }
-    }
+    let mut bind: Vec<String> = match &policy.net.bind {
+        None => vec!["\"*\"".into()],
+        Some(ports) => ports.iter().map(u16::to_string).collect(),
+    };
+    bind.extend(policy.net.bind_addrs.iter().map(|t| quote(&target(t))));
+    line(w, format_args!("bind = [{}]", bind.join(", ")));
+    list(w, "resolve", policy.net.resolve.iter().cloned());
     line(w, format_args!("dns = {}", policy.net.dns));
 
     let tx = &policy.transaction;
@@ -122,6 +136,26 @@ pub fn render(policy: &Policy) -> String {
     );
     list(w, "refuse-keys", policy.git.refuse_keys.iter().cloned());
     list(w, "allow-keys", policy.git.allow_keys.iter().cloned());
+
+    line(w, format_args!("\n[home]"));
+    line(w, format_args!("private = {}", policy.home.private));
+    for (key, vars) in [
+        ("locate", &policy.home.locate),
+        ("redact", &policy.home.redact),
+    ] {
+        let vars: Vec<String> = vars
+            .iter()
+            .map(|(k, v)| format!("{} = {}", quote(k), quote(&v.display().to_string())))
+            .collect();
+        line(w, format_args!("{key} = {{ {} }}", vars.join(", ")));
+    }
+
+    line(w, format_args!("\n[report]"));
+    let denials = match policy.report.denials {
+        Denials::Stderr => "stderr",
+        Denials::None => "none",
+    };
+    line(w, format_args!("denials = \"{denials}\""));
 
     for rule in &policy.rules {
         line(w, format_args!("\n[[rule]]  # first match wins"));

@@ -2,9 +2,10 @@
 //!
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
-//! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `transaction.exclude`,
+//! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `net.resolve`,
+//!   `transaction.exclude`,
 //!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
-//! - scalars (`mode`, `net.dns`, `net.bind` as a whole, `transaction.on-deny`, `on-failure`,
+//! - scalars (`mode`, `net.dns`, `net.bind` as a whole (its ports and its addresses), `transaction.on-deny`, `on-failure`,
 //!   `max-preimage-size`, `name`) override the parent's when the child sets them;
 //! - `env.set` merges key by key, the child winning;
 //! - rules: the child's rules come before the parent's, and the first matching rule wins, so a
@@ -31,7 +32,9 @@ use super::git::GitPolicy;
 use super::model::*;
 use super::net::{self, NetMatcher};
 use super::paths::{self, glob_anchor, normalize, normalize_glob, Expand, ExpandError};
-use super::raw::{RawMode, RawOnDeny, RawOnFailure, RawOversize, RawPort, RawRule, RawSize};
+use super::raw::{
+    RawDenials, RawMode, RawOnDeny, RawOnFailure, RawOversize, RawPort, RawRule, RawSize,
+};
 
 const DEFAULT_MAX_PREIMAGE: u64 = 64 << 20;
 const REPLACEABLE: &[&str] = &[
@@ -40,6 +43,7 @@ const REPLACEABLE: &[&str] = &[
     "fs.protect",
     "fs.hide",
     "net.connect",
+    "net.resolve",
     "transaction.exclude",
     "env.keep",
     "env.drop",
@@ -47,6 +51,8 @@ const REPLACEABLE: &[&str] = &[
     "env.set",
     "git.refuse-keys",
     "git.allow-keys",
+    "home.locate",
+    "home.redact",
     "rule",
 ];
 
@@ -61,6 +67,49 @@ pub fn load(specs: &[String], vars: &Vars) -> Result<Policy, PolicyError> {
     let parsed: Vec<Spec> = specs.iter().map(|s| Spec::classify(s, None)).collect();
     let units = chain::load_all(&parsed)?;
     resolve(&specs, &units, vars)
+}
+
+/// Loads the profiles of a run that also found configuration files without a flag (`config`:
+/// the user's `config.toml`, then the workspace's `.guard.toml`, as found; each taken as a
+/// path). The layers, later ones winning where they set the same scalar:
+/// 1. the default profile, `agent`, when no profile is named and no configuration file
+///    `extends` one;
+/// 2. the configuration files, in the order given;
+/// 3. the named profiles (`-p`), in order.
+///
+/// So with `-p`, what the named profiles' chains set wins over the files (which still add to
+/// the lists); without it, the files refine the default.
+pub fn load_layers(
+    specs: &[String],
+    config: &[PathBuf],
+    vars: &Vars,
+) -> Result<Policy, PolicyError> {
+    let config_specs: Vec<String> = config.iter().map(|p| p.display().to_string()).collect();
+    let config_parsed: Vec<Spec> = config.iter().map(|p| Spec::Path(p.clone())).collect();
+    let mut all_specs = Vec::new();
+    let mut parsed = Vec::new();
+    if specs.is_empty() {
+        let config_units = chain::load_all(&config_parsed)?;
+        if !config_units.iter().any(Unit::extends) {
+            all_specs.push("agent".to_string());
+            parsed.push(Spec::Builtin("agent".to_string()));
+        }
+    }
+    all_specs.extend(config_specs);
+    parsed.extend(config_parsed);
+    for s in specs {
+        all_specs.push(s.clone());
+        parsed.push(Spec::classify(s, None));
+    }
+    let mut units = chain::load_all(&parsed)?;
+    let config: Vec<PathBuf> = config
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    for unit in &mut units {
+        unit.config = unit.file().is_some_and(|f| config.contains(f));
+    }
+    resolve(&all_specs, &units, vars)
 }
 
 /// Loads one profile file (always taken as a path, whatever its name) for
@@ -83,6 +132,8 @@ struct Acc {
     allow_setid: bool,
     connect: Vec<NetTarget>,
     bind: Option<Vec<u16>>,
+    bind_addrs: Vec<NetTarget>,
+    resolve: Vec<String>,
     dns: bool,
     on_deny: OnDeny,
     on_failure: OnFailure,
@@ -99,6 +150,8 @@ struct Acc {
     allow_keys: Vec<String>,
     refuse_hooks: bool,
     refuse_destructive_push: bool,
+    home: HomePolicy,
+    denials: Denials,
     rules: Vec<Rule>,
     /// Every rule id seen so far: the profile that defined it, and the rule as written.
     rule_ids: Vec<(String, String, RawRule)>,
@@ -116,6 +169,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         allow_setid: false,
         connect: Vec::new(),
         bind: Some(Vec::new()),
+        bind_addrs: Vec::new(),
+        resolve: Vec::new(),
         dns: false,
         on_deny: OnDeny::Errno,
         on_failure: OnFailure::Keep,
@@ -132,6 +187,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         allow_keys: Vec::new(),
         refuse_hooks: true,
         refuse_destructive_push: true,
+        home: HomePolicy::default(),
+        denials: Denials::default(),
         rules: Vec::new(),
         rule_ids: Vec::new(),
     };
@@ -163,6 +220,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         net: NetPolicy {
             connect: acc.connect,
             bind: acc.bind,
+            bind_addrs: acc.bind_addrs,
+            resolve: acc.resolve,
             dns: acc.dns,
             connect_matcher,
         },
@@ -191,6 +250,11 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         },
         rules: acc.rules,
         vars: vars.clone(),
+        home: acc.home,
+        report: ReportPolicy {
+            denials: acc.denials,
+        },
+        guard_files: units.iter().filter_map(|u| u.file().cloned()).collect(),
     })
 }
 
@@ -215,6 +279,8 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "env.drop" => acc.drop.clear(),
             "env.allow" => acc.allow.clear(),
             "env.set" => acc.set.clear(),
+            "home.locate" => acc.home.locate.clear(),
+            "home.redact" => acc.home.redact.clear(),
             "rule" => {
                 acc.rules.clear();
                 acc.rule_ids.clear();
@@ -232,10 +298,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         }
     }
 
-    acc.name = raw
-        .name
-        .clone()
-        .unwrap_or_else(|| unit.default_name.clone());
+    acc.name = match (&raw.name, unit.config) {
+        (Some(name), _) => name.clone(),
+        (None, true) if !acc.name.is_empty() => acc.name.clone(),
+        (None, _) => unit.default_name.clone(),
+    };
     if let Some(d) = &raw.description {
         acc.description = Some(d.clone());
     }
@@ -279,7 +346,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         }
     }
     if let Some(bind) = &raw.net.bind {
-        acc.bind = cx.bind(bind)?;
+        (acc.bind, acc.bind_addrs) = cx.bind(bind)?;
+    }
+    for entry in &raw.net.resolve {
+        let name = net::parse_name(entry).map_err(|why| cx.bad_value("net.resolve", entry, why))?;
+        push_unique(&mut acc.resolve, name);
     }
     if let Some(dns) = raw.net.dns {
         acc.dns = dns;
@@ -386,6 +457,32 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         };
         acc.set.retain(|(k, _)| k != key);
         acc.set.push((key.clone(), value));
+    }
+
+    let home = &raw.home;
+    if let Some(private) = home.private {
+        acc.home.private = private;
+    }
+    for (field, from, to) in [
+        ("home.locate", &home.locate, &mut acc.home.locate),
+        ("home.redact", &home.redact, &mut acc.home.redact),
+    ] {
+        for (var, entry) in from {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                return Err(cx.bad_value(field, var, "not a valid variable name".into()));
+            }
+            let Some(path) = cx.abs_path(field, entry)? else {
+                continue;
+            };
+            to.retain(|(v, _)| v != var);
+            to.push((var.clone(), path));
+        }
+    }
+    if let Some(d) = raw.report.denials {
+        acc.denials = match d {
+            RawDenials::Stderr => Denials::Stderr,
+            RawDenials::None => Denials::None,
+        };
     }
 
     let mut rules = Vec::with_capacity(raw.rule.len() + acc.rules.len());
@@ -552,29 +649,48 @@ impl Cx<'_> {
             .map_err(|why| self.bad_value(field, entry, why))
     }
 
-    fn bind(&self, entries: &[RawPort]) -> Result<Option<Vec<u16>>, PolicyError> {
-        let mut ports = Vec::new();
+    /// `net.bind`: ports (on loopback; `"*"` for any port there) and addresses in `net.connect`
+    /// syntax (`0.0.0.0:8080`, `10.0.0.0/8`, `[::]:8080`).
+    fn bind(&self, entries: &[RawPort]) -> Result<(Option<Vec<u16>>, Vec<NetTarget>), PolicyError> {
+        let mut ports = Some(Vec::new());
+        let mut addrs = Vec::new();
+        let hint = "not a port (1-65535) or an address\nhint: use port numbers (bound on \
+                    loopback), \"*\" for any port on loopback, or addresses such as \
+                    \"0.0.0.0:8080\"";
         for entry in entries {
             let (text, number) = match entry {
                 RawPort::Number(n) => (n.to_string(), Some(*n)),
-                RawPort::Text(t) if t == "*" => return Ok(None),
+                RawPort::Text(t) if t == "*" => {
+                    ports = None;
+                    continue;
+                }
                 RawPort::Text(t) => (t.clone(), t.parse::<i64>().ok()),
             };
+            if number.is_none() && !text.is_empty() {
+                let Some(targets) = self.net_target("net.bind", &text)? else {
+                    continue;
+                };
+                for t in targets {
+                    if !matches!(t, NetTarget::Cidr { .. } | NetTarget::AnyHost { .. }) {
+                        return Err(self.bad_value("net.bind", &text, hint.into()));
+                    }
+                    push_unique(&mut addrs, t);
+                }
+                continue;
+            }
             match number
                 .and_then(|n| u16::try_from(n).ok())
                 .filter(|&p| p != 0)
             {
-                Some(p) => push_unique(&mut ports, p),
-                None => {
-                    return Err(self.bad_value(
-                        "net.bind",
-                        &text,
-                        "not a port (1-65535)\nhint: use port numbers, or \"*\" for any".into(),
-                    ))
+                Some(p) => {
+                    if let Some(ports) = &mut ports {
+                        push_unique(ports, p);
+                    }
                 }
+                None => return Err(self.bad_value("net.bind", &text, hint.into())),
             }
         }
-        Ok(Some(ports))
+        Ok((ports, addrs))
     }
 
     fn size(&self, size: &RawSize) -> Result<u64, PolicyError> {
@@ -672,9 +788,9 @@ impl Cx<'_> {
         if addr.is_empty() && !raw.addr.is_empty() {
             return Ok(None);
         }
-        if !addr.is_empty() && !when.contains(&Op::Connect) {
+        if !addr.is_empty() && !when.iter().any(|op| op.is_net()) {
             return Err(bad(
-                "`addr` applies only to connect\nhint: add \"connect\" to `when`",
+                "`addr` applies only to connect, bind and dns\nhint: add \"connect\" to `when`",
             ));
         }
 
@@ -1097,7 +1213,23 @@ action = "kill"
         assert!(strict.net.connect.is_empty() && !strict.net.dns);
 
         let ci = load(&["ci".into()], &vars()).unwrap();
-        assert!(ci.fs.read.iter().all(|r| !r.starts_with("/home/u")));
+        // Under the home directory, ci reads the toolchains and cargo's home, nothing else.
+        let toolchains = [
+            ".cargo/bin",
+            ".rustup",
+            ".pyenv",
+            ".nvm",
+            ".local/bin",
+            ".local/lib",
+            ".local/share/pipx",
+            ".local/share/uv",
+            ".cargo",
+        ]
+        .map(|t| PathBuf::from("/home/u").join(t));
+        for r in ci.fs.read.iter().filter(|r| r.starts_with("/home/u")) {
+            assert!(toolchains.contains(r), "{}", r.display());
+        }
+        assert!(ci.home.private && strict.home.private);
         assert!(ci.net.dns);
         let agent = load(&[], &vars()).unwrap();
         assert_eq!(agent.name, "agent", "agent is the default");
@@ -1144,6 +1276,21 @@ action = "kill"
         }
         assert!(agent.fs.protect_anchors.contains(&PathBuf::from("/ws")));
         assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));
+        assert!(!agent.home.private);
+        assert_eq!(
+            agent.home.redact,
+            [(
+                "NPM_CONFIG_USERCONFIG".to_string(),
+                PathBuf::from("/home/u/.npmrc")
+            )]
+        );
+        for p in [&agent, &ci, &strict] {
+            assert!(
+                p.home.locate.iter().any(|(v, _)| v == "RUSTUP_HOME"),
+                "{}",
+                p.name
+            );
+        }
     }
 
     #[test]

@@ -63,6 +63,7 @@ impl Run {
             subreaper: false,
             notices: None,
             progress: None,
+            config_files: false,
         }
     }
 }
@@ -87,6 +88,7 @@ pub struct RunBuilder {
     pub(super) subreaper: bool,
     pub(super) notices: Option<NoticeFn>,
     pub(super) progress: Option<ProgressFn>,
+    pub(super) config_files: bool,
 }
 
 impl RunBuilder {
@@ -205,6 +207,15 @@ impl RunBuilder {
     /// the run (the CLI). The previous setting is restored at the end.
     pub fn subreaper(mut self, on: bool) -> Self {
         self.subreaper = on;
+        self
+    }
+
+    /// Also use the configuration files found without a flag, as `guard exec` does (default:
+    /// false): the user's `$XDG_CONFIG_HOME/guard/config.toml` and the workspace's nearest
+    /// `.guard.toml` once trusted, layered under the named profiles (`docs/profiles.md`). The
+    /// command may not change either of them (rule `fs.guard-config`).
+    pub fn config_files(mut self, on: bool) -> Self {
+        self.config_files = on;
         self
     }
 

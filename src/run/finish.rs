@@ -40,11 +40,14 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
     }
     // The supervisor may already have ended (no process holds the filter any more).
     let mut journal = None;
+    let mut explanations = Default::default();
     if let Some(supervisor) = a.supervisor.take() {
         if !supervisor.is_finished() {
             let _ = nix::unistd::write(&a.stop, b"x");
         }
-        journal = supervisor.join().unwrap_or_default().journal;
+        let report = supervisor.join().unwrap_or_default();
+        journal = report.journal;
+        explanations = report.explanations;
     }
 
     let policy_stop = a.shared.policy_stop.load(Ordering::SeqCst);
@@ -134,6 +137,7 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
         kind,
         rollback,
         summary,
+        explanations,
     })
 }
 

@@ -19,8 +19,10 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod config;
 mod finish;
 mod history;
+mod home;
 mod outcome;
 mod prepare;
 mod profiles;
@@ -39,3 +41,4 @@ pub use running::Running;
 
 pub use crate::journal::{Conflict, Diff, PruneReport, Recovered};
 pub use crate::launch::RunTree;
+pub use crate::supervisor::Explanations;

@@ -6,6 +6,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::audit;
+use crate::supervisor::Explanations;
 
 /// Something a run tells its user while it goes. The CLI prints each one as `guard: {notice}`;
 /// a program that sets no handler gets them as `tracing` warnings.
@@ -27,6 +28,8 @@ pub enum Notice {
         program: PathBuf,
         /// The errno of `execve`.
         error: io::Error,
+        /// Why, when guard can tell (the program lies outside the profile's read roots).
+        hint: Option<String>,
     },
     /// An entry the automatic rollback could not undo or verify (it went on with the rest).
     RollbackProblem(String),
@@ -46,6 +49,12 @@ pub enum Notice {
     },
     /// Policy stopped the run (a `kill` rule, or `on-deny = "kill"`).
     PolicyStop,
+    /// A workspace configuration file was found but not used: its user has not trusted it
+    /// (or it changed since).
+    UntrustedConfig {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for Notice {
@@ -56,9 +65,15 @@ impl fmt::Display for Notice {
                 "warning: run {run} on this workspace was interrupted (guard died) and its changes are still in place\nhint: `guard recover -w {}` restores the workspace to where that run started",
                 workspace.display()
             ),
-            Notice::ExecFailed { program, error } => {
+            Notice::ExecFailed {
+                program,
+                error,
+                hint,
+            } => {
                 write!(f, "cannot execute {}: {error}", program.display())?;
-                if error.raw_os_error() == Some(libc::EPERM) {
+                if let Some(hint) = hint {
+                    write!(f, "\nhint: {hint}")?;
+                } else if error.raw_os_error() == Some(libc::EPERM) {
                     f.write_str("\nhint: the profile denies this exec; see `guard log --denied`")?;
                 }
                 Ok(())
@@ -78,6 +93,12 @@ impl fmt::Display for Notice {
             Notice::PolicyStop => {
                 f.write_str("the run was stopped by policy; see `guard log --denied`")
             }
+            Notice::UntrustedConfig { path } => write!(
+                f,
+                "warning: not using {}: it is not trusted (new, or changed since it was trusted)\nhint: read it, then `guard profile trust {}` to use it from now on",
+                path.display(),
+                path.display()
+            ),
         }
     }
 }
@@ -121,6 +142,9 @@ pub struct Outcome {
     /// The run summary, as written to `summary.json`: counts per verdict, the first denied
     /// calls, checkpoints, rollbacks, files changed, tree digests.
     pub summary: audit::Summary,
+    /// The run's refusals per rule, and how many the refused processes were told about on
+    /// their stderr.
+    pub explanations: Explanations,
 }
 
 impl Outcome {
@@ -138,5 +162,35 @@ impl Outcome {
     /// Decisions per verdict (suppressed ones included).
     pub fn counts(&self) -> audit::Counts {
         self.summary.counts
+    }
+
+    /// One line about the run's refusals for its user, or `None` when nothing was refused:
+    /// how many (the number `guard log --denied` lists), by which rules, how many the refused
+    /// processes were told about, and where to read them all.
+    pub fn refusals_line(&self) -> Option<String> {
+        let refused = self.counts().refused();
+        if refused == 0 {
+            return None;
+        }
+        let mut by_rule: Vec<(&String, &u64)> = self.explanations.by_rule.iter().collect();
+        by_rule.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let rules: Vec<String> = by_rule.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let calls = if refused == 1 { "call" } else { "calls" };
+        let mut line = format!("{refused} {calls} refused");
+        if !rules.is_empty() {
+            line.push_str(&format!(" ({})", rules.join(", ")));
+        }
+        let e = &self.explanations;
+        if e.written > 0 || e.not_written() > 0 {
+            line.push_str(&format!(
+                "; {} explained on the refused process's stderr",
+                e.written
+            ));
+            if e.not_written() > 0 {
+                line.push_str(&format!(", {} not", e.not_written()));
+            }
+        }
+        line.push_str(&format!("; see `guard log --denied {}`", self.run_id));
+        Some(line)
     }
 }

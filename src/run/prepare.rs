@@ -106,8 +106,13 @@ pub(super) fn dirs(b: &RunBuilder) -> Result<Dirs, RunError> {
     Ok(dirs)
 }
 
-/// 2. The policy, resolved with this run's variables.
-pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunError> {
+/// 2. The policy, resolved with this run's variables (and, when the builder asks for it, over
+///    the configuration files found for the workspace); with the workspace file that was
+///    found but not used because it is not trusted.
+pub(super) fn policy(
+    b: &mut RunBuilder,
+    d: &Dirs,
+) -> Result<(Arc<Policy>, Option<PathBuf>), RunError> {
     let vars = Vars {
         workspace: d.workspace.clone(),
         home: std::env::var_os("HOME")
@@ -116,7 +121,17 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
         tmp: d.tmp.clone(),
         state: d.state.clone(),
     };
-    let mut policy = std::mem::take(&mut b.profiles).resolve(&vars)?;
+    let found = if b.config_files {
+        super::config::discover(
+            &d.workspace,
+            &d.state,
+            super::config::user_dir(|k| std::env::var_os(k)),
+        )
+    } else {
+        super::config::ConfigFiles::default()
+    };
+    let mut policy = std::mem::take(&mut b.profiles).resolve(&vars, &found.layers())?;
+    policy.guard_files.extend(found.user_dir.clone());
     if policy.net.dns {
         policy.net.connect.extend(crate::supervisor::nameservers());
     }
@@ -137,7 +152,7 @@ pub(super) fn policy(b: &mut RunBuilder, d: &Dirs) -> Result<Arc<Policy>, RunErr
             policy.transaction.mass_delete.action = policy::Action::Deny;
         }
     }
-    Ok(Arc::new(policy))
+    Ok((Arc::new(policy), found.untrusted().map(Path::to_path_buf)))
 }
 
 pub(super) fn cstring(bytes: Vec<u8>) -> CString {

@@ -3,6 +3,7 @@
 //! depend on the run: `{tmp}` is the run's private temporary directory, named after its id.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use crate::policy::{self, Policy, PolicyError, Vars};
 
@@ -59,13 +60,13 @@ impl Profiles {
         }
     }
 
-    /// Resolve the selection with the run's variables.
-    pub(crate) fn resolve(self, vars: &Vars) -> Result<Policy, PolicyError> {
+    /// Resolve the selection with the run's variables, layered over the configuration files
+    /// `config` that were found without a flag (see
+    /// [`policy::load_layers`](crate::policy::load_layers)). A resolver of the embedding
+    /// program gets no configuration files.
+    pub(crate) fn resolve(self, vars: &Vars, config: &[PathBuf]) -> Result<Policy, PolicyError> {
         match self.source {
-            Source::Specs(specs) if specs.is_empty() => {
-                policy::load(&[DEFAULT_PROFILE.to_string()], vars)
-            }
-            Source::Specs(specs) => policy::load(&specs, vars),
+            Source::Specs(specs) => policy::load_layers(&specs, config, vars),
             Source::Resolver(resolve) => resolve(vars),
         }
     }

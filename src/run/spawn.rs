@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::builder::{NoticeFn, RunBuilder};
 use super::prepare::{cstring, dirs, policy};
 use super::running::{Active, ProcessState, Running};
-use super::{start, Notice, RunError};
+use super::{home, start, Notice, RunError};
 use crate::audit::{self, AuditWriter, Event};
 use crate::confine::{self, features, Feature, Features};
 use crate::journal::{self, Journal, RunMeta};
@@ -41,7 +41,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     d.profile = b.profiles.describe();
-    let policy = policy(&mut b, &d)?;
+    let (policy, untrusted) = policy(&mut b, &d)?;
+    if let Some(path) = untrusted {
+        notify(&mut b.notices, Notice::UntrustedConfig { path });
+    }
+    home::create_write_roots(&policy);
     let otlp = audit::OtlpConfig::detect(b.audit_otlp.as_deref(), &d.run_dir.id, &|name| {
         std::env::var(name).ok()
     })
@@ -82,7 +86,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         _ => argv[0].clone(),
     };
     let program = launch::resolve_program(&name, path_var.as_deref())?;
-    let extra = [
+    let res_options = base_env
+        .iter()
+        .find(|(k, _)| k == "RES_OPTIONS")
+        .map(|(_, v)| v.as_os_str());
+    let mut extra = vec![
         ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
         ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
         (
@@ -90,7 +98,16 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             d.workspace.as_os_str().to_os_string(),
         ),
     ];
-    let envp = launch::sanitize_env(base_env, &policy.env, &extra);
+    if let Some(v) = crate::supervisor::resolver_options(
+        &policy,
+        res_options,
+        crate::sys::process::glibc_version(),
+    ) {
+        extra.push(("RES_OPTIONS".to_string(), v));
+    }
+    extra.extend(home::private_home(&policy, &d.tmp)?);
+    let mut envp = launch::sanitize_env(base_env, &policy.env, &extra);
+    home::tool_variables(&policy, &d.tmp, &mut envp)?;
     let c_argv: Vec<CString> = argv.iter().map(|a| cstring(a.clone().into_vec())).collect();
 
     // 4. The confinement, built in the parent, from one probe of the kernel.
@@ -100,6 +117,15 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .map_err(|errno| RunError::NoNotify(io::Error::from_raw_os_error(errno)))?;
     let features = Features::of_kernel(&kernel, &b.features);
     let prepared = confine::landlock::prepare(&policy, &features)?;
+    let exec_roots = prepared.ruleset.is_some().then(|| {
+        policy
+            .fs
+            .read
+            .iter()
+            .chain(&policy.fs.write)
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect::<Vec<_>>()
+    });
     let filter = confine::seccomp::build(&confine::seccomp::FilterSpec::for_policy(&policy))?;
     let filter: Vec<libc::sock_filter> = filter.into_iter().map(libc::sock_filter::from).collect();
 
@@ -212,6 +238,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         journal: Some(journal),
         root: command_pid as u32,
         tree: tree.clone(),
+        exec_roots,
     })
     .spawn();
     let supervisor = match supervisor {
@@ -229,7 +256,17 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let mut exec_failed = false;
     if let Err(launch::ExecFailed(error)) = spawned.wait_exec() {
         exec_failed = true;
-        notify(&mut b.notices, Notice::ExecFailed { program, error });
+        let hint = (error.raw_os_error() == Some(libc::EACCES))
+            .then(|| outside_roots_hint(&policy, &program))
+            .flatten();
+        notify(
+            &mut b.notices,
+            Notice::ExecFailed {
+                program,
+                error,
+                hint,
+            },
+        );
     }
     d.armed = false;
     Ok(Running::new(Active {
@@ -258,4 +295,29 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         notices: b.notices.take(),
         progress: b.progress.take(),
     }))
+}
+
+/// Why Landlock refused to execute `program`, when it is because the program lies outside
+/// every read and write root (the kernel does not tell guard; it can see it for itself).
+fn outside_roots_hint(policy: &policy::Policy, program: &std::path::Path) -> Option<String> {
+    if policy.mode != policy::Mode::Enforce {
+        return None;
+    }
+    let real = std::fs::canonicalize(program).ok()?;
+    let inside = policy
+        .fs
+        .read
+        .iter()
+        .chain(&policy.fs.write)
+        .filter_map(|root| std::fs::canonicalize(root).ok())
+        .any(|root| real.starts_with(root));
+    if inside {
+        return None;
+    }
+    let dir = real.parent().unwrap_or(&real);
+    Some(format!(
+        "{} lies outside the profile's read roots (Landlock refused it); to allow, add {} to [fs] read",
+        real.display(),
+        dir.display()
+    ))
 }

@@ -106,6 +106,8 @@ pub enum Args {
         to: PathArg,
         /// AT_SYMLINK_FOLLOW: a final symlink of `from` is followed.
         follow: bool,
+        /// AT_EMPTY_PATH: an empty `from` names its descriptor itself.
+        empty_path: bool,
     },
     Symlink {
         target: StrPtr,
@@ -156,6 +158,41 @@ pub enum Args {
     Connect {
         sock: i32,
         addr: BlockPtr,
+    },
+    /// sendto with a destination (without one it is not trapped). `len`: the length asked
+    /// for; `buf` covers at most [`PAYLOAD_MAX`] of it. `addr`: `None` for a zero address
+    /// length (the kernel then ignores the pointer).
+    SendTo {
+        sock: i32,
+        buf: BlockPtr,
+        len: usize,
+        flags: i32,
+        addr: Option<BlockPtr>,
+    },
+    /// sendmsg: the `struct msghdr` is read here, what it points to by the resolve stage.
+    SendMsg {
+        sock: i32,
+        msg: BlockPtr,
+        flags: i32,
+    },
+    /// sendmmsg: `vlen` capped at the kernel's UIO_MAXIOV; read by the resolve stage.
+    SendMmsg {
+        sock: i32,
+        vec: u64,
+        vlen: u32,
+        flags: i32,
+    },
+    Bind {
+        sock: i32,
+        addr: BlockPtr,
+    },
+    Listen {
+        sock: i32,
+        backlog: i32,
+    },
+    /// The caller changes its credentials, or its umask (`umask`: the new mask).
+    Credentials {
+        umask: Option<u32>,
     },
 }
 
@@ -211,7 +248,17 @@ impl Call {
                 None,
             ],
             Args::Exec { at, argv, .. } => [path(at), Some(Want::Argv(*argv)), None],
-            Args::Connect { addr, .. } => [Some(Want::Block(*addr)), None, None],
+            Args::Connect { addr, .. } | Args::Bind { addr, .. } => {
+                [Some(Want::Block(*addr)), None, None]
+            }
+            Args::SendTo { buf, addr, .. } => [
+                (buf.len > 0).then_some(Want::Block(*buf)),
+                addr.map(Want::Block),
+                None,
+            ],
+            Args::SendMsg { msg, .. } => [Some(Want::Block(*msg)), None, None],
+            Args::SendMmsg { .. } | Args::Listen { .. } => [None, None, None],
+            Args::Credentials { .. } => [None, None, None],
         }
     }
 }
@@ -228,8 +275,10 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG): the call fails with
-    /// the errno the kernel itself gives it, not by policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), a name to create
+    /// that exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash,
+    /// `.`, `..`: `names::refused`): the call fails with the errno the kernel itself gives it,
+    /// not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -252,7 +301,7 @@ impl Failure {
         let mut f = Self::undecodable(syscall, e, what);
         if matches!(
             f.errno,
-            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EEXIST
         ) {
             f.kind = FailureKind::Unresolved;
         }
@@ -279,6 +328,13 @@ const SOCKADDR_MAX: usize = 128;
 pub const XATTR_SIZE_MAX: usize = 65536;
 /// `struct xattr_args` of setxattrat: value pointer, size, flags.
 const XATTR_ARGS_LEN: usize = 16;
+/// The most of one send's payload guard copies: a stream send of more is sent in part (the
+/// caller sees a short count, as the kernel may give), a datagram of more fails with EMSGSIZE.
+pub const PAYLOAD_MAX: usize = 4 << 20;
+/// `struct msghdr` on 64-bit Linux.
+pub const MSGHDR_LEN: usize = 56;
+/// The kernel's cap on sendmmsg's vector (UIO_MAXIOV).
+pub const MMSG_MAX: u32 = 1024;
 /// `struct open_how`: flags, mode, resolve (the size openat2 had first; larger sizes only
 /// append fields, which guard does not use).
 const OPEN_HOW_LEN: usize = 24;
@@ -345,6 +401,7 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             from: at(from.0, from.1),
             to: at(to.0, to.1),
             follow: flagged(flags, libc::AT_SYMLINK_FOLLOW),
+            empty_path: flagged(flags, libc::AT_EMPTY_PATH),
         },
         Shape::Symlink {
             target,
@@ -504,6 +561,79 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
                 addr: BlockPtr { addr: a(addr), len },
             }
         }
+        Shape::SendTo {
+            sock,
+            buf,
+            len,
+            flags,
+            addr,
+            addrlen,
+        } => {
+            let alen = a32(addrlen) as i32;
+            if !(0..=SOCKADDR_MAX as i32).contains(&alen) {
+                return Err(Failure::undecodable(
+                    row.name,
+                    &io::Error::from_raw_os_error(libc::EINVAL),
+                    "address length out of range",
+                ));
+            }
+            Args::SendTo {
+                sock: a(sock) as i32,
+                buf: BlockPtr {
+                    addr: a(buf),
+                    len: (a(len) as usize).min(PAYLOAD_MAX),
+                },
+                len: a(len) as usize,
+                flags: a32(flags) as i32,
+                addr: (alen > 0).then(|| BlockPtr {
+                    addr: a(addr),
+                    len: alen as usize,
+                }),
+            }
+        }
+        Shape::SendMsg { sock, msg, flags } => Args::SendMsg {
+            sock: a(sock) as i32,
+            msg: BlockPtr {
+                addr: a(msg),
+                len: MSGHDR_LEN,
+            },
+            flags: a32(flags) as i32,
+        },
+        Shape::SendMmsg {
+            sock,
+            vec,
+            vlen,
+            flags,
+        } => Args::SendMmsg {
+            sock: a(sock) as i32,
+            vec: a(vec),
+            vlen: a32(vlen).min(MMSG_MAX),
+            flags: a32(flags) as i32,
+        },
+        Shape::Bind { sock, addr, len } => {
+            let alen = a32(len) as i32;
+            if !(2..=SOCKADDR_MAX as i32).contains(&alen) {
+                return Err(Failure::undecodable(
+                    row.name,
+                    &io::Error::from_raw_os_error(libc::EINVAL),
+                    "address length out of range",
+                ));
+            }
+            Args::Bind {
+                sock: a(sock) as i32,
+                addr: BlockPtr {
+                    addr: a(addr),
+                    len: alen as usize,
+                },
+            }
+        }
+        Shape::Listen { sock, backlog } => Args::Listen {
+            sock: a(sock) as i32,
+            backlog: a32(backlog) as i32,
+        },
+        Shape::Credentials { umask } => Args::Credentials {
+            umask: umask.map(a32),
+        },
     };
     Ok(Call {
         syscall: row.name,
@@ -537,6 +667,10 @@ mod tests {
             "open" | "openat" | "openat2" | "creat" => "open",
             "execve" | "execveat" => "exec",
             "connect" => "connect",
+            "sendto" | "sendmsg" | "sendmmsg" => "send",
+            "bind" | "listen" => "bind",
+            "setuid" | "setgid" | "setreuid" | "setregid" | "setresuid" | "setresgid"
+            | "setfsuid" | "setfsgid" | "setgroups" | "capset" | "umask" => "credentials",
             _ => return None,
         })
     }
@@ -585,6 +719,22 @@ mod tests {
         "execve",
         "execveat",
         "connect",
+        "sendto",
+        "sendmsg",
+        "sendmmsg",
+        "bind",
+        "listen",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
     /// aarch64 has only the *at forms, and renameat (glibc's rename() there).
     const AARCH64_TRAPPED: &[&str] = &[
@@ -615,6 +765,22 @@ mod tests {
         "execve",
         "execveat",
         "connect",
+        "sendto",
+        "sendmsg",
+        "sendmmsg",
+        "bind",
+        "listen",
+        "setuid",
+        "setgid",
+        "setreuid",
+        "setregid",
+        "setresuid",
+        "setresgid",
+        "setfsuid",
+        "setfsgid",
+        "setgroups",
+        "capset",
+        "umask",
     ];
 
     fn kind(args: &Args) -> &'static str {
@@ -632,6 +798,9 @@ mod tests {
             Args::Open { .. } => "open",
             Args::Exec { .. } => "exec",
             Args::Connect { .. } => "connect",
+            Args::SendTo { .. } | Args::SendMsg { .. } | Args::SendMmsg { .. } => "send",
+            Args::Bind { .. } | Args::Listen { .. } => "bind",
+            Args::Credentials { .. } => "credentials",
         }
     }
 
@@ -733,7 +902,22 @@ mod tests {
                 dirfd(d);
                 numbers.extend(flags.map(|i| (i, 0)));
             }
-            Shape::Connect { sock, len, .. } => numbers.extend([(sock, 3), (len, 16)]),
+            Shape::Connect { sock, len, .. } | Shape::Bind { sock, len, .. } => {
+                numbers.extend([(sock, 3), (len, 16)])
+            }
+            Shape::SendTo {
+                sock,
+                len,
+                flags,
+                addrlen,
+                ..
+            } => numbers.extend([(sock, 3), (len, 10), (flags, 0), (addrlen, 16)]),
+            Shape::SendMsg { sock, flags, .. } => numbers.extend([(sock, 3), (flags, 0)]),
+            Shape::SendMmsg {
+                sock, vlen, flags, ..
+            } => numbers.extend([(sock, 3), (vlen, 2), (flags, 0)]),
+            Shape::Listen { sock, backlog } => numbers.extend([(sock, 3), (backlog, 5)]),
+            Shape::Credentials { umask } => numbers.extend(umask.map(|i| (i, 0o022))),
         }
         for (i, v) in numbers {
             args[i] = v;
@@ -756,7 +940,9 @@ mod tests {
         ] {
             let mut seen = Vec::new();
             for row in table {
-                let (Treatment::Trap(shape) | Treatment::TrapWhenWriting(shape)) = row.treatment
+                let (Treatment::Trap(shape)
+                | Treatment::TrapWhenWriting(shape)
+                | Treatment::TrapWhenAddressed(shape)) = row.treatment
                 else {
                     continue;
                 };

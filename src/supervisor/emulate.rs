@@ -21,6 +21,7 @@ use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
 use super::resolve::Act;
 use super::target::{Kind, Target};
+use crate::creds;
 use crate::journal::{Journal, JournalError, Saved};
 use crate::policy::Oversize;
 use crate::sys::{Listener, Notif};
@@ -50,36 +51,19 @@ pub enum Outcome {
     Continue,
 }
 
-fn errno(e: nix::errno::Errno) -> Outcome {
-    Outcome::Failed(e as i32)
-}
-
-fn done(r: nix::Result<()>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Done(0),
-        Err(e) => errno(e),
-    }
-}
-
-/// The caller's umask, from /proc/PID/status (read at every create: a cached value could
-/// create a private file with looser permissions than asked).
-pub fn caller_umask(pid: u32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
-}
-
-/// Prepare the supervisor thread: its own fs context (so the umask it sets does not touch the
-/// rest of guard), with umask 0 so the modes it passes are the ones the caller's umask leaves.
+/// Prepare the supervisor thread: its own fs context (so the umask it takes on from each
+/// caller touches no other thread of guard), with umask 0 outside the caller's calls.
 pub fn init_thread() -> io::Result<()> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
     nix::sys::stat::umask(Mode::empty());
+    creds::assume::mark_private_fs();
     Ok(())
+}
+
+/// Performs `call`, the caller's own mutation, with the caller's credentials (see
+/// `crate::creds`): the kernel judges it as it would have judged the caller.
+fn as_caller(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
+    io_done(creds::as_caller(|| call().map_err(io::Error::from)))
 }
 
 fn raw(t: &Target) -> Option<i32> {
@@ -171,7 +155,12 @@ pub fn perform(
                 // Nothing there: the call fails as the kernel would, with nothing to record.
                 return Outcome::Failed(libc::ENOENT);
             }
-            j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+            if at.pinned.is_some() {
+                // An object no name reaches: nothing in the tree changes.
+                Ok(())
+            } else {
+                j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+            }
         }
         Act::FdMeta { on, .. } if !on.unnamed => j.will_change_meta_of(on.fd.as_fd(), &on.path),
         Act::FdMeta { .. } => Ok(()),
@@ -196,7 +185,7 @@ pub fn perform(
                 Ok(())
             }
         }
-        Act::Continue | Act::Connect { .. } => Ok(()),
+        Act::Continue | Act::Connect { .. } | Act::Net(_) => Ok(()),
     };
     match before {
         Ok(()) => perform_plain(act, n, listener, inject),
@@ -204,105 +193,162 @@ pub fn perform(
     }
 }
 
-/// Perform `act` without a journal.
+/// Perform `act` without a journal, with the caller's credentials. Modes go to the kernel as
+/// the caller gave them: the worker has the caller's umask (or a default ACL applies instead).
 fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject) -> Outcome {
     match act {
         Act::Continue => Outcome::Continue,
-        Act::PathMeta { at, op } => io_done(super::meta::perform_at(at, op)),
-        Act::FdMeta { on, op } => io_done(super::meta::perform_fd(on, op)),
-        Act::InstallConfig { from, to, content } => {
-            io_done(super::git::install::install(None, from, to, content))
+        Act::PathMeta { at, op } => io_done(creds::as_caller(|| super::meta::perform_at(at, op))),
+        Act::FdMeta { on, op } => io_done(creds::as_caller(|| super::meta::perform_fd(on, op))),
+        Act::InstallConfig { from, to, content } => io_done(creds::as_caller(|| {
+            super::git::install::install(None, from, to, content)
+        })),
+        Act::Unlink(t) => {
+            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::NoRemoveDir))
         }
-        Act::Unlink(t) => done(nix::unistd::unlinkat(
-            raw(t),
-            t.name.as_os_str(),
-            UnlinkatFlags::NoRemoveDir,
-        )),
-        Act::Rmdir(t) => done(nix::unistd::unlinkat(
-            raw(t),
-            t.name.as_os_str(),
-            UnlinkatFlags::RemoveDir,
-        )),
-        Act::Rename { from, to, flags } => done(nix::fcntl::renameat2(
-            raw(from),
-            from.name.as_os_str(),
-            raw(to),
-            to.name.as_os_str(),
-            RenameFlags::from_bits_retain(*flags),
-        )),
-        Act::Link { from, to } => done(nix::unistd::linkat(
-            raw(from),
-            from.name.as_os_str(),
-            raw(to),
-            to.name.as_os_str(),
-            AtFlags::empty(),
-        )),
-        Act::Symlink { target, at } => done(nix::unistd::symlinkat(
-            std::ffi::OsStr::from_bytes(target),
-            raw(at),
-            at.name.as_os_str(),
-        )),
-        Act::Mkdir { at, mode } => {
-            let mode = mode & 0o7777 & !caller_umask(n.pid);
-            done(nix::sys::stat::mkdirat(
+        Act::Rmdir(t) => {
+            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::RemoveDir))
+        }
+        Act::Rename { from, to, flags } => as_caller(|| {
+            nix::fcntl::renameat2(
+                raw(from),
+                &*from.call_name(),
+                raw(to),
+                &*to.call_name(),
+                RenameFlags::from_bits_retain(*flags),
+            )
+        }),
+        Act::Link { from, to } => as_caller(|| match &from.pinned {
+            // An object with no name (deleted, O_TMPFILE): through guard's own magic link.
+            Some(pinned) => nix::unistd::linkat(
+                None,
+                std::ffi::OsStr::new(&format!("/proc/self/fd/{}", pinned.as_raw_fd())),
+                raw(to),
+                &*to.call_name(),
+                AtFlags::AT_SYMLINK_FOLLOW,
+            ),
+            None => nix::unistd::linkat(
+                raw(from),
+                &*from.call_name(),
+                raw(to),
+                &*to.call_name(),
+                AtFlags::empty(),
+            ),
+        }),
+        Act::Symlink { target, at } => as_caller(|| {
+            nix::unistd::symlinkat(
+                std::ffi::OsStr::from_bytes(target),
                 raw(at),
-                at.name.as_os_str(),
-                Mode::from_bits_truncate(mode),
-            ))
-        }
+                &*at.call_name(),
+            )
+        }),
+        Act::Mkdir { at, mode } => as_caller(|| {
+            nix::sys::stat::mkdirat(
+                raw(at),
+                &*at.call_name(),
+                Mode::from_bits_truncate(mode & 0o7777),
+            )
+        }),
         Act::Mknod { at, mode, dev } => {
-            let perm = mode & 0o7777 & !caller_umask(n.pid);
             let kind = SFlag::from_bits_truncate(mode & libc::S_IFMT);
-            done(nix::sys::stat::mknodat(
-                raw(at),
-                at.name.as_os_str(),
-                kind,
-                Mode::from_bits_truncate(perm),
-                *dev,
-            ))
+            as_caller(|| {
+                nix::sys::stat::mknodat(
+                    raw(at),
+                    &*at.call_name(),
+                    kind,
+                    Mode::from_bits_truncate(mode & 0o7777),
+                    *dev,
+                )
+            })
         }
         Act::Chmod { at, mode } => {
             if at.kind == Some(Kind::Symlink) {
                 // Linux cannot change a symlink's mode.
                 return Outcome::Failed(libc::EOPNOTSUPP);
             }
-            let fd = match open_path(at) {
-                Ok(fd) => fd,
-                Err(e) => return errno(e),
-            };
-            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            done(nix::sys::stat::fchmodat(
-                None,
-                proc_path.as_str(),
-                Mode::from_bits_truncate(mode & 0o7777),
-                nix::sys::stat::FchmodatFlags::FollowSymlink,
-            ))
+            as_caller(|| {
+                let own;
+                let fd = match &at.pinned {
+                    Some(pinned) => pinned.as_raw_fd(),
+                    None => {
+                        own = open_path(at)?;
+                        own.as_raw_fd()
+                    }
+                };
+                let proc_path = format!("/proc/self/fd/{fd}");
+                nix::sys::stat::fchmodat(
+                    None,
+                    proc_path.as_str(),
+                    Mode::from_bits_truncate(mode & 0o7777),
+                    nix::sys::stat::FchmodatFlags::FollowSymlink,
+                )
+            })
         }
         Act::Chown { at, uid, gid } => {
             let id = |v: u32| (v != u32::MAX).then_some(v);
-            done(nix::unistd::fchownat(
-                raw(at),
-                at.name.as_os_str(),
-                id(*uid).map(Uid::from_raw),
-                id(*gid).map(Gid::from_raw),
-                AtFlags::AT_SYMLINK_NOFOLLOW,
-            ))
+            as_caller(|| match &at.pinned {
+                // The object itself, through guard's own magic link to it.
+                Some(pinned) => nix::unistd::fchownat(
+                    None,
+                    format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+                    id(*uid).map(Uid::from_raw),
+                    id(*gid).map(Gid::from_raw),
+                    AtFlags::empty(),
+                ),
+                None => nix::unistd::fchownat(
+                    raw(at),
+                    &*at.call_name(),
+                    id(*uid).map(Uid::from_raw),
+                    id(*gid).map(Gid::from_raw),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                ),
+            })
         }
-        Act::Truncate { at, len } => {
-            let fd = match crate::sys::fs::openat(
-                Some(at.parent.as_fd()),
-                at.name.as_os_str(),
-                OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ) {
-                Ok(fd) => fd,
-                Err(e) => return errno(e),
-            };
-            done(nix::unistd::ftruncate(fd.as_fd(), *len))
-        }
+        Act::Truncate { at, len } => truncate(at, *len, n),
         Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
         Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
+        // Performed by the network stage before it comes here (`supervisor::net`).
+        Act::Net(_) => Outcome::Failed(libc::ENOSYS),
     }
+}
+
+/// truncate(2) for the caller, with its credentials: the kernel's checks in the kernel's
+/// order (a directory is EISDIR and any other non-regular file EINVAL before permissions),
+/// then the open for writing that checks them. The caller's file-size limit (RLIMIT_FSIZE) is
+/// its process's, not guard's: growing a file past it fails with EFBIG and sends the caller
+/// SIGXFSZ, as the kernel does.
+fn truncate(at: &Target, len: i64, n: &Notif) -> Outcome {
+    // guard's own credentials read it (the caller's may not be enough to look at itself).
+    let limit = crate::sys::creds::fsize_limit(n.pid).unwrap_or(u64::MAX);
+    let mut too_big = false;
+    let outcome = as_caller(|| {
+        let pinned = open_path(at)?;
+        let st = nix::sys::stat::fstat(pinned.as_raw_fd())?;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => return Err(nix::errno::Errno::EISDIR),
+            libc::S_IFREG => {}
+            _ => return Err(nix::errno::Errno::EINVAL),
+        }
+        if len < 0 {
+            return Err(nix::errno::Errno::EINVAL);
+        }
+        let fd = crate::sys::fs::openat(
+            None,
+            format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+            OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+            Mode::empty(),
+        )?;
+        if len > st.st_size && len as u64 > limit {
+            too_big = true;
+            return Err(nix::errno::Errno::EFBIG);
+        }
+        nix::unistd::ftruncate(fd.as_fd(), len)
+    });
+    if too_big {
+        let tgid = creds::assume::current().map_or(n.pid, |c| c.creds.tgid);
+        let _ = crate::sys::creds::tgkill(tgid, n.pid, libc::SIGXFSZ);
+    }
+    outcome
 }
 
 /// Connects now in flight on worker threads; beyond the cap, connects run on the supervisor
@@ -324,15 +370,23 @@ fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outco
     };
     let nonblocking = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
         .is_ok_and(|fl| fl & libc::O_NONBLOCK != 0);
+    // With the caller's credentials: a unix socket's path is checked for write permission.
     if nonblocking || CONNECT_WORKERS.load(Ordering::Relaxed) >= MAX_CONNECT_WORKERS {
-        return io_done(crate::sys::net::connect_raw(fd.as_fd(), addr));
+        return io_done(creds::as_caller(|| {
+            crate::sys::net::connect_raw(fd.as_fd(), addr)
+        }));
     }
     let (listener, id, addr) = (Arc::clone(listener), n.id, addr.to_vec());
+    let caller = creds::assume::current();
     CONNECT_WORKERS.fetch_add(1, Ordering::Relaxed);
     let spawned = std::thread::Builder::new()
         .name("guard-connect".into())
         .spawn(move || {
-            let r = crate::sys::net::connect_raw(fd.as_fd(), &addr);
+            let connect = || creds::as_caller(|| crate::sys::net::connect_raw(fd.as_fd(), &addr));
+            let r = match caller {
+                Some(c) => creds::for_caller(c, connect),
+                None => connect(),
+            };
             let error = r
                 .err()
                 .map(|e| -e.raw_os_error().unwrap_or(libc::EIO))
@@ -363,33 +417,33 @@ fn open(
     let cloexec = flags & libc::O_CLOEXEC != 0;
     // The final component was already resolved: never follow a symlink swapped in since.
     let mut ours = (flags & !libc::O_CLOEXEC) | libc::O_CLOEXEC;
-    if !matches!(at.kind, Some(Kind::Symlink | Kind::Magic)) {
+    if !matches!(at.kind, Some(Kind::Symlink | Kind::Magic)) && at.pinned.is_none() {
         ours |= libc::O_NOFOLLOW;
     }
     let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
-    let mode = if creates {
-        mode & 0o7777 & !caller_umask(n.pid)
-    } else {
-        0
-    };
-    let opened = match &at.pinned {
-        // Re-open the pipe pinned when the call was judged, through our own descriptor.
-        Some(pinned) => crate::sys::fs::openat(
-            None,
-            format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
-            OFlag::from_bits_retain(ours),
-            Mode::empty(),
-        ),
-        None => crate::sys::fs::openat(
-            Some(at.parent.as_fd()),
-            at.name.as_os_str(),
-            OFlag::from_bits_retain(ours),
-            Mode::from_bits_truncate(mode),
-        ),
-    };
+    // The caller's mode as it gave it: the worker has the caller's umask.
+    let mode = if creates { mode & 0o7777 } else { 0 };
+    let opened = creds::as_caller(|| {
+        match &at.pinned {
+            // Re-open the pipe pinned when the call was judged, through our own descriptor.
+            Some(pinned) => crate::sys::fs::openat(
+                None,
+                format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+                OFlag::from_bits_retain(ours),
+                Mode::empty(),
+            ),
+            None => crate::sys::fs::openat(
+                Some(at.parent.as_fd()),
+                &*at.call_name(),
+                OFlag::from_bits_retain(ours),
+                Mode::from_bits_truncate(mode),
+            ),
+        }
+        .map_err(io::Error::from)
+    });
     let fd = match opened {
         Ok(fd) => fd,
-        Err(e) => return errno(e),
+        Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
     match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {

@@ -1,7 +1,9 @@
 //! Host names in `net.connect` (`crates.io:443`) are resolved off the start-up path: a thread
-//! resolves them all in parallel while the command starts, then hands the supervisor a copy of
-//! the policy with the addresses filled in. A connect that arrives before the answers waits for
-//! them (bounded), so an early connect is judged on the full list rather than refused.
+//! resolves them all in parallel while the command starts, then hands the supervisor the
+//! addresses, which it adds to what the run has learned (`net::NetState::learn`). A connect
+//! that arrives before the answers waits for them (bounded), so an early connect is judged on
+//! the full list rather than refused. Wildcard names (`*.github.com`) cannot be resolved: their
+//! addresses come only from DNS answers guard judged during the run.
 
 use std::net::ToSocketAddrs;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -33,9 +35,12 @@ pub fn nameservers() -> Vec<NetTarget> {
         .collect()
 }
 
-/// The supervisor's side: the current policy, replaced once the lookups are done.
+/// What the start-up lookups found: each name with its addresses, and the lookups that failed.
+pub type Lookups = (Vec<(String, Vec<std::net::IpAddr>)>, Vec<String>);
+
+/// The supervisor's side: the lookups, until they are done.
 pub struct PendingHosts {
-    rx: Option<Receiver<(Arc<Policy>, Vec<String>)>>,
+    rx: Option<Receiver<Lookups>>,
 }
 
 impl PendingHosts {
@@ -46,7 +51,9 @@ impl PendingHosts {
             .connect
             .iter()
             .filter_map(|t| match t {
-                NetTarget::Host { name, port, .. } => Some((name.clone(), port.unwrap_or(443))),
+                NetTarget::Host { name, port, .. } if !name.starts_with('*') => {
+                    Some((name.clone(), port.unwrap_or(443)))
+                }
                 _ => None,
             })
             .collect();
@@ -54,7 +61,6 @@ impl PendingHosts {
             return PendingHosts { rx: None };
         }
         let (tx, rx) = mpsc::channel();
-        let base = Arc::clone(policy);
         let spawned = std::thread::Builder::new()
             .name("guard-resolver".into())
             .spawn(move || {
@@ -74,22 +80,16 @@ impl PendingHosts {
                             .collect();
                         handles.into_iter().filter_map(|h| h.join().ok()).collect()
                     });
-                let mut policy = (*base).clone();
+                let mut found = Vec::new();
                 let mut failures = Vec::new();
-                for t in &mut policy.net.connect {
-                    if let NetTarget::Host { name, addrs, .. } = t {
-                        match results.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
-                            Some(Ok(ips)) => {
-                                addrs.extend(ips.iter().copied());
-                                addrs.sort();
-                                addrs.dedup();
-                            }
-                            Some(Err(e)) => failures.push(format!("{name}: {e}")),
-                            None => failures.push(format!("{name}: lookup did not finish")),
-                        }
+                for (name, _) in &names {
+                    match results.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
+                        Some(Ok(ips)) => found.push((name.clone(), ips.clone())),
+                        Some(Err(e)) => failures.push(format!("{name}: {e}")),
+                        None => failures.push(format!("{name}: lookup did not finish")),
                     }
                 }
-                let _ = tx.send((Arc::new(policy), failures));
+                let _ = tx.send((found, failures));
             });
         match spawned {
             Ok(_) => PendingHosts { rx: Some(rx) },
@@ -100,9 +100,8 @@ impl PendingHosts {
         }
     }
 
-    /// A resolved policy if the lookups have finished; with `wait`, block for them (bounded).
-    /// Returns the lookups that failed alongside.
-    pub fn poll(&mut self, wait: bool) -> Option<(Arc<Policy>, Vec<String>)> {
+    /// The lookups if they have finished; with `wait`, block for them (bounded).
+    pub fn poll(&mut self, wait: bool) -> Option<Lookups> {
         let rx = self.rx.as_ref()?;
         let got = if wait {
             let deadline = Instant::now() + WAIT_FOR_LOOKUPS;

@@ -1,17 +1,20 @@
 //! The decide stage: the verdict on a call, from the pure [`policy::decide`]. This stage only
-//! gathers what `decide` needs: the policy in force (with the `net.connect` host names filled
-//! in once their lookups are done), and whether the call's targets are the run's own creations
-//! (`Request::fresh`); then a delete the policy allows is counted for `mass-delete`
-//! ([`super::volume`]). A call that failed before it could be judged has the verdict of its
-//! failure.
+//! gathers what `decide` needs: the policy in force (with the addresses the run learned for
+//! host names: start-up lookups and judged DNS answers), and whether the call's targets are the
+//! run's own creations (`Request::fresh`); then a delete the policy allows is counted for
+//! `mass-delete` ([`super::volume`]). A call that failed before it could be judged has the
+//! verdict of its failure; a send with several destinations is judged on each. A call refused
+//! at the write-root boundary fails with the errno the kernel gives before Landlock is asked,
+//! where it gives one (`names::before_landlock`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use crate::audit;
-use crate::policy::{self, Action, Op, Policy, Verdict};
+use crate::policy::{self, Action, Builtin, Op, Policy, RuleId, Verdict};
 
+use super::names;
 use super::resolve::Resolved;
 use super::{lock, Core, Judged};
 
@@ -24,18 +27,30 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     if lock(&core.hosts).is_pending() {
         // Only this worker waits (for a connect) while the names are looked up.
         let resolved = lock(&core.hosts).poll(r.op == Op::Connect);
-        if let Some((resolved, failures)) = resolved {
+        if let Some((found, failures)) = resolved {
             for f in failures {
                 core.audit.emit(audit::Event::Error(audit::ErrorEvent {
                     message: format!("net.connect host not resolved, it matches nothing: {f}"),
                 }));
             }
-            *core.policy.write().unwrap_or_else(PoisonError::into_inner) = resolved;
+            for (name, addrs) in found {
+                core.net.learn(&name, &addrs);
+            }
         }
     }
     let policy = policy_in_force(core);
     let fresh = is_fresh(&lock(&core.created), r);
-    let mut verdict = policy::decide(&policy, &r.request(fresh));
+    let verdict = policy::decide(&policy, &r.request(fresh));
+    let mut verdict = super::net::judge_more(&policy, r, verdict);
+    if verdict.action == Action::Deny && verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
+        // Landlock's refusal, which the kernel reaches only after its own checks of the names.
+        // The kernel's own answer, not a refusal (nothing is explained to the caller).
+        if let Some(errno) = names::before_landlock(&r.act) {
+            verdict.errno = errno;
+            verdict.rule = RuleId::Builtin(Builtin::Resolve);
+            verdict.reason = Some("the kernel answers before the write-root boundary".into());
+        }
+    }
     if verdict.action == Action::Allow {
         // A delete the policy allows may still be the one that makes a mass deletion.
         if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root, r) {

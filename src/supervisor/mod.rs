@@ -19,13 +19,18 @@
 //! what a verdict means for the run is `policy::react`'s to say.
 
 mod answer;
+mod beneath;
+mod callers;
 mod decode;
 mod emulate;
+mod explain;
 mod git;
 mod hosts;
 mod judge;
 mod memory;
 mod meta;
+mod names;
+mod net;
 mod perform;
 mod procinfo;
 mod react;
@@ -48,15 +53,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::audit::AuditHandle;
+use crate::creds;
 use crate::journal::Journal;
 use crate::policy::{self, Policy, Situation};
 use crate::sys::{Listener, Notif};
 
 use answer::Answer;
+use decode::Failure;
 use record::Record;
 
 pub use emulate::Inject;
+pub use explain::Explanations;
 pub use hosts::nameservers;
+pub use net::resolver_options;
 pub use sockaddr::decode_sockaddr;
 
 /// State the supervisor shares with the main thread.
@@ -71,6 +80,8 @@ pub struct Shared {
 pub struct Report {
     /// The journal, handed back for the end of the run.
     pub journal: Option<Journal>,
+    /// The run's refusals, and how many were explained on the refused process's stderr.
+    pub explanations: Explanations,
 }
 
 /// What the workers share. Everything that orders the workspace's history (the journal, the
@@ -81,9 +92,13 @@ struct Core {
     audit: AuditHandle,
     shared: Arc<Shared>,
     stop: OwnedFd,
-    policy: RwLock<Arc<Policy>>,
+    policy: Arc<RwLock<Arc<Policy>>>,
     hosts: Mutex<hosts::PendingHosts>,
+    /// What the network calls share with the DNS relay (the policy above, the audit log).
+    net: Arc<net::NetState>,
     procs: Mutex<procinfo::ProcCache>,
+    /// The credentials of the threads that make judged calls.
+    callers: callers::Callers,
     inject: emulate::Inject,
     tx: Mutex<TxState>,
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
@@ -91,10 +106,14 @@ struct Core {
     created: Mutex<HashSet<PathBuf>>,
     /// Deletes counted per command, for `transaction.mass-delete`.
     volume: Mutex<volume::Volume>,
+    /// What the run's refusals were and what the refused processes were told.
+    refusals: Mutex<explain::Refusals>,
     /// The run's root process.
     root: u32,
     /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
+    /// See [`Setup::exec_roots`].
+    exec_roots: Option<Vec<PathBuf>>,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
     /// Held by the one worker that polls and receives; the others handle what they took.
@@ -107,7 +126,7 @@ struct Core {
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
-    seq: AtomicU64,
+    seq: Arc<AtomicU64>,
 }
 
 /// The workspace's transactional state.
@@ -136,6 +155,10 @@ pub struct Setup {
     pub root: u32,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
+    /// The roots Landlock grants execute on (read and write roots, canonical), when a Landlock
+    /// ruleset is in force: an exec of a program outside them is explained to the caller,
+    /// since the kernel refuses it after the supervisor lets it through.
+    pub exec_roots: Option<Vec<PathBuf>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,23 +179,37 @@ impl Supervisor {
             journal,
             root,
             tree,
+            exec_roots,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
         let volume = Mutex::new(volume::Volume::new(&policy));
+        let listener = Arc::new(listener);
+        let policy = Arc::new(RwLock::new(policy));
+        let seq = Arc::new(AtomicU64::new(0));
+        let net = Arc::new(net::NetState::new(
+            Arc::clone(&policy),
+            audit.clone(),
+            Arc::clone(&seq),
+            Arc::clone(&listener),
+        ));
         Supervisor {
             core: Arc::new(Core {
-                listener: Arc::new(listener),
+                listener,
                 audit,
                 shared,
                 stop,
-                policy: RwLock::new(policy),
+                policy,
                 hosts: Mutex::new(hosts),
+                net,
                 procs: Mutex::new(procinfo::ProcCache::default()),
+                callers: callers::Callers::new(root),
                 inject,
                 created: Mutex::new(HashSet::new()),
                 volume,
+                refusals: Mutex::new(explain::Refusals::default()),
                 root,
                 tree,
+                exec_roots,
                 transactional: journal.is_some(),
                 tx: Mutex::new(TxState {
                     journal,
@@ -182,7 +219,7 @@ impl Supervisor {
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
-                seq: AtomicU64::new(0),
+                seq,
             }),
         }
     }
@@ -211,9 +248,14 @@ impl Supervisor {
                 }
                 let core = self.core;
                 core.finished.store(true, Ordering::Relaxed);
+                core.net.stop.store(true, Ordering::Relaxed);
                 receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = lock(&core.tx).journal.take();
-                Report { journal }
+                let explanations = lock(&core.refusals).stats.clone();
+                Report {
+                    journal,
+                    explanations,
+                }
             })
     }
 }
@@ -235,12 +277,29 @@ impl Judged {
 }
 
 /// One notification, down the stages: decode, read, resolve, validate, decide, react, perform,
-/// answer, record.
+/// answer, record. The resolve and perform stages act with the caller's credentials where
+/// they act for it (see `crate::creds`). A refused call is explained to the caller before it
+/// is answered; a repeat of a process's refused exec (a shell trying each `PATH` entry) is
+/// answered like the first but neither explained nor recorded again.
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
-    let resolved = decode::decode(&n).and_then(|call| {
+    let call = decode::decode(&n);
+    if let Ok(decode::Call {
+        args: decode::Args::Credentials { umask },
+        ..
+    }) = call
+    {
+        return credentials_change(core, &n, umask);
+    }
+    let caller = core.callers.caller(n.pid, false);
+    let resolved = call.and_then(|call| {
+        let caller = caller.as_ref().map_err(|e| {
+            Failure::undecodable(call.syscall, e, "cannot read the caller's credentials")
+        })?;
         let mem = read::read(n.pid, &call);
-        resolve::resolve(&n, &call, mem, core.root)
+        creds::for_caller(caller.clone(), || {
+            resolve::resolve(&n, &call, mem, core.root)
+        })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
     // caller is still the same task, waiting in the same call.
@@ -249,10 +308,12 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
     }
     let judged = match resolved {
         Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
+        Ok(resolve::Resolution::Carry(act)) => return net::carry(core, &n, &act),
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };
     let (policy, verdict) = judge::decide(core, n.pid, &judged);
+    let repeat = explain::is_repeat(core, n.pid, &judged, &verdict);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
     let mut record = Record::new(core, &n, &judged, &verdict, reaction);
     let answer = match (
@@ -260,16 +321,56 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         &judged,
     ) {
         (react::Next::Perform(tx), Judged::Call(r)) => {
-            let (answer, note) = perform::perform(core, &n, r, tx, inject, &policy);
-            record.note(note);
-            answer
+            if r.op == policy::Op::Exec {
+                // Its credentials are computed anew, and its process's other threads end.
+                core.callers.exec(n.pid);
+            }
+            if let Some(note) = explain::landlock_refuses_exec(core, n.pid, r, &policy) {
+                record.note(Some(note));
+            }
+            let caller = if r.act.creates_with_mode() {
+                core.callers.caller(n.pid, true)
+            } else {
+                caller
+            };
+            match caller {
+                Ok(caller) => {
+                    let (answer, note) = creds::for_caller(caller, || {
+                        perform::perform(core, &n, r, tx, inject, &policy)
+                    });
+                    record.note(note);
+                    answer
+                }
+                // The caller is gone (its /proc entry with it): nothing to answer.
+                Err(_) => None,
+            }
         }
-        (react::Next::Refuse(errno), _) => Some(Answer::Errno(errno)),
+        (react::Next::Refuse(errno), _) => {
+            if verdict.is_refusal() && !repeat {
+                explain::tell(core, n.pid, &judged, &verdict, &policy);
+            }
+            Some(Answer::Errno(errno))
+        }
         // A failed call's verdict is a denial: policy::react never lets it through.
         (react::Next::Perform(_), Judged::Failed(f)) => Some(Answer::Errno(f.errno)),
     };
     if let Some(a) = answer {
         answer::answer(core, n.id, a);
     }
-    record::record(core, record, start);
+    if !repeat {
+        record::record(core, record, start);
+    }
+}
+
+/// A call that changes the caller's credentials or umask: let through, with the cache of
+/// callers' credentials told first (its next call re-reads them) or, for umask, once the
+/// call is on its way.
+fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
+    if umask.is_none() {
+        core.callers.changing(n.pid);
+    }
+    let answered = core.listener.respond(n.id, 0, 0, true);
+    if let (Some(mask), Ok(())) = (umask, answered) {
+        core.callers.umask_set(n.pid, mask);
+    }
 }

@@ -27,6 +27,15 @@ pub(super) fn perform(
     inject: Inject,
     policy: &Policy,
 ) -> (Option<Answer>, Option<String>) {
+    if let super::resolve::Act::Net(act) = &r.act {
+        let answer = match super::net::perform(core, n, act, policy) {
+            Outcome::Done(v) => Some(Answer::Value(v)),
+            Outcome::Failed(e) => Some(Answer::Errno(e)),
+            Outcome::Answered => None,
+            Outcome::Continue => Some(Answer::Continue),
+        };
+        return (answer, None);
+    }
     let mut note = None;
     let ws = &policy.vars.workspace;
     let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| lock(&core.tx)));

@@ -25,6 +25,7 @@ pub(super) struct Record {
     exe: Option<PathBuf>,
     cwd: Option<PathBuf>,
     addr: Option<String>,
+    name: Option<String>,
     verdict: Verdict,
 }
 
@@ -63,6 +64,7 @@ impl Record {
                 exe: who.exe,
                 cwd: None,
                 addr: None,
+                name: None,
                 verdict,
             },
             Judged::Call(r) => Record {
@@ -76,6 +78,7 @@ impl Record {
                 exe: r.exe.clone().or(who.exe),
                 cwd: r.cwd.clone(),
                 addr: r.addr.as_ref().map(format_addr),
+                name: r.name.clone(),
                 verdict,
             },
         }
@@ -104,8 +107,10 @@ impl Record {
             path2: self.path2.map(Into::into),
             argv: self.argv.map(|a| a.into_iter().map(Into::into).collect()),
             addr: self.addr,
+            name: self.name,
             cwd: self.cwd.map(Into::into),
             verdict: match self.verdict.action {
+                _ if self.verdict.is_kernel_error() => audit::Verdict::Error,
                 Action::Allow => audit::Verdict::Allow,
                 Action::Deny => audit::Verdict::Deny,
                 Action::Risky => audit::Verdict::Risky,
@@ -126,7 +131,7 @@ pub(super) fn record(core: &Core, r: Record, start: Instant) {
     core.audit.decision(r.into_event(seq, latency_us));
 }
 
-fn format_addr(a: &policy::NetAddr) -> String {
+pub(super) fn format_addr(a: &policy::NetAddr) -> String {
     use policy::NetAddr;
     match a {
         NetAddr::Inet(s) => s.to_string(),

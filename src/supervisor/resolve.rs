@@ -18,11 +18,14 @@ use crate::policy::git::GitFacts;
 use crate::policy::{NetAddr, Op, Request};
 use crate::sys::Notif;
 
-use super::decode::{Args, Call, Failure, MetaWhat, OpenHow, PathArg};
+use super::beneath;
+use super::decode::{Args, Call, Failure, FailureKind, MetaWhat, OpenHow, PathArg};
 use super::meta::{self, FdTarget, MetaOp};
+use super::names;
+use super::net::{self, Check, NetAct};
 use super::read::Memory;
 use super::sockaddr::{absolute_unix, decode_sockaddr};
-use super::target::{self, Kind, Target};
+use super::target::{self, Kind, Last, Target};
 use super::txn;
 
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
@@ -99,6 +102,22 @@ pub enum Act {
         sock: i32,
         addr: Vec<u8>,
     },
+    /// A network call performed by the network stage (sends, bind, listen, a connect to a
+    /// nameserver): see [`super::net`].
+    Net(Box<NetAct>),
+}
+
+impl Act {
+    /// Whether performing it may create an entry whose mode goes through the umask.
+    pub fn creates_with_mode(&self) -> bool {
+        match self {
+            Act::Mkdir { .. } | Act::Mknod { .. } => true,
+            Act::Open { flags, .. } => {
+                flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
@@ -115,6 +134,10 @@ pub struct Resolved {
     pub exe: Option<PathBuf>,
     pub cwd: Option<PathBuf>,
     pub addr: Option<NetAddr>,
+    /// dns: the name the query asks for.
+    pub name: Option<String>,
+    /// More that a call with several destinations asks the policy (sendmmsg).
+    pub more: Vec<Check>,
     /// exec: the program has no file reachable by path (see `Request::exe_anonymous`).
     pub exe_anonymous: bool,
     /// exec by a direct child of the run's root process: a new command starts.
@@ -131,7 +154,7 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    fn new(syscall: &'static str, op: Op, act: Act) -> Self {
+    pub(super) fn new(syscall: &'static str, op: Op, act: Act) -> Self {
         Resolved {
             syscall,
             op,
@@ -142,6 +165,8 @@ impl Resolved {
             exe: None,
             cwd: None,
             addr: None,
+            name: None,
+            more: Vec::new(),
             exe_anonymous: false,
             new_command: false,
             sets_id: false,
@@ -165,6 +190,7 @@ impl Resolved {
             exe_anonymous: self.exe_anonymous,
             cwd: self.cwd.as_deref(),
             addr: self.addr.as_ref(),
+            name: self.name.as_deref(),
             reopens_own_pipe: matches!(
                 &self.act,
                 Act::Open { at, .. } if at.kind == Some(Kind::Magic)
@@ -190,6 +216,9 @@ pub enum Resolution {
     Judge(Box<Resolved>),
     /// Nothing to judge (an openat2 that only reads): let it run.
     Pass,
+    /// Nothing to judge, but guard performs it (a send without a destination: on the
+    /// duplicate of the caller's socket, see [`super::net`]); no decision is recorded.
+    Carry(Box<NetAct>),
 }
 
 /// A path argument's string, as read: empty for a NULL the call allows.
@@ -201,8 +230,17 @@ fn path_of(mem: &mut Memory, at: &PathArg) -> io::Result<Vec<u8>> {
 }
 
 /// Walk path argument `at` (its string already read) to a [`Target`].
-fn walk(n: &Notif, at: &PathArg, raw: &[u8], follow: bool) -> io::Result<Target> {
-    target::target(n.pid, at.dirfd, raw, follow)
+fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
+    target::target(n.pid, at.dirfd, raw, last)
+}
+
+/// How a call that follows a final symlink unless told not to looks the last component up.
+fn lookup(follow: bool) -> Last {
+    if follow {
+        Last::Follow
+    } else {
+        Last::NoFollow
+    }
 }
 
 /// What a metadata call acts on: a path, or the descriptor itself (no path argument, a NULL
@@ -220,7 +258,7 @@ fn meta_on(n: &Notif, at: &PathArg, mem: &mut Memory, follow: bool) -> io::Resul
     if raw.is_empty() && at.empty_path {
         return meta::fd_target(n.pid, at.dirfd, true).map(On::Fd);
     }
-    walk(n, at, &raw, follow).map(On::Path)
+    walk(n, at, &raw, lookup(follow)).map(On::Path)
 }
 
 impl Resolved {
@@ -252,6 +290,16 @@ fn same_file_on_disk(n: &Notif, at: &PathArg, raw: &[u8], exe: &Path) -> bool {
     }
 }
 
+/// mkdir, mknod and symlink of a name that exists: the kernel answers EEXIST before it asks
+/// anyone's permission (the name is looked up first), so guard gives the same answer, inside
+/// the write roots or not (`mkdir -p` of an existing path outside them is no refusal).
+fn exists_already(t: &Target) -> io::Result<()> {
+    match t.kind {
+        Some(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+        None => Ok(()),
+    }
+}
+
 /// Resolve `call`, made by the caller of `n` in a run whose root process is `root`, with the
 /// memory `mem` the read stage copied for it.
 pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Resolution, Failure> {
@@ -261,7 +309,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
     let r = match call.args {
         Args::Unlink { at, rmdir } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut r = Resolved::new(
@@ -275,10 +323,10 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Rename { from, to, flags } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
             let a = raw_a
-                .and_then(|raw| walk(n, &from, &raw, false))
+                .and_then(|raw| walk(n, &from, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, false))
+                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
@@ -295,13 +343,24 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.path2 = Some(pb);
             r
         }
-        Args::Link { from, to, follow } => {
+        Args::Link {
+            from,
+            to,
+            follow,
+            empty_path,
+        } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
             let a = raw_a
-                .and_then(|raw| walk(n, &from, &raw, follow))
+                .and_then(|raw| {
+                    if raw.is_empty() && empty_path {
+                        target::descriptor(n.pid, from.dirfd as i32)
+                    } else {
+                        walk(n, &from, &raw, lookup(follow))
+                    }
+                })
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, false))
+                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
@@ -315,8 +374,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 .string(target)
                 .map_err(|e| fail(e, "cannot read the link target"))?;
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -332,8 +392,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Mkdir { at, mode } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
             r.creates = new.then(|| p.clone());
@@ -342,8 +403,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Mknod { at, mode, dev } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, false))
+                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());
@@ -388,7 +450,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Truncate { at, len } => {
             let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, true))
+                .and_then(|raw| walk(n, &at, &raw, Last::Follow))
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let p = t.path.clone();
             let mut r = Resolved::new(name, Op::Write, Act::Truncate { at: t, len });
@@ -466,23 +528,27 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     (word(0), word(1), word(2))
                 }
             };
-            if flags & O_WRITE_FLAGS == 0 {
+            // O_PATH ignores every other flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC (an
+            // O_PATH|O_CREAT open creates nothing): nothing is written.
+            if flags & O_WRITE_FLAGS == 0 || flags & libc::O_PATH as u64 != 0 {
                 return Ok(Resolution::Pass);
-            }
-            if resolve_flags != 0 {
-                // The caller asked openat2 to restrict its own resolution; guard resolves
-                // differently, so it cannot honour that: ENOSYS makes callers fall back to openat.
-                return Err(fail(
-                    io::Error::from_raw_os_error(libc::ENOSYS),
-                    "openat2 with resolve flags",
-                ));
             }
             let creat = flags & libc::O_CREAT as u64 != 0;
             let excl = flags & libc::O_EXCL as u64 != 0;
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, !(nofollow || (creat && excl))))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let t = if resolve_flags != 0 {
+                // The caller asked the kernel to restrict its lookup: the kernel does it.
+                let raw = path_of(&mut mem, &at).map_err(|e| fail(e, "cannot read the path"))?;
+                beneath::target(n.pid, at.dirfd, &raw, flags, resolve_flags).map_err(|e| {
+                    let mut f = unresolved(e, "cannot resolve the path with its resolve flags");
+                    f.kind = FailureKind::Unresolved;
+                    f
+                })?
+            } else {
+                path_of(&mut mem, &at)
+                    .and_then(|raw| walk(n, &at, &raw, lookup(!(nofollow || (creat && excl)))))
+                    .map_err(|e| unresolved(e, "cannot resolve the path"))?
+            };
             let op = if t.kind.is_none() && creat {
                 Op::Create
             } else {
@@ -520,7 +586,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 target::caller_fd_path(n.pid, at.dirfd as i32)
                     .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
             } else {
-                walk(n, &at, &raw, true)
+                walk(n, &at, &raw, Last::Follow)
                     .map_err(|e| unresolved(e, "cannot resolve the program"))?
                     .path
             };
@@ -540,6 +606,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.envp = Some(envp);
             r
         }
+        // Handled before this stage (the supervisor notes the change and lets it through).
+        Args::Credentials { .. } => return Ok(Resolution::Pass),
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)
@@ -547,11 +615,38 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let decoded =
                 decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             let wire = absolute_unix(&raw, &decoded);
-            let mut r = Resolved::new(name, Op::Connect, Act::Connect { sock, addr: wire });
+            // A connect to a nameserver goes to guard's DNS relay, which judges each query.
+            let act = match &decoded {
+                NetAddr::Inet(ns) if ns.port() == 53 => {
+                    net::sock::dns_connect(n.pid, sock, *ns).map(|a| Act::Net(Box::new(a)))
+                }
+                _ => None,
+            }
+            .unwrap_or(Act::Connect { sock, addr: wire });
+            let mut r = Resolved::new(name, Op::Connect, act);
             r.addr = Some(decoded);
             r
         }
+        Args::SendTo { .. } | Args::SendMsg { .. } | Args::SendMmsg { .. } => {
+            return net::send::resolve(n, call, mem);
+        }
+        Args::Bind { sock, addr } => {
+            let raw = net::sock::bind_address(&mut mem, name, addr)?;
+            return net::sock::resolve_bind(n, name, sock, raw);
+        }
+        Args::Listen { sock, backlog } => {
+            return net::sock::resolve_listen(n, name, sock, backlog);
+        }
     };
+    if let Some(errno) = names::refused(&r.act) {
+        // The kernel refuses it for its names alone (a trailing slash, `.`, `..`).
+        return Err(Failure {
+            syscall: name,
+            errno,
+            what: "refused by the kernel for its names".to_string(),
+            kind: FailureKind::Unresolved,
+        });
+    }
     let mut r = r;
     super::git::inspect(n, &mut r);
     Ok(Resolution::Judge(Box::new(r)))

@@ -56,9 +56,46 @@ pub struct Target {
     pub path: PathBuf,
     /// What is there now (not following a final symlink), if anything.
     pub kind: Option<Kind>,
-    /// For [`Kind::Magic`]: the caller's pipe, pinned (O_PATH) when it was judged, so the
-    /// open re-opens that object and not whatever the caller dup2()s onto the number since.
+    /// The object itself, where no name reaches it, pinned when it was judged: the caller's
+    /// pipe ([`Kind::Magic`]), a file of the caller's that has no name left (deleted, or made
+    /// with O_TMPFILE) reached through its descriptor. guard acts on it through this
+    /// descriptor (`/proc/self/fd/N`), as the kernel follows the caller's magic link to the
+    /// object; `parent` and `name` are then the caller's /proc fd directory and entry.
     pub pinned: Option<OwnedFd>,
+    /// The path ended with a slash (or a symlink followed at its end pointed to one): the
+    /// kernel then wants a directory there, and guard passes the slash on in
+    /// [`Target::call_name`] so the kernel applies its own rules.
+    pub slash: bool,
+}
+
+impl Target {
+    /// The name to pass to the system call that performs the caller's call: the final name,
+    /// with the caller's trailing slash.
+    pub fn call_name(&self) -> std::borrow::Cow<'_, OsStr> {
+        if !self.slash || self.name == "." || self.name == ".." {
+            return std::borrow::Cow::Borrowed(&self.name);
+        }
+        let mut n = self.name.clone();
+        n.push("/");
+        std::borrow::Cow::Owned(n)
+    }
+
+    /// The final name is `.` or `..` (the kernel refuses to create, remove or rename those).
+    pub fn is_dot(&self) -> bool {
+        self.name == "." || self.name == ".."
+    }
+}
+
+/// How the last component of a path is looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Last {
+    /// Followed when it is a symlink (open, stat-like calls, chmod, exec, ...).
+    Follow,
+    /// Not followed, except that a trailing slash makes the kernel follow it (lchown,
+    /// O_NOFOLLOW, linkat without AT_SYMLINK_FOLLOW).
+    NoFollow,
+    /// The entry itself, never followed (unlink, rmdir, rename, the name a create makes).
+    Entry,
 }
 
 /// The type of an existing entry.
@@ -73,15 +110,23 @@ pub enum Kind {
     Other,
 }
 
-fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> Option<Kind> {
-    let st = nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .ok()?;
-    Some(match st.st_mode & libc::S_IFMT {
+/// What `name` is in `parent`, `None` when nothing is there. Looking it up needs search
+/// permission on `parent` (EACCES otherwise) and a name the filesystem can hold
+/// (ENAMETOOLONG): errors the kernel gives the call itself, before anything else.
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Kind>> {
+    let st =
+        match nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        {
+            Ok(st) => st,
+            Err(nix::errno::Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+    Ok(Some(match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         libc::S_IFLNK => Kind::Symlink,
         _ => Kind::Other,
-    })
+    }))
 }
 
 /// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
@@ -113,18 +158,66 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// Split `raw` into its directory part and final name, dropping trailing slashes.
-fn split(raw: &[u8]) -> (&[u8], &[u8]) {
+/// The object behind descriptor `fd` of thread `pid` (linkat with AT_EMPTY_PATH): pinned, as
+/// if reached through the caller's /proc/PID/fd/FD.
+pub fn descriptor(pid: u32, fd: i32) -> io::Result<Target> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    let dir = format!("/proc/{pid}/fd");
+    let parent = sys::fs::openat(
+        None,
+        dir.as_str(),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let name = std::ffi::OsString::from(fd.to_string());
+    pinned_object(parent, name, Path::new(&dir), false)
+}
+
+/// The object the caller's magic link `parent/name` (in its /proc fd directory `real`) leads
+/// to, pinned with an O_PATH descriptor of guard's own.
+fn pinned_object(parent: OwnedFd, name: OsString, real: &Path, slash: bool) -> io::Result<Target> {
+    let pinned = sys::fs::openat(
+        Some(parent.as_fd()),
+        name.as_os_str(),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let st = nix::sys::stat::fstat(pinned.as_raw_fd())?;
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    };
+    // Where it was: the caller's view of the descriptor (`/x/#1234 (deleted)`).
+    let path = std::fs::read_link(real.join(&name))?;
+    Ok(Target {
+        parent,
+        name,
+        path,
+        kind: Some(kind),
+        pinned: Some(pinned),
+        slash,
+    })
+}
+
+/// Split `raw` into its directory part and final name, and whether trailing slashes followed
+/// the name (they are dropped from it).
+fn split(raw: &[u8]) -> (&[u8], &[u8], bool) {
     let mut end = raw.len();
     while end > 1 && raw[end - 1] == b'/' {
         end -= 1;
     }
+    let slash = end < raw.len();
     let trimmed = &raw[..end];
-    match trimmed.iter().rposition(|&b| b == b'/') {
-        Some(0) => (b"/", &trimmed[1..]),
+    let (dir, name) = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (&b"/"[..], &trimmed[1..]),
         Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-        None => (b".", trimmed),
-    }
+        None => (&b"."[..], trimmed),
+    };
+    (dir, name, slash)
 }
 
 fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
@@ -221,23 +314,66 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
 }
 
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
-/// With `follow`, a final symlink is followed (up to 40 hops, as the kernel does) and the
-/// target is what it points to (possibly not existing yet: an open with O_CREAT creates it).
-pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Target> {
+/// `last` says how the final component is looked up: a followed symlink is followed up to 40
+/// hops, as the kernel does, and the target is what it points to (possibly not existing yet:
+/// an open with O_CREAT creates it). A final `.` or `..` stays the final name (the kernel
+/// refuses to remove, rename or create those), and the target's path is the directory it
+/// names.
+///
+/// The walk runs with the caller's credentials (see `crate::creds`), so a directory the
+/// caller may not search fails it with EACCES as the kernel would. Only the caller's own
+/// /proc entries, which the kernel lets a process see whatever its credentials and guard's
+/// worker would not be let into as the caller, are walked as guard (guard then applies its
+/// own rules to them: no other process's entries, only the caller's pipes).
+pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target> {
     if raw.is_empty() {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
-    let mut base = open_base(pid, dirfd, raw.first() == Some(&b'/'))?;
-    let mut owned_raw = callers_proc(raw, pid);
+    let absolute = raw.first() == Some(&b'/');
+    let owned_raw = callers_proc(raw, pid);
+    let base = open_base(pid, dirfd, absolute)?;
+    let in_proc = |base: &OwnedFd| {
+        owned_raw.starts_with(b"/proc/")
+            || (!absolute
+                && fd_path(base.as_fd())
+                    .is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/")))
+    };
+    match crate::creds::as_caller(|| walk_from(base, owned_raw.clone(), last, pid)) {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let base = open_base(pid, dirfd, absolute)?;
+            if in_proc(&base) {
+                walk_from(base, owned_raw.clone(), last, pid)
+            } else {
+                Err(e)
+            }
+        }
+        other => other,
+    }
+}
+
+/// The walk of [`target`] from `base`, with whatever credentials the thread has.
+fn walk_from(
+    mut base: OwnedFd,
+    mut owned_raw: Vec<u8>,
+    last: Last,
+    pid: u32,
+) -> io::Result<Target> {
+    let mut slash = false;
     for _ in 0..40 {
-        let (dir, name) = split(&owned_raw);
+        let (dir, name, slashed) = split(&owned_raw);
+        slash |= slashed;
+        let follow = match last {
+            Last::Follow => true,
+            Last::NoFollow => slash,
+            Last::Entry => false,
+        };
         let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
             open_dir(cwd_fd(), b"/")?
         } else {
             open_dir(base.as_fd(), dir)?
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
-        let kind = kind_of(parent.as_fd(), &name);
+        let kind = kind_of(parent.as_fd(), &name)?;
         if follow && kind == Some(Kind::Symlink) {
             if is_other_process(&fd_path(parent.as_fd())?, pid) {
                 // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
@@ -270,7 +406,17 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
                     path,
                     kind: Some(Kind::Magic),
                     pinned: Some(pinned),
+                    slash,
                 });
+            }
+            if link.as_bytes().ends_with(b" (deleted)") && is_fd_dir(&fd_path(parent.as_fd())?) {
+                // A file of the caller's with no name left (deleted, or made with O_TMPFILE):
+                // the kernel follows the descriptor to the object, not the name.
+                let real = fd_path(parent.as_fd())?;
+                if !is_callers_fd_dir(&real, pid) {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES));
+                }
+                return pinned_object(parent, name, &real, slash);
             }
             owned_raw = callers_proc(link.as_bytes(), pid);
             base = parent;
@@ -282,13 +428,18 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
             // it from ptracing out of its domain); guard must not do it on its behalf.
             return Err(io::Error::from_raw_os_error(libc::EACCES));
         }
-        let path = if name == "." { real } else { real.join(&name) };
+        let path = match name.as_bytes() {
+            b"." => real,
+            b".." => real.parent().map_or(real.clone(), Path::to_path_buf),
+            _ => real.join(&name),
+        };
         return Ok(Target {
             parent,
             name,
             path,
             kind,
             pinned: None,
+            slash,
         });
     }
     Err(io::Error::from_raw_os_error(libc::ELOOP))
@@ -297,9 +448,11 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], follow: bool) -> io::Result<Targ
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     fn walk(raw: &[u8], follow: bool) -> io::Result<Target> {
-        target(std::process::id(), libc::AT_FDCWD as u64, raw, follow)
+        let last = if follow { Last::Follow } else { Last::Entry };
+        target(std::process::id(), libc::AT_FDCWD as u64, raw, last)
     }
 
     #[test]
@@ -348,6 +501,35 @@ mod tests {
         assert_eq!(
             walk(b"", false).expect_err("empty").raw_os_error(),
             Some(libc::ENOENT)
+        );
+    }
+
+    #[test]
+    fn a_trailing_slash_is_kept_apart_from_the_name() {
+        assert_eq!(split(b"a/b/"), (&b"a"[..], &b"b"[..], true));
+        assert_eq!(split(b"a//"), (&b"."[..], &b"a"[..], true));
+        assert_eq!(split(b"/"), (&b"/"[..], &b""[..], false));
+        assert_eq!(split(b"d/.."), (&b"d"[..], &b".."[..], false));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::create_dir(base.join("d")).expect("mkdir");
+        std::os::unix::fs::symlink("d", base.join("ld")).expect("symlink");
+        let raw = |p: &str| base.join(p).into_os_string().into_vec();
+        let last = |p: &str, l| target(std::process::id(), libc::AT_FDCWD as u64, &raw(p), l);
+        // A slash makes a lookup follow the final symlink, never an entry's.
+        let t = last("ld/", Last::NoFollow).expect("resolves");
+        assert_eq!(
+            (t.path.clone(), t.kind, t.slash),
+            (base.join("d"), Some(Kind::Dir), true)
+        );
+        assert_eq!(&*t.call_name(), OsStr::new("d/"));
+        let t = last("ld/", Last::Entry).expect("resolves");
+        assert_eq!((t.kind, t.slash), (Some(Kind::Symlink), true));
+        // `..` stays the name; the path is the directory it names.
+        let t = last("d/..", Last::Entry).expect("resolves");
+        assert_eq!(
+            (t.name.as_os_str(), t.path.clone()),
+            (OsStr::new(".."), base.clone())
         );
     }
 

@@ -1,6 +1,6 @@
 //! File-system calls whose result `nix` hands out as a raw descriptor, or that have no safe
-//! `nix` wrapper: `openat` returning an owned descriptor, the FICLONE reflink ioctl, and statx(2)
-//! for a file's birth time.
+//! `nix` wrapper: `openat` returning an owned descriptor, the FICLONE reflink ioctl, statx(2)
+//! for a file's birth time, and a write lease as the test of whether a file is open elsewhere.
 
 use std::ffi::CStr;
 use std::io;
@@ -39,6 +39,37 @@ pub fn ficlone(dst: BorrowedFd<'_>, src: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the regular file `file` (open read-only, by this descriptor alone as far as the
+/// caller knows) is open through any other open file description, anywhere: a write lease
+/// (F_SETLEASE, F_WRLCK) is granted only when it is not (EAGAIN otherwise), and is released
+/// at once. Descriptors opened with O_PATH do not count. Needs the file's owner or
+/// CAP_LEASE, and a filesystem with leases; those errors come back as they are.
+///
+/// Should another process open the file in the instant the lease is held, its open waits for
+/// the release, and the kernel signals the lease holder: with SIGURG (ignored unless handled),
+/// not the default SIGIO, which would end the process.
+pub fn open_elsewhere(file: BorrowedFd<'_>) -> io::Result<bool> {
+    let fcntl = |cmd: libc::c_int, arg: libc::c_int| {
+        // SAFETY: F_SETSIG and F_SETLEASE take an integer argument; no memory is involved.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, arg) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // F_SETSIG (include/uapi/asm-generic/fcntl.h), which the libc crate does not name.
+    const F_SETSIG: libc::c_int = 10;
+    fcntl(F_SETSIG, libc::SIGURG)?;
+    match fcntl(libc::F_SETLEASE, libc::F_WRLCK) {
+        Ok(()) => {
+            fcntl(libc::F_SETLEASE, libc::F_UNLCK)?;
+            Ok(false)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// The birth time (`[seconds, nanoseconds]`) of `dir/name`, a final symlink not followed;
 /// `None` when the filesystem does not record it.
 pub fn birth_time(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<[i64; 2]>> {
@@ -73,6 +104,23 @@ pub fn birth_time(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<[i64; 2
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn a_lease_tells_whether_a_file_is_open_elsewhere() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"x").expect("write");
+        let mine = std::fs::File::open(&p).expect("open");
+        let Ok(alone) = open_elsewhere(mine.as_fd()) else {
+            eprintln!("skipped: no leases on this filesystem");
+            return;
+        };
+        assert!(!alone);
+        let other = std::fs::File::open(&p).expect("open again");
+        assert!(open_elsewhere(mine.as_fd()).expect("lease"));
+        drop(other);
+        assert!(!open_elsewhere(mine.as_fd()).expect("lease"));
+    }
 
     #[test]
     fn openat_owns_the_descriptor_and_keeps_the_errno() {

@@ -4,10 +4,12 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod creds;
 pub mod fs;
 pub mod meta;
 pub mod net;
 pub mod notify;
 pub mod process;
+pub mod stream;
 
 pub use notify::{Listener, Notif, NotifSizes};

@@ -307,6 +307,52 @@ pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
     pidfd_open(tgid)
 }
 
+/// A pidfd for the process that thread `tid` belongs to, cheaply: pidfd_open on the thread
+/// itself works for a thread group leader (and for any thread since Linux 6.9 with
+/// PIDFD_THREAD); otherwise through /proc, as [`pidfd_for_thread`].
+pub fn pidfd_for_caller(tid: u32) -> io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+    let tid_t =
+        libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    for flags in [0, PIDFD_THREAD] {
+        // SAFETY: plain integer arguments; returns a new descriptor or -1.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, tid_t, flags) };
+        if rc >= 0 {
+            return owned_fd(rc);
+        }
+    }
+    pidfd_for_thread(tid)
+}
+
+/// The version of the GNU C library guard runs with (`gnu_get_libc_version`), as (major,
+/// minor); `None` under another C library.
+pub fn glibc_version() -> Option<(u32, u32)> {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: gnu_get_libc_version takes no arguments and returns a pointer to a static,
+        // NUL-terminated string that lives as long as the process.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        let mut parts = v.to_str().ok()?.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        None
+    }
+}
+
+/// tgkill(2): send `sig` to thread `tid` of process `tgid`.
+pub fn tgkill(tgid: u32, tid: u32, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Put `sig` back to its default disposition (so raising it ends the process the way it ended
 /// the command).
 pub fn reset_signal_to_default(sig: nix::sys::signal::Signal) -> nix::Result<()> {

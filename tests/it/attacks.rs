@@ -249,6 +249,73 @@ fn pointer_swap_connect_never_reaches_a_denied_port() {
     assert_eq!(got_b, 0, "connections reached the denied port");
 }
 
+/// A layer denying one loopback port under agent (which allows loopback), for the send races.
+fn deny_port_layer(w: &Workspace, port: u16) -> String {
+    w.profile_file(
+        "deny-udp-port",
+        &format!(
+            "name = \"deny-udp-port\"\n[[rule]]\nid = \"deny-b\"\nwhen = \"connect\"\n\
+             addr = [\"127.0.0.1:{port}\"]\naction = \"deny\"\n"
+        ),
+    )
+}
+
+#[test]
+fn pointer_flip_of_a_sendto_destination_never_reaches_a_denied_port() {
+    use crate::netns::UdpSink;
+    let w = Workspace::new();
+    let allowed = UdpSink::start(std::net::UdpSocket::bind("127.0.0.1:0").expect("a"));
+    let denied = UdpSink::start(std::net::UdpSocket::bind("127.0.0.1:0").expect("b"));
+    let layer = deny_port_layer(&w, denied.addr.port());
+    let n = 10_000;
+    let out = w.exec(&["agent", &layer]).run(&[
+        w.probe(),
+        "race".into(),
+        "sendto".into(),
+        n.to_string(),
+        allowed.addr.to_string(),
+        denied.addr.to_string(),
+    ]);
+    out.expect_code(0);
+    let f = summary(&out, "race sendto");
+    let (got_a, got_b) = (allowed.received().len(), denied.received().len());
+    eprintln!("race sendto: {f:?}, allowed port {got_a}, denied port {got_b}");
+    assert!(f["ok"] >= n / 50, "the allowed side must succeed: {f:?}");
+    assert!(
+        f.get("EPERM").copied().unwrap_or(0) > 0,
+        "the denied side is denied: {f:?}"
+    );
+    assert_eq!(got_b, 0, "datagrams reached the denied port");
+}
+
+#[test]
+fn pointer_flip_and_descriptor_swap_of_a_sendmsg_never_reach_a_denied_port() {
+    use crate::netns::UdpSink;
+    let w = Workspace::new();
+    let allowed = UdpSink::start(std::net::UdpSocket::bind("127.0.0.1:0").expect("a"));
+    let denied = UdpSink::start(std::net::UdpSocket::bind("127.0.0.1:0").expect("b"));
+    let layer = deny_port_layer(&w, denied.addr.port());
+    let n = 10_000;
+    let out = w.exec(&["agent", &layer]).run(&[
+        w.probe(),
+        "race".into(),
+        "sendmsg".into(),
+        n.to_string(),
+        allowed.addr.to_string(),
+        denied.addr.to_string(),
+    ]);
+    out.expect_code(0);
+    let f = summary(&out, "race sendmsg");
+    let (got_a, got_b) = (allowed.received().len(), denied.received().len());
+    eprintln!("race sendmsg: {f:?}, allowed port {got_a}, denied port {got_b}");
+    assert!(got_a >= n / 50, "the allowed side must succeed: {f:?}");
+    assert!(
+        f.get("EPERM").copied().unwrap_or(0) > 0,
+        "the denied side is denied: {f:?}"
+    );
+    assert_eq!(got_b, 0, "datagrams reached the denied port");
+}
+
 #[test]
 fn racing_dup2_under_a_proc_fd_reopen_never_truncates_the_protected_file() {
     let v = Victims::new();
@@ -681,7 +748,7 @@ fn flood(threads: usize, calls: usize) {
     assert!(suppressed > 0, "a flood is rate-limited");
     assert_eq!(end["suppressed"].as_u64(), Some(suppressed));
     let counts = &end["counts"];
-    let judged: u64 = ["allow", "deny", "risky", "kill"]
+    let judged: u64 = ["allow", "deny", "risky", "kill", "error"]
         .iter()
         .map(|k| counts[k].as_u64().unwrap_or(0))
         .sum();

@@ -28,7 +28,7 @@ fn the_audit_log_parses_and_names_the_refused_path() {
         Some("run-end".into())
     );
     for e in &events {
-        assert_eq!(e["v"], 1, "versioned: {e}");
+        assert_eq!(e["v"], guard::audit::VERSION, "versioned: {e}");
         assert!(e["time"].is_string() && e["run"].is_string(), "{e}");
     }
     let denial = events

@@ -187,7 +187,6 @@ fn write_crate(d: &Path) {
 }
 
 #[test]
-#[ignore = "fidelity: cargo build fails under guard with EXDEV (Invalid cross-device link): cargo renames its temporary directory to target/, an excluded path, see issue 8"]
 fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under_guard() {
     let Some(sysroot) = sysroot() else {
         eprintln!("skipped: no rust toolchain (rustc --print sysroot)");

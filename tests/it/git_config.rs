@@ -132,7 +132,11 @@ fn dangerous_keys_are_refused_in_old_and_new_repositories_however_written() {
     let m = marker.display().to_string();
     for k in KEYS {
         let text = k.text.replace("MARK", &m);
-        let set: Vec<String> = k.set.iter().map(|s| quote(&s.replace("MARK", &m))).collect();
+        let set: Vec<String> = k
+            .set
+            .iter()
+            .map(|s| quote(&s.replace("MARK", &m)))
+            .collect();
         let old_config = std::fs::read(w.ws.join("old/.git/config")).expect("old config");
         w.write("key.txt", &text);
         let script = format!(
@@ -170,7 +174,14 @@ echo 'gitdir: ../evil2.git' > src2/.git
             .filter(|l| l.starts_with("rc="))
             .map(str::to_string)
             .collect();
-        assert_eq!(lines.len(), 11, "{}: {}\n{}", k.key, out.stdout(), out.stderr());
+        assert_eq!(
+            lines.len(),
+            11,
+            "{}: {}\n{}",
+            k.key,
+            out.stdout(),
+            out.stderr()
+        );
         for l in &lines {
             // The markers are refused only once the directory would be a repository: the
             // first of evil1's may pass.
@@ -258,8 +269,11 @@ echo done
         };
         assert_eq!(get("remote.origin.url"), "../remote.git", "{r}");
         assert_eq!(get("branch.main.rebase"), "true", "{r}");
-        assert_eq!(get("submodule.sub.url").is_empty(), false, "{r}");
-        assert!(w.ws.join(r).join(".git/modules/sub/config").is_file(), "{r}");
+        assert!(!get("submodule.sub.url").is_empty(), "{r}");
+        assert!(
+            w.ws.join(r).join(".git/modules/sub/config").is_file(),
+            "{r}"
+        );
     }
     let refused = w
         .decisions()
@@ -302,7 +316,10 @@ attempt "assembled" mkdir evil.git/refs
         probe = w.probe()
     );
     let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
-    assert!(out.stdout().contains("samples"), "git init still installs its samples");
+    assert!(
+        out.stdout().contains("samples"),
+        "git init still installs its samples"
+    );
     let stdout = out.stdout();
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("rc=")).collect();
     assert_eq!(lines.len(), 13, "{}\n{}", out.stdout(), out.stderr());

@@ -284,14 +284,18 @@ fn another_users_files_are_changed_and_restored_with_their_owner() {
         .expect("stat")
         .uid();
     let before = w.state();
-    w.exec(&["agent"])
-        .run(&[
-            "sh",
-            "-c",
-            "set -e; echo mine > theirs.txt; rm gone.txt; chmod 600 theirs-dir/inner.txt; \
-             mv theirs-dir moved; chown root moved/inner.txt",
-        ])
-        .expect_code(0);
+    // The command keeps root's capabilities: guard acts with the caller's credentials, and
+    // without CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_CHOWN the kernel itself would refuse these
+    // writes to another user's files (see credentials.rs for that side).
+    let mut g = w.exec(&["agent"]);
+    g.arg("--keep-caps");
+    g.run(&[
+        "sh",
+        "-c",
+        "set -e; echo mine > theirs.txt; rm gone.txt; chmod 600 theirs-dir/inner.txt; \
+         mv theirs-dir moved; chown root moved/inner.txt",
+    ])
+    .expect_code(0);
     w.guard().arg("rollback").output().expect_code(0);
     before.assert_restored(&w.ws, "rollback of another user's files");
     for f in [

@@ -102,7 +102,11 @@ fn protected(w: &Workspace) {
         let mut argv = vec![w.probe(), op.to_string(), hook.display().to_string()];
         argv.extend(rest.iter().map(|s| s.to_string()));
         let out = w.exec(&["agent"]).run(&argv);
-        assert_eq!(probe_result(&out), "errno 1 EPERM", "{op} on a protected file");
+        assert_eq!(
+            probe_result(&out),
+            "errno 1 EPERM",
+            "{op} on a protected file"
+        );
         assert_eq!(meta(&hook), before, "{op} changed the protected file");
         assert!(denied_with(w, &hook, "fs.protect"), "{op}: logged");
     }
@@ -140,13 +144,13 @@ fn set_id(w: &Workspace) {
         assert!(denied_with(w, &file, "fs.setid"), "{op} {mode}: logged");
     }
     // New files with set-id bits, in the workspace and in the private tmp.
-    for (op, name, mode) in [("creat-mode", "new-suid", "4755"), ("mknod-mode", "new-sgid", "2755")] {
-        let out = w.exec(&["agent"]).run(&[
-            &w.probe(),
-            op,
-            &w.ws.join(name).display().to_string(),
-            mode,
-        ]);
+    for (op, name, mode) in [
+        ("creat-mode", "new-suid", "4755"),
+        ("mknod-mode", "new-sgid", "2755"),
+    ] {
+        let out =
+            w.exec(&["agent"])
+                .run(&[&w.probe(), op, &w.ws.join(name).display().to_string(), mode]);
         assert_eq!(probe_result(&out), "errno 1 EPERM", "{op} {mode}");
         assert!(!w.ws.join(name).exists(), "{op} created {name}");
         let out = w.exec(&["agent"]).run(&[
@@ -170,9 +174,9 @@ fn set_id(w: &Workspace) {
             .arg(&dir)
             .status();
     }
-    let out = w
-        .exec(&["agent"])
-        .run(&[&w.probe(), "chmod-mode", &dir.display().to_string(), "2775"]);
+    let out =
+        w.exec(&["agent"])
+            .run(&[&w.probe(), "chmod-mode", &dir.display().to_string(), "2775"]);
     assert_eq!(probe_result(&out), "ok");
     let out = w.exec(&["agent"]).run(&[&w.probe(), "fchmod", &f, "700"]);
     assert_eq!(probe_result(&out), "ok");
@@ -240,7 +244,10 @@ fn a_descriptor_swapped_during_the_call_never_changes_the_outside_file() {
     out.expect_code(0);
     let line = out.stdout();
     eprintln!("{line}");
-    assert!(!line.contains("ok=0 "), "the allowed side must win sometimes: {line}");
+    assert!(
+        !line.contains("ok=0 "),
+        "the allowed side must win sometimes: {line}"
+    );
     assert_eq!(meta(&victim).mode, 0o644, "the outside file's mode changed");
 }
 

@@ -16,38 +16,42 @@ use std::process::Command;
 use crate::fidelity::{artifacts, clean_env, run_bare, run_guarded, Roots};
 use crate::util::{is_root, tool, Workspace};
 
-/// Test scripts whose failing assertions are the same bare and under guard today, one or more
-/// per call (utimensat/08.t fails assertions 5-6 bare on ext4, so the sets compared are not
-/// empty): the quick comparison `cargo test` runs, so the harness stays proven and these stay
-/// fixed. Grow it as fidelity improves.
-const AGREEING_TODAY: &[&str] = &[
-    "link/01.t",
-    "link/04.t",
-    "link/05.t",
-    "mkdir/01.t",
-    "mkdir/03.t",
-    "mkdir/04.t",
-    "open/01.t",
-    "open/03.t",
-    "open/04.t",
-    "open/05.t",
-    "rename/01.t",
-    "rename/02.t",
-    "rename/03.t",
-    "rename/06.t",
-    "rmdir/01.t",
-    "rmdir/02.t",
-    "rmdir/03.t",
-    "rmdir/04.t",
-    "symlink/01.t",
-    "symlink/03.t",
-    "symlink/04.t",
-    "truncate/01.t",
-    "truncate/03.t",
-    "unlink/01.t",
-    "unlink/02.t",
-    "unlink/03.t",
-    "unlink/04.t",
+/// A quick subset of the suite for `cargo test` (about a minute; the whole suite takes
+/// minutes, most of them `sleep 1` between ctime checks, and runs from `.ci/run`): scripts
+/// without sleeps that cover what guard must get right itself. Calls made after switching to
+/// uid 65534 (chmod/07, chown/07, open/06-07, link/06-07, mkdir/05-06, ...), sticky
+/// directories (rename/09, unlink/11, rmdir/11), truncate's checks (truncate/05-06), names
+/// too long and `.`/`..` (truncate/02, mkdir/02, rename/19), the link count of a deleted
+/// open file (unlink/14), and utimensat/08, which fails the same two assertions bare on ext4,
+/// so the sets compared are not empty.
+const QUICK: &[&str] = &[
+    "chmod/07.t",
+    "chown/07.t",
+    "open/06.t",
+    "open/07.t",
+    "open/08.t",
+    "rename/04.t",
+    "rename/05.t",
+    "rename/09.t",
+    "rename/19.t",
+    "unlink/05.t",
+    "unlink/06.t",
+    "unlink/11.t",
+    "unlink/14.t",
+    "link/06.t",
+    "link/07.t",
+    "mkdir/02.t",
+    "mkdir/05.t",
+    "mkdir/06.t",
+    "mknod/05.t",
+    "mkfifo/05.t",
+    "symlink/05.t",
+    "truncate/02.t",
+    "truncate/05.t",
+    "truncate/06.t",
+    "rmdir/07.t",
+    "rmdir/08.t",
+    "rmdir/11.t",
     "utimensat/08.t",
 ];
 
@@ -274,7 +278,7 @@ fn report(bare: &Failures, guard: &Failures) -> String {
 }
 
 #[test]
-#[ignore = "fidelity: 865 assertions differ, see issue 8"]
+#[ignore = "slow: the whole suite takes minutes; run by .ci/run with --ignored"]
 fn pjdfstest_fails_the_same_assertions_bare_and_under_guard() {
     if let Some(why) = unavailable() {
         eprintln!("skipped: {why}");
@@ -289,13 +293,13 @@ fn pjdfstest_fails_the_same_assertions_bare_and_under_guard() {
 }
 
 #[test]
-fn pjdfstest_agrees_bare_and_under_guard_where_it_does_today() {
+fn pjdfstest_fails_the_same_assertions_on_a_quick_subset() {
     if let Some(why) = unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
-    let tests: Vec<String> = AGREEING_TODAY.iter().map(|s| s.to_string()).collect();
-    let diff = compare("agreeing", &tests);
+    let tests: Vec<String> = QUICK.iter().map(|s| s.to_string()).collect();
+    let diff = compare("quick", &tests);
     assert!(diff.is_empty(), "pjdfstest differs under guard\n{diff}");
 }
 

@@ -21,7 +21,16 @@ fn builtin_profiles_are_listed_shown_and_resolve() {
     let w = Workspace::new();
     let out = w.guard().args(["profile", "list"]).output();
     out.expect_code(0);
-    for name in ["agent", "ci", "strict", "observe"] {
+    for name in [
+        "agent",
+        "ci",
+        "strict",
+        "observe",
+        "claude-code",
+        "codex",
+        "gemini",
+        "aider",
+    ] {
         assert!(out.stdout().contains(name), "{}", out.stdout());
         w.guard()
             .args(["profile", "show", name, "--resolved"])

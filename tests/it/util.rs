@@ -165,7 +165,16 @@ impl Workspace {
             .flatten()
             .map(|e| e.path())
             .collect();
-        ids.sort();
+        // Ids sort by start time only to the second (then by pid): order runs by the
+        // microsecond start time their run.json records.
+        let started = |dir: &PathBuf| -> String {
+            std::fs::read_to_string(dir.join("run.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["started"].as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        ids.sort_by_key(|d| (started(d), d.clone()));
         let last = ids.last().expect("at least one run");
         let text = std::fs::read_to_string(last.join("audit.jsonl")).expect("audit log");
         text.lines()

@@ -147,7 +147,7 @@ impl Feature {
             }
             Feature::LandlockFsTruncate => "truncation is not restricted by landlock",
             Feature::LandlockNetConnect => "tcp connect is judged by the supervisor only",
-            Feature::LandlockNetBind => "tcp bind is not restricted",
+            Feature::LandlockNetBind => "tcp bind ports are judged by the supervisor only",
             Feature::LandlockFsIoctlDev => "device ioctls are not restricted by landlock",
             Feature::LandlockScopeSignal => {
                 "the sandbox can signal processes outside it owned by the same user, and the command can kill the sandbox's init"

@@ -18,6 +18,11 @@
 //!   is trapped, and guard moves the file into its journal's store.
 //! - `create-new`: openat(O_WRONLY|O_CREAT|O_EXCL) of N new names in a fresh directory
 //!   `guard-callloop-PID/`, then close: guard journals each new name and creates the file.
+//! - `sendmsg-connected`: sendmsg of 16 bytes without a destination on a UDP socket connected
+//!   to another of its own on 127.0.0.1 (set up before the clock starts): trapped always
+//!   (BPF cannot see `msg_name`), and guard performs it on a duplicate of the socket.
+//! - `send-connected`: the same datagram with send() (a sendto without a destination): never
+//!   trapped, for contrast.
 //!
 //! Every operation that makes files makes them in its fresh directory (in the cwd, so that under
 //! guard they are in the workspace and journaled) and leaves it behind: under guard, removing it
@@ -142,6 +147,48 @@ fn numbered_loop(op: &str, n: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(n)
 }
 
+/// The connected UDP socket of `sendmsg-connected` and `send-connected`.
+static SOCK: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
+/// A UDP socket on 127.0.0.1 and another connected to it (a full receive buffer drops
+/// datagrams; the sender never blocks).
+fn connected_udp(op: &str) -> i32 {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|_| fail(op, "bind"));
+    let to = rx
+        .local_addr()
+        .unwrap_or_else(|_| fail(op, "local address"));
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|_| fail(op, "bind"));
+    tx.connect(to).unwrap_or_else(|_| fail(op, "connect"));
+    std::mem::forget(rx);
+    use std::os::fd::IntoRawFd;
+    tx.into_raw_fd()
+}
+
+fn sendmsg_connected() -> Result<(), &'static str> {
+    let payload = [7u8; 16];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    let fd = *SOCK.get().expect("the socket is set first");
+    if unsafe { libc::sendmsg(fd, &h, 0) } != 16 {
+        return Err("sendmsg did not send 16 bytes");
+    }
+    Ok(())
+}
+
+fn send_connected() -> Result<(), &'static str> {
+    let payload = [7u8; 16];
+    let fd = *SOCK.get().expect("the socket is set first");
+    if unsafe { libc::send(fd, payload.as_ptr().cast(), 16, 0) } != 16 {
+        return Err("send did not send 16 bytes");
+    }
+    Ok(())
+}
+
 fn getpid() -> Result<(), &'static str> {
     // The raw system call: no libc caching can hide it.
     black_box(unsafe { libc::syscall(libc::SYS_getpid) });
@@ -152,7 +199,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
         eprintln!(
-            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|unlink-existing|create-new N"
+            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|unlink-existing|create-new|sendmsg-connected|send-connected N"
         );
         exit(2);
     }
@@ -175,11 +222,16 @@ fn main() {
         "open-write" => || open_close(libc::O_WRONLY | libc::O_CREAT),
         "open-read" => || open_close(libc::O_RDONLY),
         "getpid" => getpid,
+        "sendmsg-connected" => sendmsg_connected,
+        "send-connected" => send_connected,
         _ => {
             eprintln!("guard-callloop: unknown operation {op}");
             exit(2);
         }
     };
+    if op.ends_with("-connected") {
+        SOCK.set(connected_udp(op)).expect("set once");
+    }
     if op.starts_with("open-") {
         let file = format!("{}/file", scratch_dir(op));
         let file = std::ffi::CString::new(file).expect("no NUL in the name");

@@ -145,6 +145,12 @@ unsafe fn race(args: &[OsString]) -> String {
     if op == "connect" {
         return race_connect(n, &args[3], &args[4]);
     }
+    if op == "sendto" {
+        return race_sendto(n, &args[3], &args[4]);
+    }
+    if op == "sendmsg" {
+        return race_sendmsg(n, &args[3], &args[4]);
+    }
     let f = Flipper::start(a, t);
     let mut tally = Tally::default();
     if op == "link" {
@@ -236,6 +242,87 @@ unsafe fn race_connect(n: usize, allowed: &OsStr, target: &OsStr) -> String {
     }
     drop(f);
     tally.line(&format!("race connect attempts={n}"))
+}
+
+/// The bytes of a `sockaddr_in`.
+fn sin_bytes(s: &libc::sockaddr_in) -> Vec<u8> {
+    let size = std::mem::size_of::<libc::sockaddr_in>();
+    unsafe { std::slice::from_raw_parts((s as *const libc::sockaddr_in).cast::<u8>(), size) }
+        .to_vec()
+}
+
+/// Flip a UDP destination's port between ALLOWED's and TARGET's while sending to it.
+unsafe fn race_sendto(n: usize, allowed: &OsStr, target: &OsStr) -> String {
+    let (a, t) = (sockaddr(allowed), sockaddr(target));
+    let f = Flipper::start(sin_bytes(&a), sin_bytes(&t));
+    let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+    let mut tally = Tally::default();
+    for _ in 0..n {
+        let rc = libc::sendto(
+            s,
+            b"race".as_ptr().cast(),
+            4,
+            0,
+            f.ptr().cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        ) as i64;
+        tally.add(rc);
+    }
+    drop(f);
+    libc::close(s);
+    tally.line(&format!("race sendto attempts={n}"))
+}
+
+/// sendmsg on descriptor 200 while one thread flips the header's `msg_name` between NULL and
+/// TARGET (and its port between ALLOWED's and TARGET's), and another swaps descriptor 200
+/// between a UDP socket connected to ALLOWED and an unconnected one.
+unsafe fn race_sendmsg(n: usize, allowed: &OsStr, target: &OsStr) -> String {
+    let (a, t) = (sockaddr(allowed), sockaddr(target));
+    // The destination bytes flip between the two ports.
+    let dest = Flipper::start(sin_bytes(&a), sin_bytes(&t));
+    let connected = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+    let size = std::mem::size_of::<libc::sockaddr_in>() as u32;
+    libc::connect(connected, (&a as *const libc::sockaddr_in).cast(), size);
+    let loose = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+    libc::dup2(connected, 200);
+    let payload = b"race";
+    let iov = Box::leak(Box::new(libc::iovec {
+        iov_base: payload.as_ptr() as *mut _,
+        iov_len: 4,
+    }));
+    let hdr: &'static mut libc::msghdr = Box::leak(Box::new(std::mem::zeroed()));
+    hdr.msg_iov = iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_namelen = size;
+    let (hdr_addr, dest_addr) = (hdr as *mut libc::msghdr as usize, dest.ptr() as usize);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s1 = Arc::clone(&stop);
+    let names = std::thread::spawn(move || {
+        let field = unsafe { std::ptr::addr_of_mut!((*(hdr_addr as *mut libc::msghdr)).msg_name) };
+        while !s1.load(Ordering::Relaxed) {
+            unsafe { std::ptr::write_volatile(field, std::ptr::null_mut()) };
+            std::hint::spin_loop();
+            unsafe { std::ptr::write_volatile(field, dest_addr as *mut libc::c_void) };
+            std::hint::spin_loop();
+        }
+    });
+    let s2 = Arc::clone(&stop);
+    let swaps = std::thread::spawn(move || {
+        while !s2.load(Ordering::Relaxed) {
+            unsafe { libc::dup2(loose, 200) };
+            unsafe { libc::dup2(connected, 200) };
+        }
+    });
+    let mut tally = Tally::default();
+    for _ in 0..n {
+        let rc = libc::sendmsg(200, hdr as *const libc::msghdr, 0) as i64;
+        tally.add(rc);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = names.join();
+    let _ = swaps.join();
+    drop(dest);
+    tally.line(&format!("race sendmsg attempts={n}"))
 }
 
 /// `fdrace N TARGET`: descriptor 200 flips between a pipe and TARGET (opened read-only) while

@@ -11,6 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 
 mod attacks;
 mod meta;
+mod net;
 
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
@@ -98,6 +99,10 @@ fn main() {
     // SAFETY (test helper): each operation is one system call on its own arguments.
     if let Some(rc) = unsafe { meta::dispatch(&args) } {
         report(rc);
+        return;
+    }
+    if let Some(line) = net::dispatch(&args) {
+        println!("{line}");
         return;
     }
     let a = |i: usize| {

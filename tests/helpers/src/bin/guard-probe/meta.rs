@@ -62,23 +62,46 @@ pub unsafe fn dispatch(args: &[OsString]) -> Option<i64> {
         }),
         "fsetxattr" => with_fd(libc::O_RDONLY, &|fd| {
             let v = a(3);
-            libc::fsetxattr(fd, cs(&a(2)).as_ptr(), v.as_bytes().as_ptr().cast(), v.len(), 0)
-                as i64
+            libc::fsetxattr(
+                fd,
+                cs(&a(2)).as_ptr(),
+                v.as_bytes().as_ptr().cast(),
+                v.len(),
+                0,
+            ) as i64
         }),
         "fremovexattr" => with_fd(libc::O_RDONLY, &|fd| {
             libc::fremovexattr(fd, cs(&a(2)).as_ptr()) as i64
         }),
         "futimens" => with_fd(libc::O_RDONLY, &|fd| {
-            libc::syscall(libc::SYS_utimensat, fd, std::ptr::null::<u8>(), times.as_ptr(), 0)
+            libc::syscall(
+                libc::SYS_utimensat,
+                fd,
+                std::ptr::null::<u8>(),
+                times.as_ptr(),
+                0,
+            )
         }),
         "fchmodat-empty" => with_fd(libc::O_PATH, &|fd| {
-            libc::syscall(libc::SYS_fchmodat2, fd, empty, mode(&a(2)), libc::AT_EMPTY_PATH)
+            libc::syscall(
+                libc::SYS_fchmodat2,
+                fd,
+                empty,
+                mode(&a(2)),
+                libc::AT_EMPTY_PATH,
+            )
         }),
         "fchownat-empty" => with_fd(libc::O_PATH, &|fd| {
             libc::fchownat(fd, empty, id(&a(2)), id(&a(3)), libc::AT_EMPTY_PATH) as i64
         }),
         "utimensat-empty" => with_fd(libc::O_PATH, &|fd| {
-            libc::syscall(libc::SYS_utimensat, fd, empty, times.as_ptr(), libc::AT_EMPTY_PATH)
+            libc::syscall(
+                libc::SYS_utimensat,
+                fd,
+                empty,
+                times.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
         }),
         "chmod-mode" => libc::chmod(cs(&a(1)).as_ptr(), mode(&a(2))) as i64,
         "creat-mode" => {

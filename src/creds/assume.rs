@@ -1,0 +1,313 @@
+//! Taking on a caller's credentials on one worker thread, around exactly the caller's call.
+//!
+//! The supervisor names the caller of the call a worker is handling with [`for_caller`]; the
+//! code that performs the caller's own mutation (the supervisor's emulation, the journal's
+//! hooks) runs it inside [`as_caller`]. Everything else (reading the caller's memory and its
+//! /proc entry, the journal's store and log) keeps guard's credentials. Outside `for_caller`,
+//! `as_caller` changes nothing: the journal's own rollback runs as guard.
+//!
+//! Only what differs from the thread's present credentials is switched, so the common cases
+//! cost little: an unprivileged guard runs commands with its own credentials (nothing to
+//! switch, only the umask of a create), a root guard that dropped the command's capabilities
+//! switches the effective set alone (capset there and back).
+//!
+//! Order matters: the thread needs CAP_SETUID/CAP_SETGID to change its groups, fsgid and
+//! fsuid, so the capabilities are lowered last and raised first. setfsuid away from 0 drops
+//! the file-system capabilities by itself and back to 0 raises them from the permitted set.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::sync::{Arc, OnceLock};
+
+use super::{Creds, CAP_FS_MASK};
+use crate::sys::creds::{self as raw, CapSets};
+
+/// The credentials of the caller a worker is acting for.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub creds: Arc<Creds>,
+}
+
+/// What a thread runs with now, as far as `as_caller` changes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct State {
+    fsuid: u32,
+    fsgid: u32,
+    groups: Arc<[u32]>,
+    caps: CapSets,
+    umask: u32,
+}
+
+/// guard's own credentials (every thread of guard has them outside `as_caller`), read once.
+fn own() -> &'static io::Result<State> {
+    static OWN: OnceLock<io::Result<State>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        Ok(State {
+            fsuid: raw::setfsuid(u32::MAX),
+            fsgid: raw::setfsgid(u32::MAX),
+            groups: raw::getgroups()?.into(),
+            caps: raw::capget(0)?,
+            umask: 0,
+        })
+    })
+}
+
+thread_local! {
+    /// The caller this thread is handling a call for.
+    static CALLER: RefCell<Option<Caller>> = const { RefCell::new(None) };
+    /// The thread has an fs context of its own (`unshare(CLONE_FS)`) with umask 0, so
+    /// setting its umask changes no other thread's.
+    static PRIVATE_FS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Declares that the calling thread has its own fs context (after `unshare(CLONE_FS)`) and
+/// umask 0: `as_caller` may then give it the caller's umask, and the modes passed to creating
+/// calls are the caller's own (so the kernel applies the umask, or a default ACL instead).
+/// On any other thread, `as_caller` leaves the umask alone.
+pub fn mark_private_fs() {
+    PRIVATE_FS.with(|p| p.set(true));
+}
+
+/// Whether this thread takes on the caller's umask (see [`mark_private_fs`]).
+pub fn has_private_fs() -> bool {
+    PRIVATE_FS.with(Cell::get)
+}
+
+/// Runs `f` with `caller` named as the caller of the call this thread handles: `as_caller`
+/// inside it acts with the caller's credentials.
+pub fn for_caller<R>(caller: Caller, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Caller>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            CALLER.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+    let previous = CALLER.with(|c| c.borrow_mut().replace(caller));
+    let _reset = Reset(previous);
+    f()
+}
+
+/// The caller named by [`for_caller`] on this thread, if any.
+pub fn current() -> Option<Caller> {
+    CALLER.with(|c| c.borrow().clone())
+}
+
+/// Runs `call`, the caller's own mutation, with the caller's credentials (fsuid, fsgid,
+/// groups, effective capabilities, umask), and guard's own again afterwards. Outside
+/// [`for_caller`] it just runs `call`. When the thread cannot take the credentials on, the
+/// call is not made: EPERM.
+pub fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let Some(caller) = current() else {
+        return call();
+    };
+    let own = match own() {
+        Ok(own) => own,
+        Err(e) => {
+            tracing::error!("cannot read guard's own credentials: {e}");
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+    };
+    let want = wanted(own, &caller.creds);
+    if let Err(e) = switch(own, &want) {
+        tracing::error!("cannot take on the caller's credentials: {e}");
+        restore(own, &want);
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    let result = call();
+    restore(own, &want);
+    result
+}
+
+/// The state a thread must be in to act for `c`: its ids and groups, its effective
+/// capabilities as far as guard holds them (guard's permitted set stays, so it can come back).
+fn wanted(own: &State, c: &Creds) -> State {
+    State {
+        fsuid: c.fsuid(),
+        fsgid: c.fsgid(),
+        groups: if *c.groups == *own.groups {
+            Arc::clone(&own.groups)
+        } else {
+            Arc::clone(&c.groups)
+        },
+        caps: CapSets {
+            effective: c.cap_effective & own.caps.permitted,
+            ..own.caps
+        },
+        umask: if has_private_fs() { c.umask } else { own.umask },
+    }
+}
+
+/// The effective set after setfsuid moved the fsuid from `from` to `to` (see the module doc).
+fn after_fsuid(effective: u64, permitted: u64, from: u32, to: u32) -> u64 {
+    match (from == 0, to == 0) {
+        (true, false) => effective & !CAP_FS_MASK,
+        (false, true) => effective | (permitted & CAP_FS_MASK),
+        _ => effective,
+    }
+}
+
+fn setfsuid(uid: u32) -> io::Result<()> {
+    raw::setfsuid(uid);
+    if raw::setfsuid(u32::MAX) != uid {
+        return Err(io::Error::other(format!("setfsuid({uid}) did not take")));
+    }
+    Ok(())
+}
+
+fn setfsgid(gid: u32) -> io::Result<()> {
+    raw::setfsgid(gid);
+    if raw::setfsgid(u32::MAX) != gid {
+        return Err(io::Error::other(format!("setfsgid({gid}) did not take")));
+    }
+    Ok(())
+}
+
+/// From guard's own credentials to `want`.
+fn switch(own: &State, want: &State) -> io::Result<()> {
+    if want.umask != own.umask {
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(want.umask));
+    }
+    if want.groups != own.groups {
+        raw::setgroups(&want.groups)?;
+    }
+    if want.fsgid != own.fsgid {
+        setfsgid(want.fsgid)?;
+    }
+    let mut effective = own.caps.effective;
+    if want.fsuid != own.fsuid {
+        setfsuid(want.fsuid)?;
+        effective = after_fsuid(effective, own.caps.permitted, own.fsuid, want.fsuid);
+    }
+    if want.caps.effective != effective {
+        raw::capset(&want.caps)?;
+    }
+    Ok(())
+}
+
+/// Back from (what `switch` made of) `want` to guard's own credentials. Every step is tried,
+/// whatever failed before: a worker must not go on with someone else's credentials.
+fn restore(own: &State, want: &State) {
+    let mut problems = Vec::new();
+    if want.caps.effective != own.caps.effective || want.fsuid != own.fsuid {
+        if let Err(e) = raw::capset(&own.caps) {
+            problems.push(format!("capset: {e}"));
+        }
+    }
+    if want.fsuid != own.fsuid {
+        if let Err(e) = setfsuid(own.fsuid) {
+            problems.push(e.to_string());
+        }
+        let effective = after_fsuid(
+            own.caps.effective,
+            own.caps.permitted,
+            want.fsuid,
+            own.fsuid,
+        );
+        if effective != own.caps.effective {
+            if let Err(e) = raw::capset(&own.caps) {
+                problems.push(format!("capset: {e}"));
+            }
+        }
+    }
+    if want.fsgid != own.fsgid {
+        if let Err(e) = setfsgid(own.fsgid) {
+            problems.push(e.to_string());
+        }
+    }
+    if want.groups != own.groups {
+        if let Err(e) = raw::setgroups(&own.groups) {
+            problems.push(format!("setgroups: {e}"));
+        }
+    }
+    if want.umask != own.umask {
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(own.umask));
+    }
+    if !problems.is_empty() {
+        // Nothing sane is left to do: the thread would go on judging with a caller's
+        // credentials.
+        tracing::error!(
+            "cannot restore guard's credentials on a supervisor thread: {}",
+            problems.join("; ")
+        );
+        std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds_like_ours() -> Creds {
+        let me = nix::unistd::gettid().as_raw() as u32;
+        Creds::of_thread(me).expect("own status")
+    }
+
+    #[test]
+    fn outside_for_caller_nothing_changes() {
+        let r = as_caller(|| Ok(raw::setfsuid(u32::MAX)));
+        assert_eq!(r.expect("runs"), nix::unistd::geteuid().as_raw());
+    }
+
+    #[test]
+    fn the_callers_umask_applies_inside_and_ours_after() {
+        // A thread of its own, with its own fs context, as the supervisor's workers have.
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS).expect("unshare");
+            nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            mark_private_fs();
+            let mut c = creds_like_ours();
+            c.umask = 0o077;
+            let caller = Caller { creds: Arc::new(c) };
+            let seen = for_caller(caller, || {
+                as_caller(|| {
+                    let m = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+                    nix::sys::stat::umask(m);
+                    Ok(m.bits())
+                })
+            });
+            assert_eq!(seen.expect("runs"), 0o077);
+            let now = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            assert_eq!(now.bits(), 0);
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn root_takes_on_another_fsuid_and_comes_back() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS).expect("unshare");
+            nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            let before = raw::capget(0).expect("capget");
+            let mut c = creds_like_ours();
+            c.uids = [65534; 4];
+            c.gids = [65534; 4];
+            c.groups = Arc::from(vec![65534]);
+            c.cap_effective = 0;
+            let caller = Caller { creds: Arc::new(c) };
+            let inside = for_caller(caller, || {
+                as_caller(|| {
+                    Ok((
+                        raw::setfsuid(u32::MAX),
+                        raw::setfsgid(u32::MAX),
+                        raw::getgroups()?,
+                        raw::capget(0)?.effective,
+                    ))
+                })
+            })
+            .expect("runs");
+            assert_eq!(inside, (65534, 65534, vec![65534], 0));
+            assert_eq!(raw::setfsuid(u32::MAX), 0);
+            assert_eq!(raw::capget(0).expect("capget"), before);
+            // Only this thread changed: the process's other threads keep root's groups.
+        })
+        .join()
+        .expect("thread");
+        assert_ne!(raw::getgroups().expect("groups"), vec![65534]);
+    }
+}

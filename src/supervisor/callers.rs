@@ -1,0 +1,249 @@
+//! The credentials of the threads that make judged calls ([`Creds`]), read from
+//! /proc/TID/status once and cached, because reading that file costs more than the rest of a
+//! judged call (measured: 9-16 us).
+//!
+//! A cached entry stays exact because credentials only change through calls guard traps:
+//! the set*id family, setgroups and capset (each drops the caller's entry before it is let
+//! through; the thread is blocked until it is done, so its next call re-reads), exec (drops
+//! the process's entries: exec changes capabilities, and a thread that execs takes over its
+//! process's id) and umask (see below). No user namespace can be made in the sandbox, and
+//! no_new_privs keeps set-id programs and file capabilities powerless. A thread id may be
+//! reused once its thread is gone: each entry holds a pidfd of its thread (Linux 6.9) and
+//! is only used while that thread exists; without thread pidfds an entry lives one second,
+//! far less than the whole pid space takes to wrap.
+//!
+//! The umask is shared by a process's threads and changes with umask(2), which guard lets
+//! through and cannot see finish. The new mask is known from the call's argument, so guard
+//! records it for the process at once (another thread's concurrent create may see it a little
+//! early, one of the orders the kernel could have run them in) and applies that record over
+//! whatever /proc shows, until the process is gone.
+//!
+//! When the run's command cannot change its credentials at all ([`Creds::can_change`], the
+//! common case: an unprivileged guard, or root with the command's capabilities dropped),
+//! every process of the run has the command's credentials but for the umask, and only calls
+//! that create something look anything up.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::creds::{Caller, Creds};
+use crate::sys::creds::{pidfd_open_thread, task_exists};
+use crate::sys::process::pidfd_open;
+
+/// How long an entry lives where threads have no pidfds.
+const TTL: Duration = Duration::from_secs(1);
+const MAX_ENTRIES: usize = 4096;
+
+struct Entry {
+    creds: Arc<Creds>,
+    /// The thread the entry was read from (`None`: no thread pidfds here; `at` bounds it).
+    pidfd: Option<Arc<OwnedFd>>,
+    at: Instant,
+}
+
+impl Entry {
+    fn valid(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => task_exists(fd.as_fd()),
+            None => self.at.elapsed() < TTL,
+        }
+    }
+}
+
+/// A umask set by umask(2) for a process, while that process exists.
+struct UmaskRecord {
+    mask: u32,
+    process: OwnedFd,
+}
+
+#[derive(Default)]
+struct Tables {
+    entries: HashMap<u32, Entry>,
+    umasks: HashMap<u32, UmaskRecord>,
+}
+
+/// The cache (see the module doc).
+pub struct Callers {
+    /// The credentials of every process of the run, when they cannot change.
+    fixed: Option<Arc<Creds>>,
+    tables: Mutex<Tables>,
+}
+
+fn lock(m: &Mutex<Tables>) -> std::sync::MutexGuard<'_, Tables> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Callers {
+    /// The cache for a run whose command is process `root`.
+    pub fn new(root: u32) -> Callers {
+        let fixed = Creds::of_thread(root)
+            .ok()
+            .filter(|c| !c.can_change())
+            .map(Arc::new);
+        Callers {
+            fixed,
+            tables: Mutex::new(Tables::default()),
+        }
+    }
+
+    /// The caller `tid` as a call it makes is to be performed: `umask` when the call may
+    /// create something (its mode goes through the umask).
+    pub fn caller(&self, tid: u32, umask: bool) -> io::Result<Caller> {
+        if let (Some(fixed), false) = (&self.fixed, umask) {
+            return Ok(Caller {
+                creds: Arc::clone(fixed),
+            });
+        }
+        let creds = self.lookup(tid)?;
+        let creds = match &self.fixed {
+            // Only the umask is the thread's own.
+            Some(fixed) if creds.umask != fixed.umask => Arc::new(Creds {
+                umask: creds.umask,
+                ..Creds::clone(fixed)
+            }),
+            Some(fixed) => Arc::clone(fixed),
+            None => creds,
+        };
+        Ok(Caller { creds })
+    }
+
+    fn lookup(&self, tid: u32) -> io::Result<Arc<Creds>> {
+        let cached = {
+            let t = lock(&self.tables);
+            t.entries
+                .get(&tid)
+                .map(|e| (Arc::clone(&e.creds), e.pidfd.clone(), e.at))
+        };
+        if let Some((creds, pidfd, at)) = cached {
+            let entry = Entry { creds, pidfd, at };
+            if entry.valid() {
+                return Ok(entry.creds);
+            }
+        }
+        // Open the pidfd first: if the thread is the one /proc then describes, the pidfd
+        // names it (a thread id cannot be reused while the thread exists).
+        let pidfd = pidfd_open_thread(tid).ok().map(Arc::new);
+        let mut creds = Creds::of_thread(tid)?;
+        let mut t = lock(&self.tables);
+        if let Some(r) = t.umasks.get(&creds.tgid) {
+            creds.umask = r.mask;
+        }
+        let creds = Arc::new(creds);
+        if t.entries.len() >= MAX_ENTRIES {
+            t.entries.retain(|_, e| e.valid());
+            if t.entries.len() >= MAX_ENTRIES {
+                t.entries.clear();
+            }
+        }
+        t.entries.insert(
+            tid,
+            Entry {
+                creds: Arc::clone(&creds),
+                pidfd,
+                at: Instant::now(),
+            },
+        );
+        Ok(creds)
+    }
+
+    /// Thread `tid` is about to change its credentials (set*id, setgroups, capset).
+    pub fn changing(&self, tid: u32) {
+        lock(&self.tables).entries.remove(&tid);
+    }
+
+    /// Thread `tid` is about to exec: its process's threads end, it takes over the process's
+    /// id, and its capabilities are computed anew.
+    pub fn exec(&self, tid: u32) {
+        let tgid = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
+        let tgid = tgid.or_else(|| Creds::of_thread(tid).ok().map(|c| c.tgid));
+        let mut t = lock(&self.tables);
+        t.entries.remove(&tid);
+        if let Some(g) = tgid {
+            t.entries.retain(|_, e| e.creds.tgid != g);
+        }
+    }
+
+    /// Thread `tid` was let through umask(`mask`): from now on its process's umask is `mask`.
+    pub fn umask_set(&self, tid: u32, mask: u32) {
+        let mask = mask & 0o777;
+        let tgid = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
+        let Some(tgid) = tgid.or_else(|| Creds::of_thread(tid).ok().map(|c| c.tgid)) else {
+            return; // the thread is gone: nothing of it will create anything
+        };
+        let Ok(process) = pidfd_open(tgid as i32) else {
+            return;
+        };
+        let mut t = lock(&self.tables);
+        t.umasks.retain(|_, r| task_exists(r.process.as_fd()));
+        t.umasks.insert(tgid, UmaskRecord { mask, process });
+        for e in t.entries.values_mut().filter(|e| e.creds.tgid == tgid) {
+            if e.creds.umask != mask {
+                e.creds = Arc::new(Creds {
+                    umask: mask,
+                    ..Creds::clone(&e.creds)
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> u32 {
+        nix::unistd::gettid().as_raw() as u32
+    }
+
+    #[test]
+    fn entries_are_read_once_and_dropped_on_change() {
+        let c = Callers::new(std::process::id());
+        let a = c.caller(me(), true).expect("own thread");
+        let b = c.caller(me(), true).expect("own thread");
+        assert!(Arc::ptr_eq(&a.creds, &b.creds) || c.fixed.is_some());
+        c.changing(me());
+        assert!(!lock(&c.tables).entries.contains_key(&me()));
+    }
+
+    #[test]
+    fn a_umask_call_is_recorded_for_the_process() {
+        let c = Callers::new(std::process::id());
+        c.caller(me(), true).expect("own thread");
+        c.umask_set(me(), 0o027);
+        assert_eq!(c.caller(me(), true).expect("cached").creds.umask, 0o027);
+        // A fresh read of another thread of the process gets the record too.
+        let other = std::thread::spawn(|| nix::unistd::gettid().as_raw() as u32);
+        let _ = other.join();
+        c.exec(me());
+        assert_eq!(c.caller(me(), true).expect("re-read").creds.umask, 0o027);
+    }
+
+    #[test]
+    fn a_gone_thread_is_not_served_from_the_cache() {
+        let c = Callers::new(std::process::id());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw() as u32)
+                .expect("send");
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        c.lookup(tid).expect("alive");
+        drop(done_tx);
+        t.join().expect("join");
+        let pidfd = lock(&c.tables).entries[&tid].pidfd.clone();
+        if let Some(fd) = pidfd {
+            // Released a moment after join returns.
+            let gone = (0..5000).any(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                !task_exists(fd.as_fd())
+            });
+            assert!(gone);
+            assert!(c.lookup(tid).is_err(), "its /proc entry is gone too");
+        }
+    }
+}

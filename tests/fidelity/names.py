@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The kernel's name rules, one call per line: trailing slashes, O_NOFOLLOW, O_DIRECTORY,
+O_EXCL on symlinks, O_TMPFILE, O_PATH, AT_EMPTY_PATH, RENAME_NOREPLACE/EXCHANGE/WHITEOUT,
+linkat AT_SYMLINK_FOLLOW, `.` and `..`, ENAMETOOLONG, ELOOP, openat2's RESOLVE_* flags, and
+the errors the kernel gives before a permission check outside the writable tree.
+
+Run in an empty directory: `python3 names.py`. Prints `case: result` per call (`ok` or the
+errno's name), then the tree it left. tests/it/fidelity_names.rs runs it bare and under guard
+and compares the two outputs.
+"""
+
+import ctypes
+import errno
+import os
+import stat
+import sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_FOLLOW = 0x400
+RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
+RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS = 0x01, 0x02, 0x04
+RESOLVE_BENEATH, RESOLVE_IN_ROOT = 0x08, 0x10
+SYS_OPENAT2 = 437
+
+
+def show(case, fn):
+    try:
+        r = fn()
+    except OSError as e:
+        print(f"{case}: {errno.errorcode.get(e.errno, e.errno)}")
+        return None
+    print(f"{case}: ok")
+    return r
+
+
+def check(rc):
+    if rc < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return rc
+
+
+def renameat2(a, b, flags):
+    return check(libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), flags))
+
+
+def linkat(fd, a, b, flags):
+    return check(libc.linkat(fd, a.encode(), AT_FDCWD, b.encode(), flags))
+
+
+class OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def openat2(dirfd, path, flags, mode, resolve):
+    how = OpenHow(flags, mode, resolve)
+    fd = libc.syscall(SYS_OPENAT2, dirfd, path.encode(), ctypes.byref(how), ctypes.sizeof(how))
+    check(fd)
+    os.close(fd)
+
+
+def opened(path, flags, mode=0o644):
+    os.close(os.open(path, flags, mode))
+
+
+def setup():
+    with open("f", "w") as f:
+        f.write("file\n")
+    with open("f2", "w") as f:
+        f.write("second\n")
+    os.mkdir("d")
+    os.mkdir("e")
+    open("e/inside", "w").close()
+    os.symlink("f", "lf")
+    os.symlink("d", "ld")
+    os.symlink("nowhere", "ln")
+    os.symlink("loop2", "loop1")
+    os.symlink("loop1", "loop2")
+    os.mkfifo("ff")
+
+
+W, C, X = os.O_WRONLY, os.O_CREAT, os.O_EXCL
+
+
+def main():
+    setup()
+    # open(2)
+    show("open O_CREAT new/", lambda: opened("new/", C | W))
+    show("open O_CREAT d/", lambda: opened("d/", C | W))
+    show("open O_WRONLY f/", lambda: opened("f/", W))
+    show("open O_WRONLY d", lambda: opened("d", W))
+    show("open O_WRONLY ld/", lambda: opened("ld/", W))
+    show("open O_NOFOLLOW lf", lambda: opened("lf", W | os.O_NOFOLLOW))
+    show("open O_NOFOLLOW ld/", lambda: opened("ld/", W | os.O_NOFOLLOW))
+    show("open O_DIRECTORY f", lambda: opened("f", W | os.O_DIRECTORY))
+    show("open O_DIRECTORY d", lambda: opened("d", W | os.O_DIRECTORY))
+    show("open O_EXCL lf", lambda: opened("lf", C | X | W))
+    show("open O_EXCL ln", lambda: opened("ln", C | X | W))
+    show("open O_CREAT ln (creates its target)", lambda: opened("ln", C | W))
+    show("open O_CREAT loop1", lambda: opened("loop1", C | W))
+    show("open O_RDONLY|O_TRUNC d", lambda: opened("d", os.O_RDONLY | os.O_TRUNC))
+    show("open O_PATH|O_CREAT pathnew", lambda: opened("pathnew", os.O_PATH | C))
+    show("open O_CREAT name too long", lambda: opened("n" * 256, C | W))
+    show("open O_CREAT missing/x", lambda: opened("missing/x", C | W))
+    show("open O_CREAT f/x", lambda: opened("f/x", C | W))
+    tmp = show("open O_TMPFILE d", lambda: os.open("d", os.O_TMPFILE | W, 0o600))
+    if tmp is not None:
+        os.write(tmp, b"unnamed\n")
+        show("linkat /proc/self/fd AT_SYMLINK_FOLLOW", lambda: linkat(
+            AT_FDCWD, f"/proc/self/fd/{tmp}", "tmpnamed", AT_SYMLINK_FOLLOW))
+        show("linkat AT_EMPTY_PATH", lambda: linkat(tmp, "", "emptylinked", AT_EMPTY_PATH))
+        show("fchownat AT_EMPTY_PATH", lambda: check(
+            libc.fchownat(tmp, b"", -1, -1, AT_EMPTY_PATH)))
+        os.close(tmp)
+    show("open O_TMPFILE d/", lambda: opened("d/", os.O_TMPFILE | W, 0o600))
+    show("open O_TMPFILE f", lambda: opened("f", os.O_TMPFILE | W, 0o600))
+    show("open O_TMPFILE missing", lambda: opened("missing", os.O_TMPFILE | W, 0o600))
+    # openat2(2) with resolve flags
+    d = os.open("d", os.O_PATH | os.O_DIRECTORY)
+    show("openat2 BENEATH ../f", lambda: openat2(d, "../f", W, 0, RESOLVE_BENEATH))
+    show("openat2 BENEATH inner", lambda: openat2(d, "inner", W | C, 0o644, RESOLVE_BENEATH))
+    show("openat2 IN_ROOT /rooted", lambda: openat2(d, "/rooted", W | C, 0o644, RESOLVE_IN_ROOT))
+    show("openat2 NO_SYMLINKS lf", lambda: openat2(AT_FDCWD, "lf", W, 0, RESOLVE_NO_SYMLINKS))
+    show("openat2 NO_SYMLINKS f", lambda: openat2(AT_FDCWD, "f", W, 0, RESOLVE_NO_SYMLINKS))
+    show("openat2 NO_MAGICLINKS /proc/self/cwd/f", lambda: openat2(
+        AT_FDCWD, "/proc/self/cwd/f", W, 0, RESOLVE_NO_MAGICLINKS))
+    show("openat2 NO_XDEV /proc/self/cwd", lambda: openat2(
+        AT_FDCWD, "/proc/self/cwd", os.O_RDONLY | os.O_TRUNC, 0, RESOLVE_NO_XDEV))
+    os.close(d)
+    # mkdir(2)
+    show("mkdir newdir/", lambda: os.mkdir("newdir/"))
+    show("mkdir f/", lambda: os.mkdir("f/"))
+    show("mkdir d/.", lambda: os.mkdir("d/."))
+    show("mkdir d/..", lambda: os.mkdir("d/.."))
+    show("mkdir ln", lambda: os.mkdir("ln"))
+    show("mkdir /usr", lambda: os.mkdir("/usr"))
+    show("mkdir name too long", lambda: os.mkdir("m" * 256))
+    # unlink(2), rmdir(2)
+    show("unlink f/", lambda: os.unlink("f/"))
+    show("unlink d/", lambda: os.unlink("d/"))
+    show("unlink missing/", lambda: os.unlink("missing/"))
+    show("unlink d", lambda: os.unlink("d"))
+    show("unlink d/.", lambda: os.unlink("d/."))
+    show("unlink /usr/no-such-file", lambda: os.unlink("/usr/guard-no-such-file"))
+    os.mkdir("d2")
+    show("rmdir d2/", lambda: os.rmdir("d2/"))
+    show("rmdir ld/", lambda: os.rmdir("ld/"))
+    show("rmdir f/", lambda: os.rmdir("f/"))
+    show("rmdir d/.", lambda: os.rmdir("d/."))
+    show("rmdir d/..", lambda: os.rmdir("d/.."))
+    show("rmdir /usr/no-such-dir", lambda: os.rmdir("/usr/guard-no-such-dir"))
+    # rename(2), renameat2(2)
+    show("rename f/ g", lambda: os.rename("f/", "g"))
+    show("rename f g/", lambda: os.rename("f", "g/"))
+    os.mkdir("d3")
+    show("rename d3/ d4/", lambda: os.rename("d3/", "d4/"))
+    show("rename e/.. x", lambda: os.rename("e/..", "x"))
+    show("rename lf/ x", lambda: os.rename("lf/", "x"))
+    show("renameat2 NOREPLACE f f2", lambda: renameat2("f", "f2", RENAME_NOREPLACE))
+    show("renameat2 EXCHANGE f missing", lambda: renameat2("f", "missing", RENAME_EXCHANGE))
+    show("renameat2 EXCHANGE f f2", lambda: renameat2("f", "f2", RENAME_EXCHANGE))
+    show("renameat2 EXCHANGE|NOREPLACE", lambda: renameat2("f", "f2", RENAME_EXCHANGE | RENAME_NOREPLACE))
+    show("renameat2 WHITEOUT", lambda: renameat2("f2", "f3", RENAME_WHITEOUT))
+    show("rename /usr/no-such x", lambda: os.rename("/usr/guard-no-such", "x"))
+    show("rename d e (not empty)", lambda: os.rename("d", "e"))
+    show("rename f d", lambda: os.rename("f", "d"))
+    show("rename d f", lambda: os.rename("d", "f"))
+    show("rename d d/sub", lambda: os.rename("d", "d/sub"))
+    # link(2), symlink(2), mknod(2)
+    show("link f newlink/", lambda: os.link("f", "newlink/"))
+    show("link f/ nl", lambda: os.link("f/", "nl"))
+    show("linkat AT_SYMLINK_FOLLOW lf hardf", lambda: linkat(AT_FDCWD, "lf", "hardf", AT_SYMLINK_FOLLOW))
+    show("linkat lf hardl", lambda: linkat(AT_FDCWD, "lf", "hardl", 0))
+    show("link f d", lambda: os.link("f", "d"))
+    show("link d dl", lambda: os.link("d", "dl"))
+    show("link /usr/no-such x", lambda: os.link("/usr/guard-no-such", "x"))
+    show("link f /usr", lambda: os.link("f", "/usr"))
+    show("symlink x newsym/", lambda: os.symlink("x", "newsym/"))
+    show("symlink x f/", lambda: os.symlink("x", "f/"))
+    show("symlink x /usr", lambda: os.symlink("x", "/usr"))
+    show("mkfifo newfifo/", lambda: os.mkfifo("newfifo/"))
+    show("mknod /usr", lambda: os.mknod("/usr", 0o644 | stat.S_IFIFO))
+    # truncate(2), chmod(2), chown(2)
+    show("truncate f/", lambda: os.truncate("f/", 0))
+    show("truncate d", lambda: os.truncate("d", 0))
+    show("truncate ff (fifo)", lambda: os.truncate("ff", 0))
+    show("truncate loop1", lambda: os.truncate("loop1", 0))
+    show("truncate -1", lambda: os.truncate("f", -1))
+    show("truncate missing", lambda: os.truncate("missing", 0))
+    show("chmod f/", lambda: os.chmod("f/", 0o600))
+    show("chmod ld/", lambda: os.chmod("ld/", 0o700))
+    show("lchown lf/", lambda: os.lchown("lf/", -1, -1))
+    show("chmod /usr/no-such", lambda: os.chmod("/usr/guard-no-such", 0o600))
+    # What is left.
+    for root, dirs, files in sorted(os.walk(".")):
+        for name in sorted(dirs + files):
+            p = os.path.join(root, name)
+            st = os.lstat(p)
+            kind = stat.S_IFMT(st.st_mode)
+            detail = os.readlink(p) if stat.S_ISLNK(st.st_mode) else oct(st.st_mode & 0o7777)
+            if stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    detail += " " + repr(f.read())
+            print(f"tree: {p} {kind:o} {detail} nlink={st.st_nlink}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
