@@ -148,6 +148,8 @@ pub struct Resolved {
     pub unnamed: bool,
     /// What the call does to git's own files (see `policy::git`).
     pub git: Vec<GitFacts>,
+    /// Configs guard installs anew once the call is done (see `git::Reinstall`).
+    pub reinstall: Vec<super::git::Reinstall>,
     /// exec: the new environment, read only for git (see `gitexec.rs`).
     pub envp: Option<super::decode::ArgvPtr>,
     pub act: Act,
@@ -172,6 +174,7 @@ impl Resolved {
             sets_id: false,
             unnamed: false,
             git: Vec::new(),
+            reinstall: Vec::new(),
             envp: None,
             act,
         }

@@ -296,7 +296,8 @@ fn hooks_are_refused_in_new_repositories_as_in_old_ones() {
     std::fs::write(w.ws.join("hook.sh"), &hook).expect("write");
     let script = format!(
         r#"
-attempt() {{ label=$1; shift; "$@" >/dev/null 2>&1; echo "rc=$? $label"; }}
+# guard-probe exits 0 and prints `errno N NAME` when its call fails.
+attempt() {{ label=$1; shift; out=$("$@" 2>&1); rc=$?; case $out in *errno*) rc=1;; esac; echo "rc=$rc $label"; }}
 chmod +x hook.sh
 git init -q new
 ls new/.git/hooks/*.sample >/dev/null && echo samples

@@ -11,10 +11,14 @@
 //! - a repository's `config`/`config.worktree` changes only by a rename over it (git's
 //!   `config.lock` path), judged by the content guard reads from the source and then installs
 //!   itself ([`install`]); writing it in place, linking, exchanging, a symlink or a device
-//!   there are refused;
+//!   there are refused. "A repository" here is a directory with two markers (git itself
+//!   wants all three of HEAD, objects and refs): in a directory git would not use yet, a new
+//!   `.git` included, the config is written freely;
 //! - a directory that becomes git-like (a marker created in it, or renamed to `.git`) has
 //!   the config and hooks it already holds judged then, so a repository assembled piece by
-//!   piece in any order is judged when it becomes one;
+//!   piece in any order is judged when it becomes one; the config judged is then installed
+//!   anew as guard read it ([`Reinstall`]), so a descriptor or mapping the run kept on the
+//!   file it wrote reaches nothing git reads;
 //! - an executable or a symlink in a git directory's `hooks/` under a name git runs (not
 //!   `*.sample`) is a hook: created, renamed or linked there, or made executable;
 //! - a `.git` file or symlink renamed or linked into place is judged by where it points.
@@ -94,12 +98,12 @@ fn in_hooks(t: &Target) -> bool {
             .is_some_and(|p| hooks_owner(t.parent.as_fd(), p))
 }
 
-/// Whether `t` names a repository's config.
+/// Whether `t` names the config of a directory git would use as a repository (two markers:
+/// git itself wants HEAD, objects and refs). A config in a directory that is not one yet, a
+/// new `.git` included, is written freely: git reads none of it until the markers arrive, and
+/// then guard judges it and installs what it judged ([`Reinstall`]).
 fn is_config(t: &Target) -> bool {
-    is_config_name(&t.name)
-        && t.path
-            .parent()
-            .is_some_and(|p| git_like(t.parent.as_fd(), p, 0))
+    is_config_name(&t.name) && markers_in(t.parent.as_fd()) >= 2
 }
 
 /// The content of a regular file `dir/name` (not following a final symlink), if it is one
@@ -145,9 +149,28 @@ fn runnable(mode: u32) -> bool {
     }
 }
 
+/// A config that was written while its directory was not a repository, judged when the
+/// directory becomes one: guard installs the content it judged as a new file (the caller may
+/// still hold a descriptor on the old one, or a shared mapping of it) once the call that makes
+/// the repository is done.
+#[derive(Debug)]
+pub struct Reinstall {
+    /// The git directory (O_PATH; it follows the directory if the call renames it).
+    pub dir: OwnedFd,
+    /// Where the config will be once the call is done.
+    pub path: PathBuf,
+    pub name: OsString,
+    pub content: Vec<u8>,
+}
+
 /// The judgement of a directory that is (or becomes) a git directory: its config files as
-/// they are (every key counts as added) and its hooks.
-fn whole_repository(dir: BorrowedFd<'_>, path: &Path, facts: &mut Vec<GitFacts>) {
+/// they are (every key counts as added) and its hooks; the configs judged are installed anew.
+fn whole_repository(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    facts: &mut Vec<GitFacts>,
+    reinstall: &mut Vec<Reinstall>,
+) {
     for name in ["config", "config.worktree"] {
         let name = OsStr::new(name);
         let Some(st) = stat_at(dir, name) else {
@@ -160,11 +183,21 @@ fn whole_repository(dir: BorrowedFd<'_>, path: &Path, facts: &mut Vec<GitFacts>)
             continue;
         }
         match read_regular(dir, name) {
-            Ok(text) => facts.push(GitFacts::Config {
-                git_dir: path.to_path_buf(),
-                old: Vec::new(),
-                new: config::parse(&text),
-            }),
+            Ok(text) => {
+                facts.push(GitFacts::Config {
+                    git_dir: path.to_path_buf(),
+                    old: Vec::new(),
+                    new: config::parse(&text),
+                });
+                if let Some(d) = open_at(dir, OsStr::new("."), OFlag::O_PATH | OFlag::O_DIRECTORY) {
+                    reinstall.push(Reinstall {
+                        dir: d,
+                        path: path.join(name),
+                        name: name.to_os_string(),
+                        content: text,
+                    });
+                }
+            }
             Err(why) => facts.push(GitFacts::Unjudgeable(why)),
         }
     }
@@ -216,11 +249,11 @@ fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> nix::Result<Vec<OsString>> {
 }
 
 /// A marker about to be created at `t`: if its directory becomes (or is) git-like, judge it.
-fn marker_created(t: &Target, facts: &mut Vec<GitFacts>) {
+fn marker_created(t: &Target, facts: &mut Vec<GitFacts>, reinstall: &mut Vec<Reinstall>) {
     if t.kind.is_none() && is_marker(&t.name) {
         if let Some(d) = t.path.parent() {
             if git_like(t.parent.as_fd(), d, 1) {
-                whole_repository(t.parent.as_fd(), d, facts);
+                whole_repository(t.parent.as_fd(), d, facts, reinstall);
             }
         }
     }
@@ -245,6 +278,7 @@ fn gitfile_target(content: &[u8]) -> Option<&[u8]> {
 /// install of the content it judged).
 pub fn inspect(n: &Notif, r: &mut Resolved) {
     let mut facts = Vec::new();
+    let mut reinstall = Vec::new();
     match &r.act {
         Act::Continue if r.op == Op::Exec => {
             if let Some(e) = exec::inspect(n, r) {
@@ -271,14 +305,14 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
                 }
             }
             if creates {
-                marker_created(at, &mut facts);
+                marker_created(at, &mut facts, &mut reinstall);
             }
         }
         Act::Truncate { at, .. } if is_config(at) => facts.push(GitFacts::Unjudgeable(
             "a repository's config is not truncated in place",
         )),
         Act::Rename { from, to, flags } => {
-            rename(from, to, *flags, &mut facts);
+            rename(from, to, *flags, &mut facts, &mut reinstall);
             let install = *flags == 0
                 && is_config(to)
                 && !facts.iter().any(|f| matches!(f, GitFacts::Unjudgeable(_)));
@@ -328,7 +362,7 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
                     }
                 }
             }
-            marker_created(to, &mut facts);
+            marker_created(to, &mut facts, &mut reinstall);
         }
         Act::Symlink { target, at } => {
             if is_config(at) {
@@ -348,9 +382,9 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
                     });
                 }
             }
-            marker_created(at, &mut facts);
+            marker_created(at, &mut facts, &mut reinstall);
         }
-        Act::Mkdir { at, .. } => marker_created(at, &mut facts),
+        Act::Mkdir { at, .. } => marker_created(at, &mut facts, &mut reinstall),
         Act::Mknod { at, mode, .. } => {
             if is_config(at) {
                 facts.push(GitFacts::Unjudgeable(
@@ -362,7 +396,7 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
                     name: at.name.clone(),
                 });
             }
-            marker_created(at, &mut facts);
+            marker_created(at, &mut facts, &mut reinstall);
         }
         Act::Chmod { at, mode }
             if in_hooks(at) && at.kind == Some(Kind::File) && mode & 0o111 != 0 =>
@@ -397,10 +431,17 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
         _ => {}
     }
     r.git = facts;
+    r.reinstall = reinstall;
 }
 
 /// The facts of a rename (the config install is decided by the caller).
-fn rename(from: &Target, to: &Target, flags: u32, facts: &mut Vec<GitFacts>) {
+fn rename(
+    from: &Target,
+    to: &Target,
+    flags: u32,
+    facts: &mut Vec<GitFacts>,
+    reinstall: &mut Vec<Reinstall>,
+) {
     let exchange = flags & libc::RENAME_EXCHANGE != 0;
     let sensitive = |t: &Target| {
         is_config(t) || in_hooks(t) || is_marker(&t.name) || t.name == ".git" || t.name == "hooks"
@@ -440,7 +481,7 @@ fn rename(from: &Target, to: &Target, flags: u32, facts: &mut Vec<GitFacts>) {
                 &from.name,
                 OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
             ) {
-                whole_repository(d.as_fd(), &to.path, facts);
+                whole_repository(d.as_fd(), &to.path, facts, reinstall);
             }
         } else if let Some(base) = to.path.parent() {
             if from_mode & libc::S_IFMT == libc::S_IFLNK {
@@ -460,7 +501,7 @@ fn rename(from: &Target, to: &Target, flags: u32, facts: &mut Vec<GitFacts>) {
             }
         }
     }
-    marker_created(to, facts);
+    marker_created(to, facts, reinstall);
 }
 
 #[cfg(test)]
