@@ -17,13 +17,13 @@ use crate::util::{tool, Out, Workspace};
 const DATE: &str = "2026-12-02T10:00:00Z";
 
 /// `git daemon` serving `base` on a loopback port, with pushes allowed; stopped on drop.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Daemon {
-    fn start(base: &Path) -> Daemon {
+    pub(crate) fn start(base: &Path) -> Daemon {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")

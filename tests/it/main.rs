@@ -21,6 +21,7 @@ mod fidelity_suites;
 mod fs_boundary;
 mod git;
 mod git_config;
+mod git_push;
 mod home;
 mod journal_fidelity;
 mod journal_limits;
