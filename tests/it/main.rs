@@ -35,6 +35,7 @@ mod process;
 mod profiles;
 mod recovery;
 mod rollback_ops;
+mod secrets;
 mod syscalls;
 mod transactions;
 mod unprivileged;
