@@ -114,6 +114,56 @@ const KEYS: &[Key] = &[
         set: &["core.sshCommand", "touch MARK"],
         later: &["status"],
     },
+    Key {
+        key: "core.pager",
+        text: "[core]\n\tpager = touch MARK\n",
+        set: &["core.pager", "touch MARK"],
+        // git pages only to a terminal: nothing here would run it even if it were set.
+        later: &["status"],
+    },
+    Key {
+        key: "core.askPass",
+        text: "[core]\n\taskPass = touch MARK\n",
+        set: &["core.askPass", "touch MARK"],
+        later: &["status"],
+    },
+    Key {
+        key: "diff.x.textconv",
+        text: "[diff \"x\"]\n\ttextconv = touch MARK\n",
+        set: &["diff.x.textconv", "touch MARK"],
+        later: &["diff"],
+    },
+    Key {
+        key: "merge.x.driver",
+        text: "[merge \"x\"]\n\tdriver = touch MARK\n",
+        set: &["merge.x.driver", "touch MARK"],
+        later: &["status"],
+    },
+    Key {
+        key: "includeIf.gitdir:/.path",
+        text: "[includeIf \"gitdir:/\"]\n\tpath = /tmp/x\n",
+        set: &["includeIf.gitdir:/.path", "/tmp/x"],
+        later: &["status"],
+    },
+    Key {
+        key: "gpg.program",
+        text: "[gpg]\n\tprogram = touch MARK\n",
+        set: &["gpg.program", "touch MARK"],
+        // Run without a shell, with gpg's arguments: `touch` would not make the marker.
+        later: &["status"],
+    },
+    Key {
+        key: "remote.origin.uploadpack",
+        text: "[remote \"origin\"]\n\tuploadpack = touch MARK\n",
+        set: &["remote.origin.uploadpack", "touch MARK"],
+        later: &["status"],
+    },
+    Key {
+        key: "protocol.ext.allow",
+        text: "[protocol \"ext\"]\n\tallow = always\n",
+        set: &["protocol.ext.allow", "always"],
+        later: &["status"],
+    },
 ];
 
 /// Single-quoted for sh.
@@ -144,7 +194,7 @@ fn dangerous_keys_are_refused_in_old_and_new_repositories_however_written() {
 attempt() {{ label=$1; shift; "$@" >/dev/null 2>&1; echo "rc=$? $label"; }}
 git init -q new && (cd new && echo one > a.txt && git add a.txt && git commit -qm one)
 for r in old new; do
-  printf '*.txt filter=x\n' > $r/.gitattributes
+  printf '*.txt filter=x diff=x merge=x\n' > $r/.gitattributes
   attempt "$r git config" git -C $r config {set}
   attempt "$r config.lock" sh -c "cp $r/.git/config $r/.git/config.lock && cat key.txt >> $r/.git/config.lock && mv $r/.git/config.lock $r/.git/config"
   rm -f $r/.git/config.lock
