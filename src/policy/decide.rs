@@ -780,9 +780,23 @@ mod tests {
             "git -c push.default=current push --force",
             "/usr/bin/git push --mirror",
         ] {
+            // strict has no argv rules: base's git.push alone refuses every spelling.
+            let strict = load(&["strict".into()], &vars()).unwrap();
+            let v = exec_in(&strict, "/ws", cmd);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Deny, "git.push"),
+                "strict: {cmd}"
+            );
             let v = exec_in(&p, "/ws", cmd);
             assert_eq!(v.action, Action::Deny, "{cmd}");
-            assert_eq!(v.rule.as_str(), "git.push", "{cmd}");
+            // agent's argv rules come first where they match (they name the command); git.push
+            // catches the rest.
+            let rule = v.rule.as_str();
+            assert!(
+                rule == "git.push" || rule.starts_with("no-force-push"),
+                "{cmd}: {rule}"
+            );
             assert_eq!(v.errno, libc::EPERM);
         }
         for cmd in [
