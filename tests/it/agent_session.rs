@@ -34,8 +34,16 @@ impl Daemon {
     /// On a given port (--reuseaddr: the port of a daemon just stopped), so that URLs the
     /// session records (a submodule's, in .gitmodules and so in a commit) are the same.
     fn start_on(base: &Path, port: u16) -> Daemon {
-        let mut child = Command::new("git")
-            .arg("daemon")
+        // git-daemon itself, not `git daemon`: git runs its dashed programs as a child, which
+        // a kill of `git` would leave behind, still listening.
+        let exec_path = Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .expect("git --exec-path");
+        let exec_path = String::from_utf8_lossy(&exec_path.stdout)
+            .trim()
+            .to_string();
+        let mut child = Command::new(Path::new(&exec_path).join("git-daemon"))
             .arg("--reuseaddr")
             .arg("--export-all")
             .arg("--enable=receive-pack")
