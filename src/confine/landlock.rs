@@ -186,18 +186,30 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         BitFlags::EMPTY
     };
 
-    // Open the roots before creating anything, so a missing root costs nothing.
-    let mut roots: Vec<(PathFd, &Path, BitFlags<AccessFs>)> = Vec::new();
+    // Open the roots before creating anything, so a missing root costs nothing. A root that
+    // holds a hidden path is granted entry by entry around it (see `hide.rs`).
+    let hidden = super::hide::Hidden::new(&policy.fs.hide);
+    let mut roots: Vec<(PathFd, PathBuf, BitFlags<AccessFs>)> = Vec::new();
     let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
+    let mut hid = 0usize;
     for (path, list) in fs_roots(policy) {
         let access = match list {
             RootList::Read => read_access,
             RootList::Write => write_access,
         };
-        match open_root(path)? {
-            Some(fd) => roots.push((fd, path, access)),
-            None => report.skipped_paths.push(path.to_path_buf()),
+        let mut grants = Vec::new();
+        hid += hidden.grant(path, access, &mut grants);
+        for (p, a) in grants {
+            match open_root(&p)? {
+                Some(fd) => roots.push((fd, p, a)),
+                None => report.skipped_paths.push(p),
+            }
         }
+    }
+    if hid > 0 {
+        report.enforced.push(format!(
+            "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
+        ));
     }
 
     if features.available(Feature::LandlockFsResolveUnix) {
@@ -225,10 +237,7 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     for (fd, path, access) in roots {
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|source| ConfineError::AddRule {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(|source| ConfineError::AddRule { path, source })?;
     }
     for (fd, path) in unix_dirs {
         created = created
@@ -302,6 +311,8 @@ pub enum FsGrant {
     },
     /// No root grants it: the kernel refuses the call with EACCES.
     Refused,
+    /// A root holds it but `fs.hide` takes it out: the kernel refuses the call with EACCES.
+    Hidden,
 }
 
 /// Whether the ruleset of `policy` (as [`prepare`] builds it with `features`) grants `need` on
@@ -318,6 +329,9 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
                 .status(Feature::Landlock)
                 .describe(Some("the filesystem roots are not enforced by the kernel")),
         );
+    }
+    if super::hide::Hidden::new(&policy.fs.hide).hides(path) {
+        return FsGrant::Hidden;
     }
     for (root, real, list) in granting(policy, need) {
         if path.starts_with(&real) {
@@ -459,6 +473,8 @@ mod tests {
                 protect: Vec::new(),
                 protect_set: GlobSet::empty(),
                 protect_anchors: Vec::new(),
+                hide: Vec::new(),
+                allow_setid: false,
             },
             net: NetPolicy {
                 connect_matcher: crate::policy::NetMatcher::new(&connect),
@@ -475,6 +491,7 @@ mod tests {
                 max_preimage_bytes: 0,
                 oversize: crate::policy::Oversize::Record,
                 fsync: false,
+                mass_delete: Default::default(),
             },
             env: EnvPolicy {
                 keep: Vec::new(),
@@ -482,6 +499,7 @@ mod tests {
                 allow: Vec::new(),
                 set: Vec::new(),
             },
+            git: Default::default(),
             rules: Vec::new(),
             vars: Vars {
                 workspace: "/ws".into(),

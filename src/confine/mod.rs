@@ -7,6 +7,7 @@
 
 pub mod bpf;
 pub mod features;
+mod hide;
 pub mod landlock;
 pub mod seccomp;
 pub mod syscalls;

@@ -515,13 +515,29 @@ mod tests {
             libc::SYS_futex,
             libc::SYS_getpid,
             libc::SYS_personality,
-            libc::SYS_fchmod,
+            libc::SYS_fstat,
         ] {
             assert_eq!(
                 judge(&ENFORCE, nr, &[0, 0, 0, 0]),
                 SECCOMP_RET_ALLOW,
                 "{}",
                 nr
+            );
+        }
+    }
+
+    #[test]
+    fn metadata_through_a_descriptor_is_trapped() {
+        for nr in [
+            libc::SYS_fchmod,
+            libc::SYS_fchown,
+            libc::SYS_fsetxattr,
+            libc::SYS_fremovexattr,
+        ] {
+            assert_eq!(
+                judge(&ENFORCE, nr, &[3, 0, 0, 0]),
+                SECCOMP_RET_USER_NOTIF,
+                "{nr}"
             );
         }
     }

@@ -90,30 +90,36 @@ pub enum Shape {
         mode: usize,
         dev: usize,
     },
+    /// chmod, fchmodat(2) and fchmod (`path: None`: the descriptor in `dirfd` itself).
     Chmod {
         dirfd: Option<usize>,
-        path: usize,
+        path: Option<usize>,
         mode: usize,
         follow: Follow,
+        empty: Empty,
     },
-    /// The gid is in the register after `uid`.
+    /// chown, lchown, fchownat and fchown. The gid is in the register after `uid`.
     Chown {
         dirfd: Option<usize>,
-        path: usize,
+        path: Option<usize>,
         uid: usize,
         follow: Follow,
+        empty: Empty,
     },
     Truncate {
         path: usize,
         len: usize,
     },
-    /// utime, utimes, futimesat, utimensat, the xattr calls: metadata the supervisor records,
-    /// then lets the kernel change. `empty_ok`: an empty (or NULL) path means the descriptor.
+    /// The times and extended attribute calls, path-based or on a descriptor (`path: None`),
+    /// performed by the supervisor with the arguments `args` names.
     Meta {
         dirfd: Option<usize>,
-        path: usize,
+        path: Option<usize>,
         follow: Follow,
-        empty_ok: bool,
+        empty: Empty,
+        /// A NULL path names the descriptor itself (utimensat, futimesat).
+        null_is_fd: bool,
+        args: MetaArgs,
     },
     Open {
         dirfd: Option<usize>,
@@ -171,6 +177,41 @@ pub enum Shape {
     Credentials {
         umask: Option<usize>,
     },
+}
+
+/// When an empty path names the descriptor itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Empty {
+    /// Never: an empty path is ENOENT.
+    Never,
+    /// When the flags register at this index has AT_EMPTY_PATH.
+    Flagged(usize),
+}
+
+/// Where the arguments of a times or xattr call are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaArgs {
+    /// utime: a `struct utimbuf` (NULL: now).
+    Utimbuf(usize),
+    /// utimes, futimesat: two `struct timeval` (NULL: now).
+    Timeval(usize),
+    /// utimensat: two `struct timespec` (NULL: now).
+    Timespec(usize),
+    /// setxattr, lsetxattr, fsetxattr: name, value, size, flags.
+    SetXattr {
+        name: usize,
+        value: usize,
+        size: usize,
+        flags: usize,
+    },
+    /// setxattrat: name, a `struct xattr_args` and its size.
+    SetXattrAt {
+        name: usize,
+        args: usize,
+        size: usize,
+    },
+    /// removexattr, lremovexattr, fremovexattr, removexattrat.
+    RemoveXattr { name: usize },
 }
 
 /// Whether a call follows a final symlink.
@@ -260,23 +301,29 @@ macro_rules! table {
             row!($S::symlinkat, trap(Shape::Symlink { target: 0, dirfd: Some(1), path: 2 })),
             row!($S::mkdirat, trap(Shape::Mkdir { dirfd: Some(0), path: 1, mode: 2 })),
             row!($S::mknodat, trap(Shape::Mknod { dirfd: Some(0), path: 1, mode: 2, dev: 3 })),
-            row!($S::fchmodat, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::Always })),
-            row!($S::fchownat, trap(Shape::Chown { dirfd: Some(0), path: 1, uid: 2, follow: Follow::UnlessFlagged(4) })),
+            row!($S::fchmodat, trap(Shape::Chmod { dirfd: Some(0), path: Some(1), mode: 2, follow: Follow::Always, empty: Empty::Never })),
+            row!($S::fchownat, trap(Shape::Chown { dirfd: Some(0), path: Some(1), uid: 2, follow: Follow::UnlessFlagged(4), empty: Empty::Flagged(4) })),
             row!($S::truncate, trap(Shape::Truncate { path: 0, len: 1 })),
-            row!($S::utimensat, trap(Shape::Meta { dirfd: Some(0), path: 1, follow: Follow::UnlessFlagged(3), empty_ok: true })),
-            row!($S::setxattr, trap(META_FOLLOW)),
-            row!($S::lsetxattr, trap(META_NOFOLLOW)),
-            row!($S::removexattr, trap(META_FOLLOW)),
-            row!($S::lremovexattr, trap(META_NOFOLLOW)),
+            row!($S::utimensat, trap(Shape::Meta { dirfd: Some(0), path: Some(1), follow: Follow::UnlessFlagged(3), empty: Empty::Flagged(3), null_is_fd: true, args: MetaArgs::Timespec(2) })),
+            row!($S::setxattr, trap(xattr(Follow::Always, SETXATTR))),
+            row!($S::lsetxattr, trap(xattr(Follow::Never, SETXATTR))),
+            row!($S::removexattr, trap(xattr(Follow::Always, REMOVEXATTR))),
+            row!($S::lremovexattr, trap(xattr(Follow::Never, REMOVEXATTR))),
+            // Metadata through a descriptor: Landlock has no right for these, so only the
+            // supervisor judges them, by the object the descriptor refers to.
+            row!($S::fchmod, trap(Shape::Chmod { dirfd: Some(0), path: None, mode: 1, follow: Follow::Always, empty: Empty::Never })),
+            row!($S::fchown, trap(Shape::Chown { dirfd: Some(0), path: None, uid: 1, follow: Follow::Always, empty: Empty::Never })),
+            row!($S::fsetxattr, trap(Shape::Meta { dirfd: Some(0), path: None, follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: SETXATTR })),
+            row!($S::fremovexattr, trap(Shape::Meta { dirfd: Some(0), path: None, follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: REMOVEXATTR })),
             // Its open flags are in memory, so it is trapped whatever they say; the supervisor
             // has the kernel honour the caller's resolve flags (supervisor/beneath.rs).
             row!($S::openat2, trap(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::How(2), mode: None })),
             row!($S::renameat, trap(Shape::Rename { from: (Some(0), 1), to: (Some(2), 3), flags: None })),
-            row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: 1, mode: 2, follow: Follow::UnlessFlagged(3) })),
+            row!($S::fchmodat2, trap(Shape::Chmod { dirfd: Some(0), path: Some(1), mode: 2, follow: Follow::UnlessFlagged(3), empty: Empty::Flagged(3) })),
             // setxattrat(dfd, path, at_flags, name, args, size), removexattrat(dfd, path,
             // at_flags, name): Linux 6.13.
-            row!($S::setxattrat, trap(META_AT)),
-            row!($S::removexattrat, trap(META_AT)),
+            row!($S::setxattrat, trap(Shape::Meta { dirfd: Some(0), path: Some(1), follow: Follow::UnlessFlagged(2), empty: Empty::Flagged(2), null_is_fd: false, args: MetaArgs::SetXattrAt { name: 3, args: 4, size: 5 } })),
+            row!($S::removexattrat, trap(Shape::Meta { dirfd: Some(0), path: Some(1), follow: Follow::UnlessFlagged(2), empty: Empty::Flagged(2), null_is_fd: false, args: MetaArgs::RemoveXattr { name: 3 } })),
             $($legacy,)*
             row!($S::execve, trap(Shape::Exec { dirfd: None, path: 0, argv: 1, flags: None })),
             row!($S::execveat, trap(Shape::Exec { dirfd: Some(0), path: 1, argv: 2, flags: Some(4) })),
@@ -305,24 +352,25 @@ macro_rules! table {
 
 const DENY: Treatment = Treatment::Deny(libc::EPERM);
 const CREDENTIALS: Shape = Shape::Credentials { umask: None };
-const META_FOLLOW: Shape = Shape::Meta {
-    dirfd: None,
-    path: 0,
-    follow: Follow::Always,
-    empty_ok: false,
+const SETXATTR: MetaArgs = MetaArgs::SetXattr {
+    name: 1,
+    value: 2,
+    size: 3,
+    flags: 4,
 };
-const META_NOFOLLOW: Shape = Shape::Meta {
-    dirfd: None,
-    path: 0,
-    follow: Follow::Never,
-    empty_ok: false,
-};
-const META_AT: Shape = Shape::Meta {
-    dirfd: Some(0),
-    path: 1,
-    follow: Follow::UnlessFlagged(2),
-    empty_ok: true,
-};
+const REMOVEXATTR: MetaArgs = MetaArgs::RemoveXattr { name: 1 };
+
+/// A path-based xattr call (the path in register 0).
+const fn xattr(follow: Follow, args: MetaArgs) -> Shape {
+    Shape::Meta {
+        dirfd: None,
+        path: Some(0),
+        follow,
+        empty: Empty::Never,
+        null_is_fd: false,
+        args,
+    }
+}
 
 const fn trap(shape: Shape) -> Treatment {
     Treatment::Trap(shape)
@@ -339,12 +387,12 @@ pub const X86_64_TABLE: &[Syscall] = table!(X86_64;
         row!(X86_64::symlink, trap(Shape::Symlink { target: 0, dirfd: None, path: 1 })),
         row!(X86_64::mkdir, trap(Shape::Mkdir { dirfd: None, path: 0, mode: 1 })),
         row!(X86_64::mknod, trap(Shape::Mknod { dirfd: None, path: 0, mode: 1, dev: 2 })),
-        row!(X86_64::chmod, trap(Shape::Chmod { dirfd: None, path: 0, mode: 1, follow: Follow::Always })),
-        row!(X86_64::chown, trap(Shape::Chown { dirfd: None, path: 0, uid: 1, follow: Follow::Always })),
-        row!(X86_64::lchown, trap(Shape::Chown { dirfd: None, path: 0, uid: 1, follow: Follow::Never })),
-        row!(X86_64::utime, trap(META_FOLLOW)),
-        row!(X86_64::utimes, trap(META_FOLLOW)),
-        row!(X86_64::futimesat, trap(Shape::Meta { dirfd: Some(0), path: 1, follow: Follow::Always, empty_ok: true })),
+        row!(X86_64::chmod, trap(Shape::Chmod { dirfd: None, path: Some(0), mode: 1, follow: Follow::Always, empty: Empty::Never })),
+        row!(X86_64::chown, trap(Shape::Chown { dirfd: None, path: Some(0), uid: 1, follow: Follow::Always, empty: Empty::Never })),
+        row!(X86_64::lchown, trap(Shape::Chown { dirfd: None, path: Some(0), uid: 1, follow: Follow::Never, empty: Empty::Never })),
+        row!(X86_64::utime, trap(Shape::Meta { dirfd: None, path: Some(0), follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: MetaArgs::Utimbuf(1) })),
+        row!(X86_64::utimes, trap(Shape::Meta { dirfd: None, path: Some(0), follow: Follow::Always, empty: Empty::Never, null_is_fd: false, args: MetaArgs::Timeval(1) })),
+        row!(X86_64::futimesat, trap(Shape::Meta { dirfd: Some(0), path: Some(1), follow: Follow::Always, empty: Empty::Never, null_is_fd: true, args: MetaArgs::Timeval(2) })),
         row!(X86_64::creat, trap(Shape::Open { dirfd: None, path: 0, flags: OpenFlags::Creat, mode: Some(1) })),
     ];
     open: [

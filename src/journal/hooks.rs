@@ -265,4 +265,30 @@ impl Journal {
         self.meta_saved.insert(id);
         Ok(())
     }
+
+    /// Before a metadata change through a descriptor (fchmod, fchown, fsetxattr, futimens):
+    /// records the old mode, owner and times of the object `fd` refers to, found at `abs`,
+    /// once per checkpoint per inode.
+    pub fn will_change_meta_of(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        abs: &Path,
+    ) -> Result<(), JournalError> {
+        let Some(path) = self.covered_rel(abs) else {
+            return Ok(());
+        };
+        let st = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd))
+            .map(|st| Stat::from_nix(&st))
+            .map_err(|e| JournalError::Inspect {
+                path: abs.to_path_buf(),
+                source: e.into(),
+            })?;
+        if self.meta_saved.contains(&st.id()) {
+            return Ok(());
+        }
+        let id = st.id();
+        self.append(Op::Meta { path, st })?;
+        self.meta_saved.insert(id);
+        Ok(())
+    }
 }

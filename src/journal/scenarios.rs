@@ -18,6 +18,7 @@ fn policy(exclude: &[&str], max: u64) -> TransactionPolicy {
         max_preimage_bytes: max,
         oversize: crate::policy::Oversize::Record,
         fsync: false,
+        mass_delete: Default::default(),
     }
 }
 

@@ -58,7 +58,7 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         };
     }
     match req.op {
-        Op::Exec => decide_exec(req),
+        Op::Exec => decide_exec(policy, req),
         Op::Connect => decide_connect(policy, req),
         Op::Bind => decide_bind(policy, req),
         Op::Dns => decide_dns(policy, req),
@@ -81,6 +81,15 @@ fn deny(errno: i32, rule: Builtin, reason: &str) -> Verdict {
         errno,
         rule: RuleId::Builtin(rule),
         reason: Some(reason.to_string()),
+    }
+}
+
+fn deny_because(errno: i32, rule: Builtin, reason: String) -> Verdict {
+    Verdict {
+        action: Action::Deny,
+        errno,
+        rule: RuleId::Builtin(rule),
+        reason: Some(reason),
     }
 }
 
@@ -125,6 +134,19 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
 }
 
 fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
+    if req.unnamed && req.op == Op::Chmod {
+        if req.sets_id && !policy.fs.allow_setid {
+            return deny(
+                libc::EPERM,
+                Builtin::SetId,
+                "a set-user-id or set-group-id file (or file capabilities)",
+            );
+        }
+        return allow(
+            Builtin::WriteRoots,
+            Some("an object with no name (pipe, socket, memfd, unlinked file)"),
+        );
+    }
     let Some(path) = req.path else {
         return malformed("request without a path");
     };
@@ -197,7 +219,64 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
             );
         }
     }
+    if req.sets_id && !policy.fs.allow_setid {
+        return deny(
+            libc::EPERM,
+            Builtin::SetId,
+            "a set-user-id or set-group-id file (or file capabilities)",
+        );
+    }
+    if let Some(v) = decide_git(policy, req) {
+        return v;
+    }
     allow(Builtin::WriteRoots, None)
+}
+
+/// The judgement of what a call does to git's own files (see `policy::git`).
+fn decide_git(policy: &Policy, req: &Request) -> Option<Verdict> {
+    use super::git::{keys, GitFacts};
+    let refuse = |rule, reason: String| Some(deny_because(libc::EPERM, rule, reason));
+    for fact in req.git {
+        match fact {
+            GitFacts::Config { git_dir, old, new } => match new {
+                Err(e) => {
+                    return refuse(
+                        Builtin::GitConfig,
+                        format!("the new config is not one git would read as guard reads it: {e}"),
+                    )
+                }
+                Ok(new) => {
+                    if let Some(why) = keys::judge(&policy.git, &policy.fs.write, git_dir, old, new)
+                    {
+                        return refuse(Builtin::GitConfig, why);
+                    }
+                }
+            },
+            GitFacts::Unjudgeable(why) => return refuse(Builtin::GitConfig, (*why).to_string()),
+            GitFacts::Hook { name } if policy.git.refuse_hooks => {
+                return refuse(
+                    Builtin::GitHook,
+                    format!(
+                        "`{}` would be a hook: git runs it outside the sandbox",
+                        name.to_string_lossy()
+                    ),
+                )
+            }
+            GitFacts::Redirect { target } => {
+                if !policy.fs.write.iter().any(|r| is_within(target, r)) {
+                    return refuse(
+                        Builtin::GitConfig,
+                        format!(
+                            "a .git file or link sends git outside the write roots ({})",
+                            target.display()
+                        ),
+                    );
+                }
+            }
+            GitFacts::Hook { .. } | GitFacts::Exec(_) => {}
+        }
+    }
+    None
 }
 
 /// A file named `.guard.toml` anywhere, a profile file the policy was built from, or anything
@@ -225,16 +304,32 @@ fn is_within(path: &Path, root: &Path) -> bool {
 /// An exec is allowed by default (argv rules decided above): Landlock's execute right is the
 /// boundary for files. What it does not cover is refused here: a program with no file behind
 /// it (memfd_create + fexecve, a deleted file run through its descriptor).
-fn decide_exec(req: &Request) -> Verdict {
+///
+/// A git push that deletes or force-updates remote refs is refused too (`policy::git::push`),
+/// judged with the config the supervisor read for it, or with none (`guard explain`).
+fn decide_exec(policy: &Policy, req: &Request) -> Verdict {
     if req.exe_anonymous {
-        deny(
+        return deny(
             libc::EACCES,
             Builtin::ExecAnonymous,
             "the program is not a file on disk (memfd or deleted)",
-        )
-    } else {
-        allow(Builtin::Default, None)
+        );
     }
+    if policy.git.refuse_destructive_push {
+        let none = super::git::GitExec::default();
+        let facts = req
+            .git
+            .iter()
+            .find_map(|f| match f {
+                super::git::GitFacts::Exec(e) => Some(e),
+                _ => None,
+            })
+            .unwrap_or(&none);
+        if let Some(why) = super::git::push::judge(req.argv, req.exe, facts) {
+            return deny_because(libc::EPERM, Builtin::GitPush, why);
+        }
+    }
+    allow(Builtin::Default, None)
 }
 
 fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
@@ -510,18 +605,20 @@ mod tests {
     #[test]
     fn protect_and_fresh() {
         let p = agent();
-        let v = fs(&p, Op::Write, "/ws/.git/config");
+        let v = fs(&p, Op::Write, "/ws/.git/hooks/pre-push");
         assert_eq!(
             (v.action, v.errno, v.rule.as_str()),
             (Action::Deny, libc::EPERM, "fs.protect")
         );
         assert!(v.reason.unwrap().contains("protected path"));
+        // The config is judged by content (the supervisor's facts), not by its path.
+        assert_eq!(fs(&p, Op::Write, "/ws/.git/config").action, Action::Allow);
         assert_eq!(
             fs(&p, Op::Create, "/ws/.git/hooks/pre-commit").errno,
             libc::EPERM
         );
         assert_eq!(fs(&p, Op::Delete, "/ws/.git/hooks").errno, libc::EPERM);
-        let cfg = PathBuf::from("/ws/.git/config");
+        let cfg = PathBuf::from("/ws/.git/hooks/pre-push");
         let fresh = decide(
             &p,
             &Request {
@@ -533,6 +630,105 @@ mod tests {
         assert_eq!(fresh.action, Action::Allow);
         // Ordinary git internals stay writable.
         assert_eq!(fs(&p, Op::Write, "/ws/.git/index").action, Action::Allow);
+    }
+
+    #[test]
+    fn set_id_bits_are_refused_unless_allowed() {
+        let mut p = agent();
+        let f = PathBuf::from("/ws/x");
+        let req = |unnamed: bool| Request {
+            path: (!unnamed).then_some(f.as_path()),
+            sets_id: true,
+            unnamed,
+            ..Request::new(Op::Chmod)
+        };
+        for unnamed in [false, true] {
+            let v = decide(&p, &req(unnamed));
+            assert_eq!(
+                (v.action, v.errno, v.rule.as_str()),
+                (Action::Deny, libc::EPERM, "fs.setid")
+            );
+        }
+        assert_eq!(
+            decide(
+                &p,
+                &Request {
+                    sets_id: false,
+                    ..req(true)
+                }
+            )
+            .action,
+            Action::Allow
+        );
+        p.fs.allow_setid = true;
+        assert_eq!(decide(&p, &req(false)).action, Action::Allow);
+        // Outside the write roots the boundary answers first.
+        let out = PathBuf::from("/etc/x");
+        let v = decide(
+            &agent(),
+            &Request {
+                path: Some(&out),
+                ..req(false)
+            },
+        );
+        assert_eq!(v.rule.as_str(), "fs.write-roots");
+    }
+
+    #[test]
+    fn git_facts_are_judged() {
+        use crate::policy::git::{config::parse, GitFacts};
+        let p = agent();
+        let path = PathBuf::from("/ws/new/.git/config");
+        let judge = |facts: &[GitFacts]| {
+            decide(
+                &p,
+                &Request {
+                    path: Some(&path),
+                    git: facts,
+                    ..Request::new(Op::Create)
+                },
+            )
+        };
+        let config = |text: &str| GitFacts::Config {
+            git_dir: "/ws/new/.git".into(),
+            old: Vec::new(),
+            new: parse(text.as_bytes()),
+        };
+        let renamed = |facts: &[GitFacts]| {
+            let from = PathBuf::from("/ws/new/.git/config.lock");
+            decide(
+                &p,
+                &Request {
+                    path: Some(&from),
+                    path2: Some(&path),
+                    git: facts,
+                    ..Request::new(Op::Rename)
+                },
+            )
+        };
+        let v = renamed(&[config("[core]\n\tfsmonitor = touch x\n")]);
+        assert_eq!((v.action, v.rule.as_str()), (Action::Deny, "git.config"));
+        assert!(v.reason.unwrap().contains("core.fsmonitor"));
+        assert_eq!(
+            renamed(&[config("[user]\nname = x\n")]).action,
+            Action::Allow
+        );
+        let v = renamed(&[config("[core\n")]);
+        assert_eq!(v.action, Action::Deny, "unreadable content is refused");
+        let v = judge(&[GitFacts::Hook {
+            name: "pre-commit".into(),
+        }]);
+        assert_eq!((v.action, v.rule.as_str()), (Action::Deny, "git.hook"));
+        let v = judge(&[GitFacts::Unjudgeable("in place")]);
+        assert_eq!((v.action, v.rule.as_str()), (Action::Deny, "git.config"));
+        let v = judge(&[GitFacts::Redirect {
+            target: "/home/u/other/.git".into(),
+        }]);
+        assert_eq!(v.action, Action::Deny);
+        let v = judge(&[GitFacts::Redirect {
+            target: "/ws/evil.git".into(),
+        }]);
+        assert_eq!(v.action, Action::Allow, "judged where it lands");
     }
 
     #[test]
@@ -584,12 +780,22 @@ mod tests {
             "git -c push.default=current push --force",
             "/usr/bin/git push --mirror",
         ] {
+            // strict has no argv rules: base's git.push alone refuses every spelling.
+            let strict = load(&["strict".into()], &vars()).unwrap();
+            let v = exec_in(&strict, "/ws", cmd);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Deny, "git.push"),
+                "strict: {cmd}"
+            );
             let v = exec_in(&p, "/ws", cmd);
             assert_eq!(v.action, Action::Deny, "{cmd}");
+            // agent's argv rules come first where they match (they name the command); git.push
+            // catches the rest.
+            let rule = v.rule.as_str();
             assert!(
-                v.rule.as_str().starts_with("no-force-push"),
-                "{cmd}: {}",
-                v.rule
+                rule == "git.push" || rule.starts_with("no-force-push"),
+                "{cmd}: {rule}"
             );
             assert_eq!(v.errno, libc::EPERM);
         }
@@ -757,12 +963,17 @@ mod tests {
             "/ws/.git",
             "/ws/.git/hooks",
             "/ws/.git/hooks/x/y",
-            "/ws/.git/config",
             "/",
         ] {
             assert!(p.is_protect_relevant(Path::new(path)), "{path}");
         }
-        for path in ["/ws/src", "/ws/.git/index", "/ws/.git/configx", "/other"] {
+        for path in [
+            "/ws/src",
+            "/ws/.git/index",
+            "/ws/.git/config",
+            "/ws/.git/configx",
+            "/other",
+        ] {
             assert!(!p.is_protect_relevant(Path::new(path)), "{path}");
         }
     }

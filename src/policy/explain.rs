@@ -21,6 +21,11 @@ impl Builtin {
             Builtin::Default => "the call is missing what its operation needs",
             Builtin::Decode => "guard could not read the call",
             Builtin::GuardConfig => "guard's own configuration",
+            Builtin::SetId => "a set-user-id or set-group-id file",
+            Builtin::GitConfig => "a repository config git would run or follow elsewhere",
+            Builtin::GitHook => "a git hook",
+            Builtin::GitPush => "a push that deletes or rewrites remote refs",
+            Builtin::MassDelete => "the command deletes much of the workspace",
             Builtin::Observe | Builtin::FdReopen | Builtin::Resolve => "refused",
         }
     }
@@ -45,6 +50,17 @@ impl Builtin {
                 "add the host to [net] connect (HOST:PORT) or the name to [net] resolve (in .guard.toml or a profile layered with -p)"
             }
             Builtin::GuardConfig => "edit guard's configuration outside the sandbox",
+            Builtin::SetId => "set [fs] allow-setid = true (in a profile layered with -p)",
+            Builtin::GitConfig => {
+                "set the key outside the sandbox, or list it in [git] allow-keys (in a profile layered with -p)"
+            }
+            Builtin::GitHook => "install the hook outside the sandbox",
+            Builtin::GitPush => {
+                "push outside the sandbox, or set [git] refuse-destructive-push = false (in a profile layered with -p)"
+            }
+            Builtin::MassDelete => {
+                "raise [transaction] mass-delete's min-entries or share (in a profile layered with -p)"
+            }
             Builtin::ExecAnonymous if op == Some(Op::Exec) => {
                 "run the program from a file under the read roots"
             }

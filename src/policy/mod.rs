@@ -14,6 +14,7 @@ mod diagnose;
 mod errno;
 mod error;
 mod explain;
+pub mod git;
 mod model;
 mod net;
 mod paths;
@@ -21,6 +22,7 @@ mod raw;
 mod react;
 mod render;
 mod resolve;
+pub mod volume;
 
 pub use argv::ArgvPattern;
 pub use builtin::{builtin_names, builtin_source};

@@ -47,6 +47,11 @@ pub struct FsPolicy {
     /// The literal directory prefixes of the `protect` patterns (e.g. `/ws/.git/hooks` for
     /// `/ws/.git/hooks/**`): deleting or renaming one of these, or an ancestor, is refused too.
     pub protect_anchors: Vec<PathBuf>,
+    /// Absolute path globs inside the read or write roots that Landlock must not grant
+    /// (root-only secrets such as `/etc/shadow`): a root holding one is granted entry by entry.
+    pub hide: Vec<String>,
+    /// Set-user-id and set-group-id bits may be set (refused by default).
+    pub allow_setid: bool,
 }
 
 /// One entry of `net.connect`.
@@ -124,6 +129,29 @@ pub struct TransactionPolicy {
     pub oversize: Oversize,
     /// fsync the journal at every entry, for power-loss safety.
     pub fsync: bool,
+    /// What a command that deletes much of the workspace meets.
+    pub mass_delete: MassDelete,
+}
+
+/// `transaction.mass-delete`: when one command has deleted at least `min_entries` entries of
+/// the workspace that existed when it started, and at least `share` of the workspace's
+/// entries, the delete that crosses the line gets `action` (`allow` turns it off).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MassDelete {
+    pub action: Action,
+    pub min_entries: u64,
+    /// A fraction, 0 to 1.
+    pub share: f64,
+}
+
+impl Default for MassDelete {
+    fn default() -> Self {
+        MassDelete {
+            action: Action::Allow,
+            min_entries: 20,
+            share: 0.5,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -299,6 +327,8 @@ pub struct Policy {
     pub net: NetPolicy,
     pub transaction: TransactionPolicy,
     pub env: EnvPolicy,
+    /// How git's own files and pushes are judged.
+    pub git: super::git::GitPolicy,
     pub rules: Vec<Rule>,
     pub vars: Vars,
     pub home: HomePolicy,
@@ -356,6 +386,14 @@ pub struct Request<'a> {
     /// (`> /dev/stdout` into a pipe, a jobserver): no file is reached, so no filesystem rule
     /// applies.
     pub reopens_own_pipe: bool,
+    /// The call would leave a set-user-id or set-group-id file (or file capabilities) behind:
+    /// a chmod or create mode with those bits, an xattr `security.capability`.
+    pub sets_id: bool,
+    /// What the supervisor found about git's metadata this call touches (see `policy::git`).
+    pub git: &'a [super::git::GitFacts],
+    /// A metadata call through a descriptor whose object has no name anywhere (a pipe, a
+    /// socket, a memfd, an unlinked file): no path rule applies (set-id bits still do).
+    pub unnamed: bool,
 }
 
 impl<'a> Request<'a> {
@@ -379,6 +417,9 @@ impl<'a> Request<'a> {
             addr: None,
             name: None,
             reopens_own_pipe: false,
+            sets_id: false,
+            git: &[],
+            unnamed: false,
         }
     }
 }
@@ -430,13 +471,23 @@ pub enum Builtin {
     Decode,
     /// An open of the caller's own pipe through /proc/PID/fd.
     FdReopen,
+    /// A set-user-id or set-group-id bit (or file capabilities) refused.
+    SetId,
+    /// A repository's config judged by content.
+    GitConfig,
+    /// An executable in a repository's hooks directory.
+    GitHook,
+    /// A push that deletes or force-updates remote refs.
+    GitPush,
+    /// One command deleting much of the workspace.
+    MassDelete,
     /// A change to guard's own configuration (a profile file in use, any `.guard.toml`, the
     /// user's configuration directory), or to an ancestor of one.
     GuardConfig,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 12] = [
+    pub const ALL: [Builtin; 17] = [
         Builtin::WriteRoots,
         Builtin::Protect,
         Builtin::ExecAnonymous,
@@ -448,6 +499,11 @@ impl Builtin {
         Builtin::Resolve,
         Builtin::Decode,
         Builtin::FdReopen,
+        Builtin::SetId,
+        Builtin::GitConfig,
+        Builtin::GitHook,
+        Builtin::GitPush,
+        Builtin::MassDelete,
         Builtin::GuardConfig,
     ];
 
@@ -465,6 +521,11 @@ impl Builtin {
             Builtin::Resolve => "resolve",
             Builtin::Decode => "decode",
             Builtin::FdReopen => "fd-reopen",
+            Builtin::SetId => "fs.setid",
+            Builtin::GitConfig => "git.config",
+            Builtin::GitHook => "git.hook",
+            Builtin::GitPush => "git.push",
+            Builtin::MassDelete => "fs.mass-delete",
             Builtin::GuardConfig => "fs.guard-config",
         }
     }
@@ -485,7 +546,7 @@ impl Verdict {
 
 impl RuleId {
     /// Prefixes of rule ids that guard keeps for itself.
-    pub const RESERVED_PREFIXES: [&'static str; 3] = ["fs.", "net.", "guard."];
+    pub const RESERVED_PREFIXES: [&'static str; 4] = ["fs.", "net.", "guard.", "git."];
 
     /// The id as the audit log shows it.
     pub fn as_str(&self) -> &str {

@@ -30,6 +30,8 @@ pub struct RawProfile {
     #[serde(default)]
     pub env: RawEnv,
     #[serde(default)]
+    pub git: RawGit,
+    #[serde(default)]
     pub home: RawHome,
     #[serde(default)]
     pub report: RawReport,
@@ -79,6 +81,32 @@ pub struct RawFs {
     pub write: Vec<String>,
     #[serde(default)]
     pub protect: Vec<String>,
+    /// Paths inside the roots that Landlock must not grant (globs).
+    #[serde(default)]
+    pub hide: Vec<String>,
+    /// Allow set-user-id and set-group-id bits.
+    pub allow_setid: Option<bool>,
+}
+
+/// `[git]`: how repositories' config, hooks and pushes are judged.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawGit {
+    #[serde(default)]
+    pub refuse_keys: Vec<String>,
+    #[serde(default)]
+    pub allow_keys: Vec<String>,
+    pub refuse_hooks: Option<bool>,
+    pub refuse_destructive_push: Option<bool>,
+}
+
+/// `transaction.mass-delete`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawMassDelete {
+    pub action: Option<Action>,
+    pub min_entries: Option<u64>,
+    pub share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -130,6 +158,7 @@ pub struct RawTransaction {
     pub oversize: Option<RawOversize>,
     /// fsync the journal at every entry (power-loss safety; slower).
     pub fsync: Option<bool>,
+    pub mass_delete: Option<RawMassDelete>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -62,7 +62,11 @@ pub fn react(policy: &Policy, verdict: &Verdict, situation: &Situation) -> React
     } = *situation;
     match verdict.action {
         Action::Allow | Action::Risky => {
-            let risky = transactional && verdict.action == Action::Risky;
+            // A mass deletion is flagged at the delete that crosses the line; the checkpoint
+            // that matters is the one its command took when it started, before any of its
+            // deletes. A new one here would come after them.
+            let mass_delete = verdict.rule == RuleId::Builtin(Builtin::MassDelete);
+            let risky = transactional && verdict.action == Action::Risky && !mass_delete;
             let new_command = transactional && new_command;
             if risky || new_command {
                 Reaction::CheckpointThenAllow { risky, new_command }
@@ -210,6 +214,17 @@ mod tests {
                 risky: true,
                 new_command: false
             }
+        );
+        let mass = verdict(Action::Risky, RuleId::Builtin(Builtin::MassDelete));
+        assert_eq!(
+            react(&p, &mass, &TX),
+            Reaction::Allow,
+            "no checkpoint after the deletes"
+        );
+        let deny = verdict(Action::Deny, RuleId::Builtin(Builtin::MassDelete));
+        assert_eq!(
+            react(&policy(OnDeny::Rollback), &deny, &TX),
+            Reaction::RollbackCommand
         );
         // Without a journal there is nothing to checkpoint.
         let plain = Situation {

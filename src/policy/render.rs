@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::errno;
 use super::model::*;
 
-/// Renders the resolved policy: sources, digest, mode, fs, net, transaction, env, rules.
+/// Renders the resolved policy: sources, digest, mode, fs, net, transaction, env, git, rules.
 pub fn render(policy: &Policy) -> String {
     let mut out = String::new();
     let w = &mut out;
@@ -61,6 +61,8 @@ pub fn render(policy: &Policy) -> String {
             .iter()
             .map(|p| p.display().to_string()),
     );
+    list(w, "hide", policy.fs.hide.iter().cloned());
+    line(w, format_args!("allow-setid = {}", policy.fs.allow_setid));
 
     line(w, format_args!("\n[net]"));
     list(w, "connect", policy.net.connect.iter().map(target));
@@ -97,6 +99,16 @@ pub fn render(policy: &Policy) -> String {
     };
     line(w, format_args!("oversize = \"{oversize}\""));
     line(w, format_args!("fsync = {}", tx.fsync));
+    let md = &tx.mass_delete;
+    line(
+        w,
+        format_args!(
+            "mass-delete = {{ action = \"{}\", min-entries = {}, share = {} }}",
+            md.action.as_str(),
+            md.min_entries,
+            md.share
+        ),
+    );
 
     line(w, format_args!("\n[env]"));
     list(w, "keep", policy.env.keep.iter().cloned());
@@ -109,6 +121,21 @@ pub fn render(policy: &Policy) -> String {
         .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
         .collect();
     line(w, format_args!("set = {{ {} }}", set.join(", ")));
+
+    line(w, format_args!("\n[git]"));
+    line(
+        w,
+        format_args!("refuse-hooks = {}", policy.git.refuse_hooks),
+    );
+    line(
+        w,
+        format_args!(
+            "refuse-destructive-push = {}",
+            policy.git.refuse_destructive_push
+        ),
+    );
+    list(w, "refuse-keys", policy.git.refuse_keys.iter().cloned());
+    list(w, "allow-keys", policy.git.allow_keys.iter().cloned());
 
     line(w, format_args!("\n[home]"));
     line(w, format_args!("private = {}", policy.home.private));
@@ -242,9 +269,13 @@ mod tests {
         assert!(pos("[fs]") < pos("[net]"));
         assert!(pos("[net]") < pos("[transaction]"));
         assert!(pos("[transaction]") < pos("[env]"));
-        assert!(pos("[env]") < pos("[[rule]]"));
+        assert!(pos("[env]") < pos("[git]"));
+        assert!(pos("[git]") < pos("[[rule]]"));
+        assert!(pos("\"core.hooksPath\"") > pos("refuse-keys"));
+        assert!(pos("\"/etc/shadow\"") > pos("hide"));
+        assert!(pos("mass-delete = { action = \"risky\"") > 0);
         assert!(pos("\"/home/u/.cargo\"") > 0);
         assert!(pos("\"127.0.0.0/8\"") > 0 && pos("\"::1\"") > 0);
-        assert!(pos("id = \"no-force-push\"") > 0 && pos("errno = \"EPERM\"") > 0);
+        assert!(pos("id = \"no-rm-workspace\"") > 0 && pos("errno = \"EPERM\"") > 0);
     }
 }

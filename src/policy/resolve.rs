@@ -28,6 +28,7 @@ use super::argv::ArgvPattern;
 use super::chain::{self, Spec, Unit};
 use super::errno;
 use super::error::PolicyError;
+use super::git::GitPolicy;
 use super::model::*;
 use super::net::{self, NetMatcher};
 use super::paths::{self, glob_anchor, normalize, normalize_glob, Expand, ExpandError};
@@ -40,6 +41,7 @@ const REPLACEABLE: &[&str] = &[
     "fs.read",
     "fs.write",
     "fs.protect",
+    "fs.hide",
     "net.connect",
     "net.resolve",
     "transaction.exclude",
@@ -47,6 +49,8 @@ const REPLACEABLE: &[&str] = &[
     "env.drop",
     "env.allow",
     "env.set",
+    "git.refuse-keys",
+    "git.allow-keys",
     "home.locate",
     "home.redact",
     "rule",
@@ -124,6 +128,8 @@ struct Acc {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     protect: Vec<String>,
+    hide: Vec<String>,
+    allow_setid: bool,
     connect: Vec<NetTarget>,
     bind: Option<Vec<u16>>,
     bind_addrs: Vec<NetTarget>,
@@ -135,10 +141,15 @@ struct Acc {
     max_preimage_bytes: u64,
     oversize: Oversize,
     fsync: bool,
+    mass_delete: MassDelete,
     keep: Option<Vec<String>>,
     drop: Vec<String>,
     allow: Vec<String>,
     set: Vec<(String, String)>,
+    refuse_keys: Vec<String>,
+    allow_keys: Vec<String>,
+    refuse_hooks: bool,
+    refuse_destructive_push: bool,
     home: HomePolicy,
     denials: Denials,
     rules: Vec<Rule>,
@@ -154,6 +165,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         read: Vec::new(),
         write: Vec::new(),
         protect: Vec::new(),
+        hide: Vec::new(),
+        allow_setid: false,
         connect: Vec::new(),
         bind: Some(Vec::new()),
         bind_addrs: Vec::new(),
@@ -165,10 +178,15 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         max_preimage_bytes: DEFAULT_MAX_PREIMAGE,
         oversize: Oversize::Record,
         fsync: false,
+        mass_delete: MassDelete::default(),
         keep: None,
         drop: Vec::new(),
         allow: Vec::new(),
         set: Vec::new(),
+        refuse_keys: Vec::new(),
+        allow_keys: Vec::new(),
+        refuse_hooks: true,
+        refuse_destructive_push: true,
         home: HomePolicy::default(),
         denials: Denials::default(),
         rules: Vec::new(),
@@ -196,6 +214,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             protect: acc.protect,
             protect_set,
             protect_anchors,
+            hide: acc.hide,
+            allow_setid: acc.allow_setid,
         },
         net: NetPolicy {
             connect: acc.connect,
@@ -212,12 +232,21 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             max_preimage_bytes: acc.max_preimage_bytes,
             oversize: acc.oversize,
             fsync: acc.fsync,
+            mass_delete: acc.mass_delete,
         },
         env: EnvPolicy {
             keep: acc.keep.unwrap_or_else(|| vec!["*".to_string()]),
             drop: acc.drop,
             allow: acc.allow,
             set: acc.set,
+        },
+        git: GitPolicy {
+            refuse_set: key_set(&acc.refuse_keys).expect("git keys were compiled one by one"),
+            allow_set: key_set(&acc.allow_keys).expect("git keys were compiled one by one"),
+            refuse_keys: acc.refuse_keys,
+            allow_keys: acc.allow_keys,
+            refuse_hooks: acc.refuse_hooks,
+            refuse_destructive_push: acc.refuse_destructive_push,
         },
         rules: acc.rules,
         vars: vars.clone(),
@@ -241,6 +270,9 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "fs.read" => acc.read.clear(),
             "fs.write" => acc.write.clear(),
             "fs.protect" => acc.protect.clear(),
+            "fs.hide" => acc.hide.clear(),
+            "git.refuse-keys" => acc.refuse_keys.clear(),
+            "git.allow-keys" => acc.allow_keys.clear(),
             "net.connect" => acc.connect.clear(),
             "transaction.exclude" => acc.exclude.clear(),
             "env.keep" => acc.keep = Some(Vec::new()),
@@ -295,6 +327,15 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         if let Some(g) = cx.abs_glob("fs.protect", entry)? {
             push_unique(&mut acc.protect, g);
         }
+    }
+
+    for entry in &raw.fs.hide {
+        if let Some(g) = cx.abs_glob("fs.hide", entry)? {
+            push_unique(&mut acc.hide, g);
+        }
+    }
+    if let Some(a) = raw.fs.allow_setid {
+        acc.allow_setid = a;
     }
 
     for entry in &raw.net.connect {
@@ -352,6 +393,40 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
     }
     if let Some(f) = tx.fsync {
         acc.fsync = f;
+    }
+    if let Some(m) = &tx.mass_delete {
+        if let Some(a) = m.action {
+            acc.mass_delete.action = a;
+        }
+        if let Some(n) = m.min_entries {
+            acc.mass_delete.min_entries = n;
+        }
+        if let Some(share) = m.share {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(cx.bad_value(
+                    "transaction.mass-delete.share",
+                    &share.to_string(),
+                    "not a share of the workspace\nhint: a number from 0 to 1, e.g. 0.5".into(),
+                ));
+            }
+            acc.mass_delete.share = share;
+        }
+    }
+
+    let git = &raw.git;
+    for entry in &git.refuse_keys {
+        cx.git_key("git.refuse-keys", entry)?;
+        push_unique(&mut acc.refuse_keys, entry.clone());
+    }
+    for entry in &git.allow_keys {
+        cx.git_key("git.allow-keys", entry)?;
+        push_unique(&mut acc.allow_keys, entry.clone());
+    }
+    if let Some(b) = git.refuse_hooks {
+        acc.refuse_hooks = b;
+    }
+    if let Some(b) = git.refuse_destructive_push {
+        acc.refuse_destructive_push = b;
     }
 
     let env = &raw.env;
@@ -443,6 +518,15 @@ fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     }
 }
 
+/// git config key globs: case-insensitive, `*` crossing dots.
+fn key_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(GlobBuilder::new(p).case_insensitive(true).build()?);
+    }
+    b.build()
+}
+
 fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
@@ -509,6 +593,26 @@ impl Cx<'_> {
     fn glob(&self, field: &str, pattern: &str, literal_separator: bool) -> Result<(), PolicyError> {
         GlobBuilder::new(pattern)
             .literal_separator(literal_separator)
+            .build()
+            .map(drop)
+            .map_err(|source| PolicyError::BadGlob {
+                profile: self.profile.to_string(),
+                field: field.to_string(),
+                entry: pattern.to_string(),
+                source,
+            })
+    }
+
+    fn git_key(&self, field: &str, pattern: &str) -> Result<(), PolicyError> {
+        if !pattern.contains('.') {
+            return Err(self.bad_value(
+                field,
+                pattern,
+                "not a git config key\nhint: keys are `section.name` or `section.subsection.name`, e.g. `core.hooksPath` or `alias.*`".into(),
+            ));
+        }
+        GlobBuilder::new(pattern)
+            .case_insensitive(true)
             .build()
             .map(drop)
             .map_err(|source| PolicyError::BadGlob {
@@ -912,7 +1016,7 @@ action = "allow"
         let dir = files(&[
             (
                 "shadow.toml",
-                "extends = \"ci\"\n[[rule]]\nid = \"no-force-push\"\nwhen = \"exec\"\nargv = [\"git\", \"push\"]\naction = \"allow\"\n",
+                "extends = \"ci\"\n[[rule]]\nid = \"no-rm-workspace\"\nwhen = \"exec\"\nargv = [\"rm\", \"**\"]\naction = \"allow\"\n",
             ),
             (
                 "twice.toml",
@@ -920,12 +1024,12 @@ action = "allow"
             ),
             (
                 "replaced.toml",
-                "extends = \"ci\"\nreplace = [\"rule\"]\n[[rule]]\nid = \"no-force-push\"\nwhen = \"exec\"\naction = \"deny\"\n",
+                "extends = \"ci\"\nreplace = [\"rule\"]\n[[rule]]\nid = \"no-rm-workspace\"\nwhen = \"exec\"\naction = \"deny\"\n",
             ),
         ]);
         let err = load(&[spec(&dir, "shadow.toml")], &vars()).unwrap_err();
         assert!(
-            matches!(err, PolicyError::DuplicateRule { ref id, ref first, .. } if id == "no-force-push" && first == "ci"),
+            matches!(err, PolicyError::DuplicateRule { ref id, ref first, .. } if id == "no-rm-workspace" && first == "ci"),
             "{err}"
         );
         assert!(err.to_string().contains("hint:"), "{err}");
@@ -934,11 +1038,11 @@ action = "allow"
         let p = load(&[spec(&dir, "replaced.toml")], &vars())
             .expect("replace drops the inherited rules");
         assert_eq!(p.rules.len(), 1);
-        // agent and ci share their force-push rules word for word: layered, each is kept once.
+        // agent and ci share their rm rules word for word: layered, each is kept once.
         let p = load(&["agent".into(), "ci".into()], &vars()).expect("agent + ci");
         let ids: Vec<&str> = p.rules.iter().map(|r| &*r.id).collect();
         assert_eq!(
-            ids.iter().filter(|i| **i == "no-force-push").count(),
+            ids.iter().filter(|i| **i == "no-rm-workspace").count(),
             1,
             "{ids:?}"
         );
@@ -1140,7 +1244,36 @@ action = "kill"
             .fs
             .protect
             .contains(&"/ws/**/.git/**/hooks/**".to_string()));
-        assert!(agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"));
+        assert!(agent
+            .fs
+            .protect_set
+            .is_match("/ws/sub/repo/.git/hooks/pre-commit"));
+        assert!(
+            !agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"),
+            "judged by content instead"
+        );
+        assert!(agent.fs.hide.contains(&"/etc/shadow".to_string()));
+        assert_eq!(agent.transaction.mass_delete.action, Action::Risky);
+        assert_eq!(strict.transaction.mass_delete.action, Action::Deny);
+        assert!(agent.git.refuse_set.is_match("core.hookspath"));
+        for secret in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "HF_TOKEN",
+            "SLACK_BOT_TOKEN",
+            "DATABASE_URL",
+            "CI_JOB_TOKEN",
+            "PYPI_API_TOKEN",
+            "GH_ENTERPRISE_TOKEN",
+        ] {
+            assert!(
+                agent.env.drop.iter().any(|p| globset::Glob::new(p)
+                    .unwrap()
+                    .compile_matcher()
+                    .is_match(secret)),
+                "{secret}"
+            );
+        }
         assert!(agent.fs.protect_anchors.contains(&PathBuf::from("/ws")));
         assert!(!agent.fs.read.contains(&PathBuf::from("/home/u")));
         assert!(!agent.home.private);

@@ -165,9 +165,13 @@ pub(super) fn run_policy(
         policy.net.connect.extend(crate::supervisor::nameservers());
     }
     if atomic {
-        // Any denial ends the run, any failure too, and both restore the run's start.
+        // Any denial ends the run, any failure too, and both restore the run's start. A mass
+        // deletion the profile would only flag is a denial here: the run is all or nothing.
         policy.transaction.on_deny = policy::OnDeny::Kill;
         policy.transaction.on_failure = policy::OnFailure::Rollback;
+        if policy.transaction.mass_delete.action == policy::Action::Risky {
+            policy.transaction.mass_delete.action = policy::Action::Deny;
+        }
     }
     Ok(policy)
 }

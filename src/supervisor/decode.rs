@@ -10,7 +10,7 @@
 
 use std::io;
 
-use crate::confine::syscalls::{self, Follow, OpenFlags, Shape, Syscall};
+use crate::confine::syscalls::{self, Empty, Follow, MetaArgs, OpenFlags, Shape, Syscall};
 use crate::sys::Notif;
 
 use crate::policy::{Action, Builtin, RuleId, Verdict};
@@ -35,8 +35,49 @@ pub struct ArgvPtr(pub u64);
 pub struct PathArg {
     /// The directory descriptor as passed (`AT_FDCWD` for the calls that take none).
     pub dirfd: u64,
-    /// `None`: a NULL pointer where the call allows one (utimensat): the descriptor itself.
+    /// `None`: no path, the descriptor itself (fchmod, fsetxattr, or the NULL path utimensat
+    /// allows).
     pub path: Option<StrPtr>,
+    /// AT_EMPTY_PATH: an empty path names the descriptor itself (otherwise it is ENOENT).
+    pub empty_path: bool,
+}
+
+/// What a times or extended attribute call sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaWhat {
+    /// Access and modification times; `None`: now. The structure as the call passes it.
+    Times(TimesArg),
+    SetXattr {
+        name: StrPtr,
+        /// `None`: an empty value (size 0).
+        value: Option<BlockPtr>,
+        flags: u32,
+    },
+    /// setxattrat: value, size and flags are in a `struct xattr_args`.
+    SetXattrAt {
+        name: StrPtr,
+        args: BlockPtr,
+    },
+    RemoveXattr {
+        name: StrPtr,
+    },
+}
+
+/// The times argument of utime (`struct utimbuf`), utimes/futimesat (two `timeval`) or
+/// utimensat (two `timespec`); `None` for NULL (now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimesArg {
+    Utimbuf(Option<BlockPtr>),
+    Timeval(Option<BlockPtr>),
+    Timespec(Option<BlockPtr>),
+}
+
+impl TimesArg {
+    fn ptr(&self) -> Option<BlockPtr> {
+        match *self {
+            TimesArg::Utimbuf(p) | TimesArg::Timeval(p) | TimesArg::Timespec(p) => p,
+        }
+    }
 }
 
 /// Where an open call's flags are.
@@ -86,32 +127,32 @@ pub enum Args {
         mode: u32,
         follow: bool,
     },
-    /// `empty_ok`: an empty path names the descriptor itself (the *at form).
     Chown {
         at: PathArg,
         uid: u32,
         gid: u32,
         follow: bool,
-        empty_ok: bool,
     },
     Truncate {
         at: PathArg,
         len: i64,
     },
-    /// utimes, utimensat, the xattr calls: metadata the supervisor records, then continues.
+    /// The times and xattr calls, performed by the supervisor.
     Meta {
         at: PathArg,
         follow: bool,
-        empty_ok: bool,
+        what: MetaWhat,
     },
     Open {
         at: PathArg,
         how: OpenHow,
     },
-    /// `empty_path`: AT_EMPTY_PATH, an empty path runs the descriptor itself.
+    /// `empty_path`: AT_EMPTY_PATH, an empty path runs the descriptor itself. `envp` is read
+    /// only for the execs that need it (git's), after the read stage.
     Exec {
         at: PathArg,
         argv: ArgvPtr,
+        envp: ArgvPtr,
         empty_path: bool,
     },
     Connect {
@@ -180,8 +221,20 @@ impl Call {
             | Args::Mknod { at, .. }
             | Args::Chmod { at, .. }
             | Args::Chown { at, .. }
-            | Args::Truncate { at, .. }
-            | Args::Meta { at, .. } => [path(at), None, None],
+            | Args::Truncate { at, .. } => [path(at), None, None],
+            Args::Meta { at, what, .. } => {
+                let block = |b: Option<BlockPtr>| b.map(Want::Block);
+                match what {
+                    MetaWhat::Times(t) => [path(at), block(t.ptr()), None],
+                    MetaWhat::SetXattr { name, value, .. } => {
+                        [path(at), Some(Want::Str(*name)), block(*value)]
+                    }
+                    MetaWhat::SetXattrAt { name, args } => {
+                        [path(at), Some(Want::Str(*name)), Some(Want::Block(*args))]
+                    }
+                    MetaWhat::RemoveXattr { name } => [path(at), Some(Want::Str(*name)), None],
+                }
+            }
             Args::Rename { from, to, .. } | Args::Link { from, to, .. } => {
                 [path(from), path(to), None]
             }
@@ -273,6 +326,10 @@ impl Failure {
 
 /// The largest socket address guard reads (`struct sockaddr_storage`).
 const SOCKADDR_MAX: usize = 128;
+/// The largest extended attribute value (the kernel's XATTR_SIZE_MAX).
+pub const XATTR_SIZE_MAX: usize = 65536;
+/// `struct xattr_args` of setxattrat: value pointer, size, flags.
+const XATTR_ARGS_LEN: usize = 16;
 /// The most of one send's payload guard copies: a stream send of more is sent in part (the
 /// caller sees a short count, as the kernel may give), a datagram of more fails with EMSGSIZE.
 pub const PAYLOAD_MAX: usize = 4 << 20;
@@ -307,13 +364,21 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
     let at = |dirfd: Option<usize>, path: usize| PathArg {
         dirfd: dirfd.map_or(libc::AT_FDCWD as u64, a),
         path: Some(StrPtr(a(path))),
-    };
-    // An empty path (or utimensat's NULL) names the descriptor itself.
-    let maybe_empty = |dirfd: Option<usize>, path: usize, empty_ok: bool| PathArg {
-        path: (!(empty_ok && a(path) == 0)).then_some(StrPtr(a(path))),
-        ..at(dirfd, path)
+        empty_path: false,
     };
     let flagged = |flags: Option<usize>, bit: i32| flags.is_some_and(|i| a(i) & bit as u64 != 0);
+    // A path that may name the descriptor itself: no path register at all (fchmod), a NULL
+    // where the call allows one (utimensat), or an empty one with AT_EMPTY_PATH.
+    let on = |dirfd: Option<usize>, path: Option<usize>, empty: Empty, null_is_fd: bool| PathArg {
+        dirfd: dirfd.map_or(libc::AT_FDCWD as u64, a),
+        path: path
+            .filter(|&i| !(null_is_fd && a(i) == 0))
+            .map(|i| StrPtr(a(i))),
+        empty_path: match empty {
+            Empty::Never => false,
+            Empty::Flagged(i) => flagged(Some(i), libc::AT_EMPTY_PATH),
+        },
+    };
     let follows = |f: Follow| match f {
         Follow::Always => true,
         Follow::Never => false,
@@ -367,8 +432,9 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             path,
             mode,
             follow,
+            empty,
         } => Args::Chmod {
-            at: at(dirfd, path),
+            at: on(dirfd, path, empty, false),
             mode: a32(mode),
             follow: follows(follow),
         },
@@ -377,16 +443,13 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             path,
             uid,
             follow,
-        } => {
-            let empty_ok = dirfd.is_some();
-            Args::Chown {
-                at: maybe_empty(dirfd, path, empty_ok),
-                uid: a32(uid),
-                gid: a32(uid + 1),
-                follow: follows(follow),
-                empty_ok,
-            }
-        }
+            empty,
+        } => Args::Chown {
+            at: on(dirfd, path, empty, false),
+            uid: a32(uid),
+            gid: a32(uid + 1),
+            follow: follows(follow),
+        },
         Shape::Truncate { path, len } => Args::Truncate {
             at: at(None, path),
             len: a(len) as i64,
@@ -395,12 +458,64 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             dirfd,
             path,
             follow,
-            empty_ok,
-        } => Args::Meta {
-            at: maybe_empty(dirfd, path, empty_ok),
-            follow: follows(follow),
-            empty_ok,
-        },
+            empty,
+            null_is_fd,
+            args,
+        } => {
+            let block = |i: usize, len: usize| (a(i) != 0).then_some(BlockPtr { addr: a(i), len });
+            let what = match args {
+                MetaArgs::Utimbuf(i) => MetaWhat::Times(TimesArg::Utimbuf(block(i, 16))),
+                MetaArgs::Timeval(i) => MetaWhat::Times(TimesArg::Timeval(block(i, 32))),
+                MetaArgs::Timespec(i) => MetaWhat::Times(TimesArg::Timespec(block(i, 32))),
+                MetaArgs::SetXattr {
+                    name,
+                    value,
+                    size,
+                    flags,
+                } => {
+                    let len = a(size) as usize;
+                    if len > XATTR_SIZE_MAX {
+                        return Err(Failure::undecodable(
+                            row.name,
+                            &io::Error::from_raw_os_error(libc::E2BIG),
+                            "extended attribute value too large",
+                        ));
+                    }
+                    MetaWhat::SetXattr {
+                        name: StrPtr(a(name)),
+                        value: (len > 0).then_some(BlockPtr {
+                            addr: a(value),
+                            len,
+                        }),
+                        flags: a32(flags),
+                    }
+                }
+                MetaArgs::SetXattrAt { name, args, size } => {
+                    if a(size) as usize != XATTR_ARGS_LEN {
+                        return Err(Failure::undecodable(
+                            row.name,
+                            &io::Error::from_raw_os_error(libc::EINVAL),
+                            "struct xattr_args of an unknown size",
+                        ));
+                    }
+                    MetaWhat::SetXattrAt {
+                        name: StrPtr(a(name)),
+                        args: BlockPtr {
+                            addr: a(args),
+                            len: XATTR_ARGS_LEN,
+                        },
+                    }
+                }
+                MetaArgs::RemoveXattr { name } => MetaWhat::RemoveXattr {
+                    name: StrPtr(a(name)),
+                },
+            };
+            Args::Meta {
+                at: on(dirfd, path, empty, null_is_fd),
+                follow: follows(follow),
+                what,
+            }
+        }
         Shape::Open {
             dirfd,
             path,
@@ -431,6 +546,7 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
         } => Args::Exec {
             at: at(dirfd, path),
             argv: ArgvPtr(a(argv)),
+            envp: ArgvPtr(a(argv + 1)),
             empty_path: flagged(flags, libc::AT_EMPTY_PATH),
         },
         Shape::Connect { sock, addr, len } => {
@@ -544,11 +660,12 @@ mod tests {
             "symlink" | "symlinkat" => "symlink",
             "mkdir" | "mkdirat" => "mkdir",
             "mknod" | "mknodat" => "mknod",
-            "chmod" | "fchmodat" | "fchmodat2" => "chmod",
-            "chown" | "lchown" | "fchownat" => "chown",
+            "chmod" | "fchmodat" | "fchmodat2" | "fchmod" => "chmod",
+            "chown" | "lchown" | "fchownat" | "fchown" => "chown",
             "truncate" => "truncate",
             "utime" | "utimes" | "futimesat" | "utimensat" | "setxattr" | "lsetxattr"
-            | "removexattr" | "lremovexattr" | "setxattrat" | "removexattrat" => "meta",
+            | "removexattr" | "lremovexattr" | "setxattrat" | "removexattrat" | "fsetxattr"
+            | "fremovexattr" => "meta",
             "open" | "openat" | "openat2" | "creat" => "open",
             "execve" | "execveat" => "exec",
             "connect" => "connect",
@@ -579,9 +696,11 @@ mod tests {
         "chmod",
         "fchmodat",
         "fchmodat2",
+        "fchmod",
         "chown",
         "lchown",
         "fchownat",
+        "fchown",
         "truncate",
         "utime",
         "utimes",
@@ -593,6 +712,8 @@ mod tests {
         "lremovexattr",
         "setxattrat",
         "removexattrat",
+        "fsetxattr",
+        "fremovexattr",
         "open",
         "openat",
         "openat2",
@@ -628,7 +749,9 @@ mod tests {
         "mknodat",
         "fchmodat",
         "fchmodat2",
+        "fchmod",
         "fchownat",
+        "fchown",
         "truncate",
         "utimensat",
         "setxattr",
@@ -637,6 +760,8 @@ mod tests {
         "lremovexattr",
         "setxattrat",
         "removexattrat",
+        "fsetxattr",
+        "fremovexattr",
         "openat",
         "openat2",
         "execve",
@@ -744,11 +869,21 @@ mod tests {
             }
             Shape::Truncate { len, .. } => numbers.push((len, 0)),
             Shape::Meta {
-                dirfd: d, follow, ..
+                dirfd: d,
+                follow,
+                args: meta,
+                ..
             } => {
                 dirfd(d);
                 if let Follow::UnlessFlagged(i) = follow {
                     numbers.push((i, 0));
+                }
+                match meta {
+                    MetaArgs::SetXattr { size, flags, .. } => {
+                        numbers.extend([(size, 4), (flags, 0)]);
+                    }
+                    MetaArgs::SetXattrAt { size, .. } => numbers.push((size, 16)),
+                    _ => {}
                 }
             }
             Shape::Open {
@@ -853,7 +988,8 @@ mod tests {
             Args::Unlink {
                 at: PathArg {
                     dirfd: 5,
-                    path: Some(StrPtr(0x1000))
+                    path: Some(StrPtr(0x1000)),
+                    empty_path: false,
                 },
                 rmdir: true
             }
@@ -864,6 +1000,7 @@ mod tests {
         let cwd = |p| PathArg {
             dirfd: libc::AT_FDCWD as u64,
             path: Some(StrPtr(p)),
+            empty_path: false,
         };
         assert_eq!(
             decode_in(X86_64_TABLE, &n).expect("decodes").args,
@@ -873,11 +1010,43 @@ mod tests {
                 flags: 0
             }
         );
-        // utimensat(fd, NULL, times, 0): the descriptor itself, nothing to read.
+        // utimensat(fd, NULL, times, 0): the descriptor itself; only the times are read.
         n.nr = nr("utimensat").nr as i32;
         n.args = [4, 0, 0x3000, 0, 0, 0];
         let call = decode_in(X86_64_TABLE, &n).expect("decodes");
-        assert_eq!(call.wants(), [None, None, None]);
+        assert_eq!(
+            call.wants(),
+            [
+                None,
+                Some(Want::Block(BlockPtr {
+                    addr: 0x3000,
+                    len: 32
+                })),
+                None
+            ]
+        );
+        // fchmod(fd, mode): no path at all.
+        n.nr = nr("fchmod").nr as i32;
+        n.args = [5, 0o4755, 0, 0, 0, 0];
+        assert_eq!(
+            decode_in(X86_64_TABLE, &n).expect("decodes").args,
+            Args::Chmod {
+                at: PathArg {
+                    dirfd: 5,
+                    path: None,
+                    empty_path: false
+                },
+                mode: 0o4755,
+                follow: true
+            }
+        );
+        // fsetxattr with a value larger than the kernel takes.
+        n.nr = nr("fsetxattr").nr as i32;
+        n.args = [5, 0x1000, 0x2000, 1 << 20, 0, 0];
+        assert_eq!(
+            decode_in(X86_64_TABLE, &n).expect_err("too large").errno,
+            libc::E2BIG
+        );
         // fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW)
         n.nr = nr("fchownat").nr as i32;
         n.args = [
@@ -895,7 +1064,6 @@ mod tests {
                 uid: 1000,
                 gid: u32::MAX,
                 follow: false,
-                empty_ok: true
             }
         );
         // openat2: the flags are in memory.
@@ -921,9 +1089,11 @@ mod tests {
             Args::Exec {
                 at: PathArg {
                     dirfd: 3,
-                    path: Some(StrPtr(0x1000))
+                    path: Some(StrPtr(0x1000)),
+                    empty_path: false,
                 },
                 argv: ArgvPtr(0x2000),
+                envp: ArgvPtr(0x3000),
                 empty_path: true
             }
         );

@@ -6,8 +6,8 @@
 //! Results and errnos are the kernel's own, since the same system call runs, only from guard:
 //! the caller's umask is applied to new entries, its O_CLOEXEC to injected descriptors, and a
 //! final symlink was already followed (or not) during resolution exactly as the call would.
-//! Connect runs on a duplicate of the caller's socket. Only exec and the metadata-only calls
-//! (utimes, xattrs) are continued.
+//! Connect and the metadata calls through a descriptor run on a duplicate of the caller's
+//! descriptor ([`super::meta`]). Only exec is continued.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -150,7 +150,7 @@ pub fn perform(
         | Act::Symlink { at, .. }
         | Act::Mkdir { at, .. }
         | Act::Mknod { at, .. } => j.will_create(&at.path),
-        Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::Meta(at) => {
+        Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::PathMeta { at, .. } => {
             if at.kind.is_none() {
                 // Nothing there: the call fails as the kernel would, with nothing to record.
                 return Outcome::Failed(libc::ENOENT);
@@ -161,6 +161,11 @@ pub fn perform(
             } else {
                 j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
             }
+        }
+        Act::FdMeta { on, .. } if !on.unnamed => j.will_change_meta_of(on.fd.as_fd(), &on.path),
+        Act::FdMeta { .. } => Ok(()),
+        Act::InstallConfig { from, to, content } => {
+            return io_done(super::git::install::install(Some(j), from, to, content))
         }
         Act::Truncate { at, .. } => match saved(j, at) {
             Ok(true) => Ok(()),
@@ -192,7 +197,12 @@ pub fn perform(
 /// the caller gave them: the worker has the caller's umask (or a default ACL applies instead).
 fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject) -> Outcome {
     match act {
-        Act::Continue | Act::Meta(_) => Outcome::Continue,
+        Act::Continue => Outcome::Continue,
+        Act::PathMeta { at, op } => io_done(creds::as_caller(|| super::meta::perform_at(at, op))),
+        Act::FdMeta { on, op } => io_done(creds::as_caller(|| super::meta::perform_fd(on, op))),
+        Act::InstallConfig { from, to, content } => io_done(creds::as_caller(|| {
+            super::git::install::install(None, from, to, content)
+        })),
         Act::Unlink(t) => {
             as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::NoRemoveDir))
         }

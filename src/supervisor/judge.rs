@@ -1,7 +1,8 @@
 //! The decide stage: the verdict on a call, from the pure [`policy::decide`]. This stage only
 //! gathers what `decide` needs: the policy in force (with the addresses the run learned for
 //! host names: start-up lookups and judged DNS answers), and whether the call's targets are the
-//! run's own creations (`Request::fresh`). A call that failed before it could be judged has the
+//! run's own creations (`Request::fresh`); then a delete the policy allows is counted for
+//! `mass-delete` ([`super::volume`]). A call that failed before it could be judged has the
 //! verdict of its failure; a send with several destinations is judged on each. A call refused
 //! at the write-root boundary fails with the errno the kernel gives before Landlock is asked,
 //! where it gives one (`names::before_landlock`).
@@ -18,7 +19,7 @@ use super::resolve::Resolved;
 use super::{lock, Core, Judged};
 
 /// The policy in force and the verdict on `judged`.
-pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
+pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Verdict) {
     let r = match judged {
         Judged::Call(r) => r,
         Judged::Failed(f) => return (policy_in_force(core), f.verdict()),
@@ -48,6 +49,12 @@ pub(super) fn decide(core: &Core, judged: &Judged) -> (Arc<Policy>, Verdict) {
             verdict.errno = errno;
             verdict.rule = RuleId::Builtin(Builtin::Resolve);
             verdict.reason = Some("the kernel answers before the write-root boundary".into());
+        }
+    }
+    if verdict.action == Action::Allow {
+        // A delete the policy allows may still be the one that makes a mass deletion.
+        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root, r) {
+            verdict = v;
         }
     }
     (policy, verdict)

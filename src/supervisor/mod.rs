@@ -24,9 +24,11 @@ mod callers;
 mod decode;
 mod emulate;
 mod explain;
+mod git;
 mod hosts;
 mod judge;
 mod memory;
+mod meta;
 mod names;
 mod net;
 mod perform;
@@ -41,6 +43,7 @@ mod resolve;
 mod sockaddr;
 mod target;
 mod txn;
+mod volume;
 
 use std::collections::HashSet;
 use std::io;
@@ -103,6 +106,8 @@ struct Core {
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
     /// own lock, so judging a call never waits for a slow journal operation.
     created: Mutex<HashSet<PathBuf>>,
+    /// Deletes counted per command, for `transaction.mass-delete`.
+    volume: Mutex<volume::Volume>,
     /// What the run's refusals were and what the refused processes were told.
     refusals: Mutex<explain::Refusals>,
     /// The run's root process.
@@ -184,6 +189,7 @@ impl Supervisor {
             record_reads,
         } = setup;
         let hosts = hosts::PendingHosts::start(&policy);
+        let volume = Mutex::new(volume::Volume::new(&policy));
         let listener = Arc::new(listener);
         let policy = Arc::new(RwLock::new(policy));
         let seq = Arc::new(AtomicU64::new(0));
@@ -206,6 +212,7 @@ impl Supervisor {
                 callers: callers::Callers::new(root),
                 inject,
                 created: Mutex::new(HashSet::new()),
+                volume,
                 refusals: Mutex::new(explain::Refusals::default()),
                 root,
                 tree,
@@ -319,7 +326,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };
-    let (policy, verdict) = judge::decide(core, &judged);
+    let (policy, verdict) = judge::decide(core, n.pid, &judged);
     let repeat = explain::is_repeat(core, n.pid, &judged, &verdict);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
     let mut record = Record::new(core, &n, &judged, &verdict, reaction);

@@ -98,7 +98,7 @@ pub fn refused(act: &Act) -> Option<i32> {
         }
         Act::Symlink { at, .. } | Act::Mknod { at, .. } => new_name(at),
         Act::Mkdir { at, .. } => at.is_dot().then_some(libc::EEXIST),
-        Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::Meta(at) => {
+        Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::PathMeta { at, .. } => {
             (at.slash && !missing(at) && !is_dir(at)).then_some(libc::ENOTDIR)
         }
         Act::Truncate { at, .. } if at.slash => Some(if missing(at) {
@@ -136,8 +136,9 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
         | Act::Rmdir(t)
         | Act::Chmod { at: t, .. }
         | Act::Chown { at: t, .. }
-        | Act::Meta(t)
+        | Act::PathMeta { at: t, .. }
         | Act::Truncate { at: t, .. } => missing(t).then_some(libc::ENOENT),
+        Act::InstallConfig { from, .. } => missing(from).then_some(libc::ENOENT),
         Act::Rename { from, to, flags } => {
             if missing(from) || (flags & libc::RENAME_EXCHANGE != 0 && missing(to)) {
                 Some(libc::ENOENT)
@@ -174,7 +175,7 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
                 None
             }
         }
-        Act::Continue | Act::Connect { .. } | Act::Net(_) => None,
+        Act::Continue | Act::Connect { .. } | Act::Net(_) | Act::FdMeta { .. } => None,
     }
 }
 

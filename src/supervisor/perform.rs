@@ -50,6 +50,7 @@ pub(super) fn perform(
                 policy.transaction.oversize,
                 &mut note,
             );
+            let outcome = reinstall(r, tx.journal.as_mut(), outcome);
             // Remember what the run made itself that `protect` cares about (see
             // `Request::fresh`), while the change is still the newest in the journal.
             let succeeded = !matches!(outcome, Outcome::Failed(_));
@@ -60,15 +61,18 @@ pub(super) fn perform(
             }
             outcome
         }
-        None => emulate::perform(
-            &r.act,
-            n,
-            &core.listener,
-            inject,
-            None,
-            policy.transaction.oversize,
-            &mut note,
-        ),
+        None => {
+            let outcome = emulate::perform(
+                &r.act,
+                n,
+                &core.listener,
+                inject,
+                None,
+                policy.transaction.oversize,
+                &mut note,
+            );
+            reinstall(r, None, outcome)
+        }
     };
     let answer = match outcome {
         Outcome::Done(v) => Some(Answer::Value(v)),
@@ -77,4 +81,29 @@ pub(super) fn perform(
         Outcome::Continue => Some(Answer::Continue),
     };
     (answer, note)
+}
+
+/// Once a call that made a directory a repository is done, the configs judged then are
+/// installed as guard read them (see `git::Reinstall`); the call fails with EIO if one cannot
+/// be (its config is then removed).
+fn reinstall(
+    r: &Resolved,
+    mut journal: Option<&mut crate::journal::Journal>,
+    outcome: Outcome,
+) -> Outcome {
+    if matches!(outcome, Outcome::Failed(_)) || r.reinstall.is_empty() {
+        return outcome;
+    }
+    for ri in &r.reinstall {
+        // The journal's own steps take on the caller's credentials where the caller's call
+        // would have needed them; without one, the whole install is the caller's.
+        let done = match journal.as_deref_mut() {
+            Some(j) => super::git::install::reinstall(Some(j), ri),
+            None => crate::creds::as_caller(|| super::git::install::reinstall(None, ri)),
+        };
+        if done.is_err() {
+            return Outcome::Failed(libc::EIO);
+        }
+    }
+    outcome
 }

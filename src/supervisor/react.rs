@@ -38,7 +38,8 @@ pub(super) fn react<'a>(
                     txn.on_risky(j, &core.audit, pid, verdict.rule.as_str());
                 }
                 if let (true, Judged::Call(r)) = (new_command, judged) {
-                    txn.command_starts(j, &core.audit, pid, &r.argv);
+                    let cp = txn.command_starts(j, &core.audit, pid, &r.argv);
+                    lock(&core.volume).command_started(pid, cp.map(|c| c.0.to_string()));
                 }
             }
             Next::Perform(Some(tx))

@@ -132,6 +132,7 @@ mod tests {
         PathArg {
             dirfd: libc::AT_FDCWD as u64,
             path: Some(StrPtr(p.as_ptr() as u64)),
+            empty_path: false,
         }
     }
 
@@ -199,6 +200,7 @@ mod tests {
                 from: PathArg {
                     dirfd: libc::AT_FDCWD as u64,
                     path: Some(StrPtr(8)),
+                    empty_path: false,
                 },
                 to: at(&good),
                 flags: 0,
@@ -214,6 +216,7 @@ mod tests {
                 at: PathArg {
                     dirfd: libc::AT_FDCWD as u64,
                     path: Some(StrPtr(0)),
+                    empty_path: false,
                 },
                 rmdir: false,
             },
@@ -242,6 +245,7 @@ mod tests {
                     at: PathArg {
                         dirfd: libc::AT_FDCWD as u64,
                         path: Some(p),
+                        empty_path: false,
                     },
                     rmdir: false,
                 },
@@ -282,6 +286,7 @@ mod tests {
             args: Args::Exec {
                 at: at(b"/bin/true\0"),
                 argv,
+                envp: ArgvPtr(0),
                 empty_path: false,
             },
         };

@@ -14,11 +14,13 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use crate::policy::git::GitFacts;
 use crate::policy::{NetAddr, Op, Request};
 use crate::sys::Notif;
 
 use super::beneath;
-use super::decode::{Args, Call, Failure, FailureKind, OpenHow, PathArg};
+use super::decode::{Args, Call, Failure, FailureKind, MetaWhat, OpenHow, PathArg};
+use super::meta::{self, FdTarget, MetaOp};
 use super::names;
 use super::net::{self, Check, NetAct};
 use super::read::Memory;
@@ -30,7 +32,7 @@ const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc
 
 /// What the supervisor does with an allowed call: perform it itself on the resolved targets
 /// (so the object judged is the object changed, and the journal sees it first), or let the
-/// kernel continue it (exec, which cannot be emulated, and the metadata-only calls).
+/// kernel continue it (exec, which cannot be emulated).
 #[derive(Debug)]
 pub enum Act {
     Continue,
@@ -76,8 +78,24 @@ pub enum Act {
         flags: i32,
         mode: u32,
     },
-    /// Record the old metadata, then continue.
-    Meta(Target),
+    /// Times or an extended attribute of a path's object.
+    PathMeta {
+        at: Target,
+        op: MetaOp,
+    },
+    /// A metadata change through a descriptor, on guard's duplicate of it.
+    FdMeta {
+        on: FdTarget,
+        op: MetaOp,
+    },
+    /// A rename over a repository's config: guard installs the `content` it read from `from`
+    /// and judged (a new file of its own, so no descriptor the caller holds on `from` can
+    /// change it afterwards), then removes `from`.
+    InstallConfig {
+        from: Target,
+        to: Target,
+        content: Vec<u8>,
+    },
     /// Connect the caller's socket (a duplicate fetched with pidfd_getfd) to the address read
     /// once from its memory.
     Connect {
@@ -124,6 +142,16 @@ pub struct Resolved {
     pub exe_anonymous: bool,
     /// exec by a direct child of the run's root process: a new command starts.
     pub new_command: bool,
+    /// The call would leave a set-id file (see `Request::sets_id`).
+    pub sets_id: bool,
+    /// A descriptor's object with no name (see `Request::unnamed`).
+    pub unnamed: bool,
+    /// What the call does to git's own files (see `policy::git`).
+    pub git: Vec<GitFacts>,
+    /// Configs guard installs anew once the call is done (see `git::Reinstall`).
+    pub reinstall: Vec<super::git::Reinstall>,
+    /// exec: the new environment, read only for git (see `gitexec.rs`).
+    pub envp: Option<super::decode::ArgvPtr>,
     pub act: Act,
 }
 
@@ -143,6 +171,11 @@ impl Resolved {
             more: Vec::new(),
             exe_anonymous: false,
             new_command: false,
+            sets_id: false,
+            unnamed: false,
+            git: Vec::new(),
+            reinstall: Vec::new(),
+            envp: None,
             act,
         }
     }
@@ -165,6 +198,9 @@ impl Resolved {
                 &self.act,
                 Act::Open { at, .. } if at.kind == Some(Kind::Magic)
             ),
+            sets_id: self.sets_id,
+            git: &self.git,
+            unnamed: self.unnamed,
         }
     }
 
@@ -224,25 +260,34 @@ fn lookup(follow: bool) -> Last {
     }
 }
 
-/// The target of a metadata call, where an empty path (AT_EMPTY_PATH, or utimensat's NULL)
-/// means the descriptor itself.
-fn meta_target(
-    n: &Notif,
-    at: &PathArg,
-    raw: &[u8],
-    follow: bool,
-    empty_ok: bool,
-) -> io::Result<Target> {
-    if raw.is_empty() && empty_ok {
-        let p = target::caller_fd_path(n.pid, at.dirfd as i32)?;
-        if p.as_os_str().as_bytes().ends_with(b" (deleted)") {
-            // No name reaches it (deleted, O_TMPFILE): the object itself, pinned.
-            return target::descriptor(n.pid, at.dirfd as i32);
-        }
-        let raw = p.into_os_string().into_vec();
-        return target::target(n.pid, libc::AT_FDCWD as u64, &raw, Last::Entry);
+/// What a metadata call acts on: a path, or the descriptor itself (no path argument, a NULL
+/// path where the call allows one, or an empty path with AT_EMPTY_PATH).
+enum On {
+    Path(Target),
+    Fd(FdTarget),
+}
+
+fn meta_on(n: &Notif, at: &PathArg, mem: &mut Memory, follow: bool) -> io::Result<On> {
+    let Some(p) = at.path else {
+        return meta::fd_target(n.pid, at.dirfd, false).map(On::Fd);
+    };
+    let raw = mem.string(p)?;
+    if raw.is_empty() && at.empty_path {
+        return meta::fd_target(n.pid, at.dirfd, true).map(On::Fd);
     }
-    walk(n, at, raw, lookup(follow))
+    walk(n, at, &raw, lookup(follow)).map(On::Path)
+}
+
+impl Resolved {
+    /// A metadata change through a descriptor, judged by the object it refers to.
+    fn on_fd(name: &'static str, on: FdTarget, op: MetaOp) -> Self {
+        let mut r = Resolved::new(name, Op::Chmod, Act::Continue);
+        r.sets_id = op.sets_id(on.kind);
+        r.unnamed = on.unnamed;
+        r.path = (!on.unnamed).then(|| on.path.clone());
+        r.act = Act::FdMeta { on, op };
+        r
+    }
 }
 
 /// Whether the program an exec names through a descriptor (`fd` + AT_EMPTY_PATH, or a
@@ -382,31 +427,43 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());
             r.path = Some(p);
+            r.sets_id = mode & (libc::S_ISUID | libc::S_ISGID) != 0;
             r
         }
         Args::Chmod { at, mode, follow } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| meta_target(n, &at, &raw, follow, false))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut r = Resolved::new(name, Op::Chmod, Act::Chmod { at: t, mode });
-            r.path = Some(p);
-            r
+            match meta_on(n, &at, &mut mem, follow)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?
+            {
+                On::Fd(on) => Resolved::on_fd(name, on, MetaOp::Chmod { mode }),
+                On::Path(t) => {
+                    let p = t.path.clone();
+                    let sets_id = t.kind.is_some() && meta::sets_id_mode(mode, t.kind);
+                    let mut r = Resolved::new(name, Op::Chmod, Act::Chmod { at: t, mode });
+                    r.path = Some(p);
+                    r.sets_id = sets_id;
+                    r
+                }
+            }
         }
         Args::Chown {
             at,
             uid,
             gid,
             follow,
-            empty_ok,
         } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| meta_target(n, &at, &raw, follow, empty_ok))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut r = Resolved::new(name, Op::Chmod, Act::Chown { at: t, uid, gid });
-            r.path = Some(p);
-            r
+            // The kernel clears set-user-id (and set-group-id with group execute) at every
+            // chown of a non-directory, root's included: no chown leaves a set-id program.
+            match meta_on(n, &at, &mut mem, follow)
+                .map_err(|e| unresolved(e, "cannot resolve the path"))?
+            {
+                On::Fd(on) => Resolved::on_fd(name, on, MetaOp::Chown { uid, gid }),
+                On::Path(t) => {
+                    let p = t.path.clone();
+                    let mut r = Resolved::new(name, Op::Chmod, Act::Chown { at: t, uid, gid });
+                    r.path = Some(p);
+                    r
+                }
+            }
         }
         Args::Truncate { at, len } => {
             let t = path_of(&mut mem, &at)
@@ -417,18 +474,63 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.path = Some(p);
             r
         }
-        Args::Meta {
-            at,
-            follow,
-            empty_ok,
-        } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| meta_target(n, &at, &raw, follow, empty_ok))
+        Args::Meta { at, follow, what } => {
+            // The path is resolved first, as the kernel looks it up before copying the rest.
+            let on = meta_on(n, &at, &mut mem, follow)
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
-            let p = t.path.clone();
-            let mut r = Resolved::new(name, Op::Chmod, Act::Meta(t));
-            r.path = Some(p);
-            r
+            let op = match what {
+                MetaWhat::Times(t) => {
+                    meta::read_times(&mut mem, t).map_err(|e| fail(e, "cannot read the times"))?
+                }
+                MetaWhat::SetXattr {
+                    name: x,
+                    value,
+                    flags,
+                } => MetaOp::SetXattr {
+                    name: mem
+                        .string(x)
+                        .and_then(meta::xattr_name)
+                        .map_err(|e| fail(e, "cannot read the attribute name"))?,
+                    value: match value {
+                        Some(v) => mem.block(v).map_err(|e| fail(e, "cannot read the value"))?,
+                        None => Vec::new(),
+                    },
+                    flags,
+                },
+                MetaWhat::SetXattrAt { name: x, args } => {
+                    let xname = mem
+                        .string(x)
+                        .and_then(meta::xattr_name)
+                        .map_err(|e| fail(e, "cannot read the attribute name"))?;
+                    let args = mem
+                        .block(args)
+                        .map_err(|e| fail(e, "cannot read struct xattr_args"))?;
+                    let (value, flags) = meta::xattr_args(n.pid, &args)
+                        .map_err(|e| fail(e, "cannot read the value"))?;
+                    MetaOp::SetXattr {
+                        name: xname,
+                        value,
+                        flags,
+                    }
+                }
+                MetaWhat::RemoveXattr { name: x } => MetaOp::RemoveXattr {
+                    name: mem
+                        .string(x)
+                        .and_then(meta::xattr_name)
+                        .map_err(|e| fail(e, "cannot read the attribute name"))?,
+                },
+            };
+            match on {
+                On::Fd(on) => Resolved::on_fd(name, on, op),
+                On::Path(t) => {
+                    let p = t.path.clone();
+                    let sets_id = op.sets_id(t.kind);
+                    let mut r = Resolved::new(name, Op::Chmod, Act::PathMeta { at: t, op });
+                    r.path = Some(p);
+                    r.sets_id = sets_id;
+                    r
+                }
+            }
         }
         Args::Open { at, how } => {
             let (flags, mode, resolve_flags) = match how {
@@ -475,6 +577,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 Op::Write
             };
             let p = t.path.clone();
+            let tmpfile = flags & libc::O_TMPFILE as u64 == libc::O_TMPFILE as u64;
+            let sets_id =
+                (op == Op::Create || tmpfile) && meta::sets_id_mode(mode as u32, Some(Kind::File));
             let mut r = Resolved::new(
                 name,
                 op,
@@ -488,11 +593,13 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 r.creates = Some(p.clone());
             }
             r.path = Some(p);
+            r.sets_id = sets_id;
             r
         }
         Args::Exec {
             at,
             argv,
+            envp,
             empty_path,
         } => {
             let raw =
@@ -518,6 +625,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.exe_anonymous = anonymous;
             r.cwd = target::caller_cwd(n.pid).ok();
             r.new_command = n.pid != root && txn::parent_of(n.pid) == Some(root);
+            r.envp = Some(envp);
             r
         }
         // Handled before this stage (the supervisor notes the change and lets it through).
@@ -561,5 +669,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             kind: FailureKind::Unresolved,
         });
     }
+    let mut r = r;
+    super::git::inspect(n, &mut r);
     Ok(Resolution::Judge(Box::new(r)))
 }

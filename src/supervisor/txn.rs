@@ -81,22 +81,25 @@ impl Txn {
     }
 
     /// An exec by `pid`, a direct child of the root, was allowed: a new command starts here.
+    /// Returns the checkpoint taken for it.
     pub fn command_starts(
         &mut self,
         journal: &mut Journal,
         audit: &AuditHandle,
         pid: u32,
         argv: &[std::ffi::OsString],
-    ) {
+    ) -> Option<CheckpointId> {
         let cmd: Vec<String> = argv
             .iter()
             .take(8)
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let reason = format!("command: {}", cmd.join(" "));
-        if let Some(id) = Self::checkpoint(journal, audit, reason, pid) {
+        let id = Self::checkpoint(journal, audit, reason, pid);
+        if let Some(id) = id {
             self.commands.insert(pid, id);
         }
+        id
     }
 
     /// Before the first risky call of `pid`.

@@ -6,6 +6,7 @@
 
 pub mod creds;
 pub mod fs;
+pub mod meta;
 pub mod net;
 pub mod notify;
 pub mod process;

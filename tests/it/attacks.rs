@@ -15,12 +15,15 @@ const CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
 const KEEP: &str = "precious outside\n";
 
 /// A workspace with a pre-existing repository (`.git/config`, empty `.git/hooks`) and a file
-/// outside the write roots, plus what they looked like, to compare afterwards.
+/// outside the write roots, plus what they looked like, to compare afterwards. The config is
+/// protected by a profile layer (`agent` judges a repository's config by content instead: its
+/// own tests are in git_config.rs), so every change to it is a refusal to race against.
 struct Victims {
     w: Workspace,
     config: PathBuf,
     hooks: PathBuf,
     keep: PathBuf,
+    layer: String,
 }
 
 impl Victims {
@@ -33,12 +36,22 @@ impl Victims {
         for f in [&config, &keep] {
             std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         }
+        let layer = w.profile_file(
+            "protect-config",
+            "[fs]\nprotect = [\"{workspace}/.git/config\"]\n",
+        );
         Victims {
             w,
             config,
             hooks,
             keep,
+            layer,
         }
+    }
+
+    /// `guard exec` under agent, the config-protecting layer and the test layer.
+    fn exec(&self) -> crate::util::Guard {
+        self.w.exec(&["agent", &self.layer])
     }
 
     fn ws(&self, rel: &str) -> String {
@@ -115,7 +128,7 @@ fn pointer_swap(op: &str, protected: &str, outside_name: &str, extra: &str) {
     let v = Victims::new();
     let outside = v.w.outside.join(outside_name).display().to_string();
     for (target, n) in [(v.ws(protected), 12_000), (outside, 8_000)] {
-        let out = v.w.exec(&["agent"]).run(&[
+        let out = v.exec().run(&[
             v.w.probe(),
             "race".into(),
             op.into(),
@@ -306,7 +319,7 @@ fn pointer_flip_and_descriptor_swap_of_a_sendmsg_never_reach_a_denied_port() {
 #[test]
 fn racing_dup2_under_a_proc_fd_reopen_never_truncates_the_protected_file() {
     let v = Victims::new();
-    let out = v.w.exec(&["agent"]).run(&[
+    let out = v.exec().run(&[
         v.w.probe(),
         "fdrace".into(),
         "20000".into(),
@@ -350,7 +363,7 @@ fn guards_own_pipes_cannot_be_reopened_to_stop_supervision() {
         "exec {} steal-parent-pipes $(cut -d' ' -f4 /proc/$PPID/stat)",
         v.w.probe()
     );
-    let out = v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    let out = v.exec().run(&["sh", "-c", &script]);
     out.expect_code(0);
     let f = out.stdout();
     assert!(
@@ -368,7 +381,7 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_create() {
         ("d", v.ws(".git")),
         ("e", v.w.outside.display().to_string()),
     ] {
-        let out = v.w.exec(&["agent"]).run(&[
+        let out = v.exec().run(&[
             v.w.probe(),
             "symrace".into(),
             "5000".into(),
@@ -408,23 +421,33 @@ fn symlinks_renames_and_hard_links_do_not_reach_protected_files() {
     for a in attacks {
         let v = Victims::new();
         v.w.write("sub/app/.git/config", CONFIG);
-        std::fs::create_dir_all(v.w.ws.join("sub/app/.git/hooks")).expect("nested hooks");
-        v.w.exec(&["agent"])
-            .env("OUTSIDE", &v.w.outside)
-            .run(&["sh", "-c", a]);
+        // A repository as git sees one (HEAD, objects, refs), with its hooks directory.
+        v.w.write("sub/app/.git/HEAD", "ref: refs/heads/main\n");
+        for d in ["hooks", "objects", "refs"] {
+            std::fs::create_dir_all(v.w.ws.join("sub/app/.git").join(d)).expect("nested repo");
+        }
+        v.exec().env("OUTSIDE", &v.w.outside).run(&["sh", "-c", a]);
         v.assert_intact(a);
         // The nested repository, wherever a rename may have taken it inside the workspace.
+        // Its config is judged by content, not protected as a file: a delete (rm -rf of the
+        // repository's unprotected entries) may remove it, but no changed config gets in.
         let mut seen = 0;
         for dir in ["sub/app", "sub2/app", "sub/app2"] {
             let git = v.w.ws.join(dir).join(".git");
-            if let Ok(c) = std::fs::read_to_string(git.join("config")) {
-                seen += 1;
-                assert_eq!(c, CONFIG, "{a}: the nested config at {dir} changed");
-                let hooks = std::fs::read_dir(git.join("hooks")).map(|d| d.count());
-                assert_eq!(hooks.ok(), Some(0), "{a}: nested hooks at {dir}");
+            if !git.is_dir() {
+                continue;
             }
+            seen += 1;
+            if let Ok(c) = std::fs::read_to_string(git.join("config")) {
+                assert_eq!(c, CONFIG, "{a}: the nested config at {dir} changed");
+            }
+            let hooks = std::fs::read_dir(git.join("hooks")).map(|d| d.count());
+            assert_eq!(hooks.ok(), Some(0), "{a}: nested hooks at {dir}");
         }
-        assert_eq!(seen, 1, "{a}: the nested repository is in one piece");
+        assert_eq!(
+            seen, 1,
+            "{a}: the nested .git and its hooks are in one place"
+        );
     }
 }
 
@@ -485,7 +508,7 @@ fn proc_magic_links_and_dot_dot_do_not_reach_protected_files() {
         "cd sub && echo x > ../../outside/new".to_string(),
     ];
     for a in attacks {
-        v.w.exec(&["agent"]).run(&["sh", "-c", &a]);
+        v.exec().run(&["sh", "-c", &a]);
         v.assert_intact(&a);
     }
 }
@@ -496,7 +519,7 @@ fn long_deep_and_non_utf8_paths_fail_closed() {
     let probe = v.w.probe();
     // Longer than PATH_MAX in one argument.
     let long = format!("{}/{}", v.w.ws.display(), "a/".repeat(2100));
-    let out = v.w.exec(&["agent"]).run(&[&probe, "write", &long, "x"]);
+    let out = v.exec().run(&[&probe, "write", &long, "x"]);
     assert_eq!(probe_result(&out), "errno 36 ENAMETOOLONG");
     // Deep enough that the absolute path passes PATH_MAX (made outside guard, which refuses
     // to create it), then back up to .git/config.
@@ -526,10 +549,10 @@ fn long_deep_and_non_utf8_paths_fail_closed() {
     }
     nix::unistd::close(dir).expect("close");
     let back = format!("{}.git/config", "../".repeat(25));
-    let out = v.w.exec(&["agent"]).run(&[&probe, "deep", "25", &back]);
+    let out = v.exec().run(&[&probe, "deep", "25", &back]);
     out.expect_code(0);
     assert!(out.stdout().contains("deep write E"), "{}", out.stdout());
-    let out = v.w.exec(&["agent"]).run(&[&probe, "deep", "25", "f"]);
+    let out = v.exec().run(&[&probe, "deep", "25", "f"]);
     out.expect_code(0);
     assert!(out.stdout().starts_with("deep "), "{}", out.stdout());
     // Non-UTF-8 names: a symlinked directory and a hook.
@@ -540,7 +563,7 @@ fn long_deep_and_non_utf8_paths_fail_closed() {
         [b".git/hooks/pre-\xffcommit".as_slice()].concat(),
         [b"\xff\xfe/hooks/\xff".as_slice()].concat(),
     ] {
-        let out = v.w.exec(&["agent"]).run(&[
+        let out = v.exec().run(&[
             std::ffi::OsStr::new(&probe),
             "write".as_ref(),
             std::ffi::OsStr::from_bytes(&target),
@@ -586,7 +609,7 @@ fn the_sandbox_cannot_touch_guard_itself() {
          {p} poke-mem $G; {p} ptrace-attach $G; {p} kill $G; \
          {p} write .git/config PWNED; echo done"
     );
-    let out = v.w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    let out = v.exec().run(&["sh", "-c", &script]);
     out.expect_code(0);
     let s = out.stdout();
     let start =

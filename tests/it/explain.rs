@@ -50,6 +50,8 @@ const EISDIR: Option<&str> = Some("EISDIR");
 const CASES: &[Case] = &[
     // Reads: not trapped; Landlock decides.
     c("agent", "read", "/etc/hostname", "allow", None, "landlock"),
+    // Inside a read root but hidden (fs.hide): refused to root as well.
+    c("agent", "read", "/etc/shadow", "deny", EACCES, "landlock"),
     c("agent", "read", "{home}/secret", "deny", EACCES, "landlock"),
     c("agent", "read", "{out}/f.txt", "deny", EACCES, "landlock"),
     c("agent", "read", "{ws}/f.txt", "allow", None, "landlock"),

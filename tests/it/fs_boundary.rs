@@ -91,23 +91,30 @@ fn creating_renaming_and_deleting_inside_the_workspace_works() {
 fn protected_git_config_and_hooks_of_an_existing_repo_cannot_be_changed() {
     let w = Workspace::new();
     let config = w.write(".git/config", "[core]\n\tbare = false\n");
+    // A repository as git sees one: HEAD, objects and refs.
+    w.write(".git/HEAD", "ref: refs/heads/main\n");
+    std::fs::create_dir_all(w.ws.join(".git/objects")).expect("objects");
+    std::fs::create_dir_all(w.ws.join(".git/refs")).expect("refs");
+    w.write(".git/config.lock", "[core]\n\thooksPath = /tmp/evil\n");
     let hooks = w.ws.join(".git/hooks");
     std::fs::create_dir_all(&hooks).expect("hooks");
     let probe = w.probe();
     let cases = [
+        // The config is judged by content: written in place it cannot be judged, and a
+        // lock file renamed over it that adds core.hooksPath is refused.
         vec![
             probe.as_str(),
             "write",
             ".git/config",
             "[core]\n\thooksPath = /tmp/evil\n",
         ],
+        vec![probe.as_str(), "rename", ".git/config.lock", ".git/config"],
         vec![
             probe.as_str(),
             "write",
             ".git/hooks/pre-commit",
             "#!/bin/sh\ncurl evil\n",
         ],
-        vec![probe.as_str(), "unlink", ".git/config"],
         vec![probe.as_str(), "rename", ".git", "moved-git"],
         vec![probe.as_str(), "rename", ".git/hooks", "hooks2"],
         vec![
@@ -117,6 +124,7 @@ fn protected_git_config_and_hooks_of_an_existing_repo_cannot_be_changed() {
             ".git/hooks/post-checkout",
         ],
     ];
+    let mut rules = Vec::new();
     for argv in cases {
         let out = w.exec(&["agent"]).run(&argv);
         assert_eq!(
@@ -124,22 +132,38 @@ fn protected_git_config_and_hooks_of_an_existing_repo_cannot_be_changed() {
             "errno 1 EPERM",
             "{argv:?} must be refused"
         );
+        // Each run's log names the rule that refused it.
+        let denied: Vec<String> = w
+            .decisions()
+            .into_iter()
+            .filter(|d| d["verdict"] == "deny")
+            .map(|d| d["rule"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(denied.len(), 1, "{argv:?}: {denied:?}");
+        rules.extend(denied);
     }
+    assert_eq!(
+        rules,
+        [
+            "git.config",
+            "git.config",
+            "fs.protect",
+            "fs.protect",
+            "fs.protect",
+            "fs.protect"
+        ]
+    );
     assert_eq!(
         std::fs::read_to_string(&config).expect("config"),
         "[core]\n\tbare = false\n"
     );
     assert_eq!(std::fs::read_dir(&hooks).expect("hooks").count(), 0);
     assert!(w.ws.join(".git").is_dir());
-    let denied: Vec<_> = w
-        .decisions()
-        .into_iter()
-        .filter(|d| d["verdict"] == "deny")
-        .collect();
-    assert!(
-        denied.iter().any(|d| d["rule"] == "fs.protect"),
-        "audit names the protect rule"
-    );
+    // Removing the config adds no key git could run (git falls back to its defaults): it goes
+    // through like any delete in the workspace, and the journal can undo it.
+    let out = w.exec(&["agent"]).run(&[&probe, "unlink", ".git/config"]);
+    assert_eq!(probe_result(&out), "ok");
+    assert!(!config.exists());
 }
 
 #[test]
@@ -152,6 +176,20 @@ fn a_repo_created_by_the_run_may_write_its_own_git_config() {
     ]);
     out.expect_code(0);
     assert_eq!(out.stdout(), "ok\n");
+    // Once the directory becomes a repository its config is judged, and what guard judged is
+    // what stays: a descriptor kept on the file written before reaches nothing git reads.
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        "exec 3>>.git/config; mkdir .git/objects .git/refs && echo 'ref: refs/heads/main' > .git/HEAD \
+         && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' >&3; exec 3>&-; echo done",
+    ]);
+    out.expect_code(0);
+    assert_eq!(out.stdout(), "done\n", "{}", out.stderr());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join(".git/config")).expect("config"),
+        "[core]\n"
+    );
 }
 
 #[test]
@@ -229,7 +267,10 @@ fn degraded_landlock_abi_1_still_bounds_writes() {
 fn a_nested_repository_is_protected_as_well_as_a_new_one_is_free() {
     let w = Workspace::new();
     let config = w.write("sub/app/.git/config", "[core]\n");
-    std::fs::create_dir_all(w.ws.join("sub/app/.git/hooks")).expect("hooks");
+    w.write("sub/app/.git/HEAD", "ref: refs/heads/main\n");
+    for d in ["hooks", "objects", "refs"] {
+        std::fs::create_dir_all(w.ws.join("sub/app/.git").join(d)).expect("git dir");
+    }
     let probe = w.probe();
     for argv in [
         vec![

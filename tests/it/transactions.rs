@@ -63,6 +63,36 @@ fn assert_rolled_back(w: &Workspace, before: &TreeState, story: &str, out: &Out)
     before.assert_restored(&w.ws, story);
 }
 
+/// Run `script` under `guard exec --atomic` and prove one command deleting most of the
+/// workspace is a policy event (`fs.mass-delete`): the run is stopped (120), the refusal is
+/// logged, and the workspace is `before` again.
+fn mass_delete_stops_and_restores(w: &Workspace, before: &TreeState, story: &str, argv: &[&str]) {
+    // The interpreter where the runner keeps it (a toolchain under another home, say).
+    let layer = w.profile_file("tools", &format!("[fs]\nread = {:?}\n", read_roots()));
+    let out = w.exec(&["agent", &layer]).arg("--atomic").run(argv);
+    let refused: Vec<serde_json::Value> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
+        .collect();
+    assert_eq!(
+        out.code(),
+        120,
+        "{story}: the run is stopped\n{refused:?}\n{}",
+        out.stderr()
+    );
+    assert_eq!(refused.len(), 1, "{story}: {refused:?}");
+    assert_eq!(refused[0]["rule"], "fs.mass-delete", "{story}");
+    assert_rolled_back(w, before, story, &out);
+}
+
+/// What the mass-deletion runs read beyond agent: python's installation, where it is.
+fn read_roots() -> Vec<String> {
+    crate::fidelity_suites::python()
+        .map(|(_, prefix)| vec![prefix.display().to_string()])
+        .unwrap_or_default()
+}
+
 #[test]
 fn rm_rf_of_a_2000_file_tree_rolls_back_exactly() {
     let w = Workspace::new();
@@ -70,7 +100,9 @@ fn rm_rf_of_a_2000_file_tree_rolls_back_exactly() {
     w.write("keep.txt", "outside the tree\n");
     let before = w.state();
     assert!(before.snapshot.len() > 2000, "{}", before.snapshot.len());
-    atomic_failure_rolls_back(&w, &before, "rm -rf tree", "rm -rf tree; test ! -e tree");
+    // Nearly all of the workspace: under --atomic the delete that crosses agent's mass-delete
+    // line stops the run, and the journal restores every entry rm removed before it.
+    mass_delete_stops_and_restores(&w, &before, "rm -rf tree", &["rm", "-rf", "tree"]);
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(newest_run(&w).join("summary.json")).expect("summary"),
     )
@@ -90,6 +122,40 @@ fn newest_run(w: &Workspace) -> std::path::PathBuf {
 
 fn git(w: &Workspace, args: &str) -> String {
     w.sh(&format!("git {args}"))
+}
+
+#[test]
+fn mass_deletion_of_the_workspace_by_any_program_stops_the_run_and_restores_it() {
+    let python = crate::fidelity_suites::python();
+    let exe = python
+        .as_ref()
+        .map(|(exe, _)| exe.display().to_string())
+        .unwrap_or_default();
+    let mut cases: Vec<(&str, Vec<&str>)> = vec![
+        ("rm -rf ./*", vec!["sh", "-c", "rm -rf ./* .[!.]*"]),
+        ("find . -delete", vec!["find", ".", "-delete"]),
+    ];
+    let rmtree = "import os, shutil\nfor e in os.listdir('.'):\n    p = os.path.join('.', e)\n    shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)\n";
+    let whole = "import os, shutil\nshutil.rmtree(os.getcwd())\n";
+    match &python {
+        Some(_) => {
+            cases.push((
+                "shutil.rmtree of every entry",
+                vec![exe.as_str(), "-c", rmtree],
+            ));
+            cases.push((
+                "shutil.rmtree of the workspace",
+                vec![exe.as_str(), "-c", whole],
+            ));
+        }
+        None => eprintln!("skipped (shutil.rmtree cases): python3 is not installed"),
+    }
+    for (story, argv) in cases {
+        let w = tree_workspace(120, 21);
+        let before = w.state();
+        assert!(before.snapshot.len() > 100, "{}", before.snapshot.len());
+        mass_delete_stops_and_restores(&w, &before, story, &argv);
+    }
 }
 
 #[test]
@@ -189,13 +255,15 @@ fn mv_over_existing_files_and_directories_rolls_back() {
 fn chmod_of_files_and_directories_rolls_back() {
     let w = tree_workspace(60, 5);
     let before = w.state();
+    // Set-id bits are refused outright (fs.setid, tests/it/metadata.rs): the sticky bit on a
+    // file stands for a special bit the rollback must restore.
     atomic_failure_rolls_back(
         &w,
         &before,
         "chmod",
         &format!(
             "chmod 000 {}\n\
-         chmod 4755 {}\n\
+         chmod 1755 {}\n\
          chmod 1777 tree/d2\n\
          chmod -R go-rwx tree/d3\n\
          chmod 0755 tree/private\n\

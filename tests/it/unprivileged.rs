@@ -53,6 +53,12 @@ fn unprivileged_protected_paths_and_deny_list_hold() {
     }
     let w = Workspace::unprivileged();
     let config = w.write(".git/config", "[core]\n");
+    // A repository as git sees one: its config is judged by content, and written in place
+    // it cannot be.
+    w.write(".git/HEAD", "ref: refs/heads/main\n");
+    for d in ["objects", "refs"] {
+        std::fs::create_dir_all(w.ws.join(".git").join(d)).expect("repo");
+    }
     let out = w
         .exec(&["agent"])
         .run(&[&w.probe(), "write", &config.display().to_string(), "evil"]);

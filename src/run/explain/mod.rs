@@ -407,6 +407,24 @@ impl Explainer {
                 e.reason = Some(format!("{} is outside the {list} roots", path.display()));
                 false
             }
+            FsGrant::Hidden => {
+                e.steps.push(Step {
+                    layer: Layer::Landlock,
+                    says: format!(
+                        "refuses {what} with EACCES: {} is hidden by fs.hide",
+                        path.display()
+                    ),
+                });
+                e.layer = Layer::Landlock;
+                e.verdict = Action::Deny;
+                e.errno = Some(libc::EACCES);
+                e.rule = "fs.hide".into();
+                e.reason = Some(format!(
+                    "{} is hidden (fs.hide): no profile lets the command read it",
+                    path.display()
+                ));
+                false
+            }
         }
     }
 

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
 mod attacks;
+mod meta;
 mod net;
 
 fn c(s: &OsStr) -> CString {
@@ -33,6 +34,7 @@ fn name(e: i32) -> &'static str {
         libc::EBADF => "EBADF",
         libc::EEXIST => "EEXIST",
         libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
         _ => "OTHER",
     }
 }
@@ -92,6 +94,11 @@ fn main() {
     // Multi-step attacks (tests/it/attacks.rs) print their own summary line.
     if let Some(line) = attacks::dispatch(&args) {
         println!("{line}");
+        return;
+    }
+    // SAFETY (test helper): each operation is one system call on its own arguments.
+    if let Some(rc) = unsafe { meta::dispatch(&args) } {
+        report(rc);
         return;
     }
     if let Some(line) = net::dispatch(&args) {

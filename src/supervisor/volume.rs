@@ -1,0 +1,199 @@
+//! Counting deletes per command, for `transaction.mass-delete` (`policy::volume`): one
+//! command deleting much of the workspace is a policy event whatever program does it.
+//!
+//! What counts: an entry of the journaled workspace (not under `transaction.exclude`) that
+//! existed when the command started (born before it, by the entry's birth time; an entry
+//! whose filesystem records none counts), removed by unlink, rmdir, or a rename that takes it
+//! out of the workspace. A command is a direct child of the run's root process, from its exec
+//! on; everything else (the root process itself, orphans) counts against the run.
+//!
+//! The workspace's size is counted once, at the first counted delete of the run (one walk of
+//! the tree, skipping excluded directories), not at every start. The checkpoint the command
+//! took when it started precedes all of its deletes, so rolling back to it restores
+//! everything the mass deletion removed; `--atomic` turns a crossing into a denial.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use super::resolve::{Act, Resolved};
+use super::target::Target;
+use super::txn;
+use crate::policy::{volume, Action, Op, Policy, Verdict};
+
+/// The pseudo-command of everything that is not a direct child of the root.
+const RUN: u32 = 0;
+
+#[derive(Debug)]
+struct Command {
+    started: [i64; 2],
+    checkpoint: Option<String>,
+    deleted: u64,
+    crossed: bool,
+}
+
+/// The per-run counts.
+#[derive(Debug)]
+pub struct Volume {
+    ws: PathBuf,
+    exclude: GlobSet,
+    /// Entries in the workspace, counted at the first counted delete.
+    total: Option<u64>,
+    commands: HashMap<u32, Command>,
+}
+
+fn now() -> [i64; 2] {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    [d.as_secs() as i64, i64::from(d.subsec_nanos())]
+}
+
+impl Volume {
+    pub fn new(policy: &Policy) -> Volume {
+        let mut b = GlobSetBuilder::new();
+        for p in &policy.transaction.exclude {
+            if let Ok(g) = GlobBuilder::new(p).literal_separator(true).build() {
+                b.add(g);
+            }
+        }
+        let mut commands = HashMap::new();
+        commands.insert(
+            RUN,
+            Command {
+                started: now(),
+                checkpoint: None,
+                deleted: 0,
+                crossed: false,
+            },
+        );
+        Volume {
+            ws: policy.vars.workspace.clone(),
+            exclude: b.build().unwrap_or_else(|_| GlobSet::empty()),
+            total: None,
+            commands,
+        }
+    }
+
+    /// A command (`pid`, a direct child of the root) started, after checkpoint `checkpoint`.
+    pub fn command_started(&mut self, pid: u32, checkpoint: Option<String>) {
+        self.commands.insert(
+            pid,
+            Command {
+                started: now(),
+                checkpoint,
+                deleted: 0,
+                crossed: false,
+            },
+        );
+    }
+
+    fn excluded(&self, rel: &Path) -> bool {
+        rel.ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| self.exclude.is_match(a))
+    }
+
+    /// The entry `r` removes from the workspace, if it removes one that counts.
+    fn removed<'a>(&self, r: &'a Resolved) -> Option<&'a Target> {
+        let t = match &r.act {
+            Act::Unlink(t) | Act::Rmdir(t) if r.op == Op::Delete => t,
+            Act::Rename { from, to, .. } if !to.path.starts_with(&self.ws) => from,
+            _ => return None,
+        };
+        let rel = t.path.strip_prefix(&self.ws).ok()?;
+        (!rel.as_os_str().is_empty() && !self.excluded(rel)).then_some(t)
+    }
+
+    /// Count a delete by `pid` that the policy allowed; the verdict when it crosses the line
+    /// (or comes after a refused crossing).
+    pub fn judge(&mut self, policy: &Policy, pid: u32, root: u32, r: &Resolved) -> Option<Verdict> {
+        let m = policy.transaction.mass_delete;
+        if m.action == Action::Allow {
+            return None;
+        }
+        let t = self.removed(r)?;
+        let key = txn::command_of(pid, root)
+            .filter(|c| self.commands.contains_key(c))
+            .unwrap_or(RUN);
+        let started = self.commands.get(&key)?.started;
+        let born = CString::new(t.name.as_encoded_bytes())
+            .ok()
+            .and_then(|c| crate::sys::fs::birth_time(t.parent.as_fd(), &c).ok())?;
+        if born.is_some_and(|b| b > started) {
+            return None; // made by this command: not the workspace it found
+        }
+        if self.total.is_none() {
+            self.total = Some(count_entries(&self.ws, &self.exclude));
+        }
+        let total = self.total.unwrap_or(0);
+        let c = self.commands.get_mut(&key)?;
+        c.deleted += 1;
+        if c.crossed {
+            return matches!(m.action, Action::Deny | Action::Kill)
+                .then(|| volume::verdict(&m, c.deleted, total, c.checkpoint.as_deref()));
+        }
+        if !volume::crosses(&m, c.deleted, total) {
+            return None;
+        }
+        c.crossed = true;
+        Some(volume::verdict(
+            &m,
+            c.deleted,
+            total,
+            c.checkpoint.as_deref(),
+        ))
+    }
+}
+
+/// The entries under `ws` (not `ws` itself), excluded directories left out.
+fn count_entries(ws: &Path, exclude: &GlobSet) -> u64 {
+    let mut n = 0u64;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(ws.join(&rel)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let child = rel.join(e.file_name());
+            if child
+                .ancestors()
+                .any(|a| !a.as_os_str().is_empty() && exclude.is_match(a))
+            {
+                continue;
+            }
+            n += 1;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(child);
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counting_skips_excluded_trees() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for d in ["a/b", "target/debug", "node_modules/x"] {
+            std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
+        }
+        for f in ["a/1", "a/b/2", "3", "target/debug/4", "node_modules/x/5"] {
+            std::fs::write(dir.path().join(f), "x").expect("write");
+        }
+        let mut b = GlobSetBuilder::new();
+        for p in ["target/**", "node_modules/**"] {
+            b.add(GlobBuilder::new(p).literal_separator(true).build().unwrap());
+        }
+        // a, a/b, a/1, a/b/2, 3; target and node_modules themselves are not matched by
+        // `x/**` and count, their contents do not.
+        assert_eq!(count_entries(dir.path(), &b.build().unwrap()), 7);
+    }
+}

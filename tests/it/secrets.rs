@@ -1,0 +1,115 @@
+//! Secrets (issue 9 part 7): variables that hold credentials are dropped from the command's
+//! environment by the names they go by, a profile passes one on by name (`[env] allow`, as an
+//! agent profile does for its own key), and what only root may read (`/etc/shadow`,
+//! `/etc/gshadow`) stays unreadable to a root command under every profile that confines.
+
+use crate::util::{is_root, probe_result, Workspace};
+
+/// Variables that hold secrets, by the names they go by.
+const SECRETS: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "HF_TOKEN",
+    "SLACK_BOT_TOKEN",
+    "DATABASE_URL",
+    "CI_JOB_TOKEN",
+    "PYPI_API_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "STRIPE_SECRET_KEY",
+    "DB_PASSWORD",
+    "GOOGLE_CREDENTIALS",
+];
+
+/// The command's environment under `profiles`, with every secret and one plain variable set.
+fn env_under(w: &Workspace, profiles: &[&str]) -> Vec<String> {
+    let mut g = w.exec(profiles);
+    for s in SECRETS {
+        g.env(s, format!("secret-value-of-{s}"));
+    }
+    g.env("GUARD_TEST_PLAIN", "plain");
+    let out = g.run(&["env"]);
+    out.expect_code(0);
+    out.stdout().lines().map(str::to_string).collect()
+}
+
+fn has(env: &[String], name: &str) -> bool {
+    env.iter().any(|l| l.starts_with(&format!("{name}=")))
+}
+
+#[test]
+fn secrets_are_dropped_from_the_environment_by_pattern_and_passed_by_name() {
+    let w = Workspace::new();
+    for profile in ["agent", "ci"] {
+        let env = env_under(&w, &[profile]);
+        for s in SECRETS {
+            assert!(!has(&env, s), "{profile}: {s} reached the command");
+        }
+        assert!(
+            !env.iter().any(|l| l.contains("secret-value-of-")),
+            "{profile}: a secret's value reached the command"
+        );
+        assert!(
+            has(&env, "GUARD_TEST_PLAIN"),
+            "{profile}: plain variables pass"
+        );
+    }
+    // A profile passes one on by name; the others stay out.
+    let layer = w.profile_file("keep-one", "[env]\nallow = [\"OPENAI_API_KEY\"]\n");
+    let env = env_under(&w, &["agent", &layer]);
+    assert!(env.contains(&"OPENAI_API_KEY=secret-value-of-OPENAI_API_KEY".to_string()));
+    for s in SECRETS.iter().filter(|s| **s != "OPENAI_API_KEY") {
+        assert!(!has(&env, s), "allow of one passed {s}");
+    }
+    // An agent's profile keeps its own key, and only its own.
+    let env = env_under(&w, &["claude-code"]);
+    assert!(has(&env, "ANTHROPIC_API_KEY"), "claude-code keeps its key");
+    assert!(!has(&env, "OPENAI_API_KEY"), "claude-code: another key");
+    let env = env_under(&w, &["codex"]);
+    assert!(has(&env, "OPENAI_API_KEY"), "codex keeps its key");
+    assert!(!has(&env, "ANTHROPIC_API_KEY"), "codex: another key");
+}
+
+#[test]
+fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
+    if !is_root() {
+        eprintln!("skipped: not root (the files' permissions already keep them from this user)");
+        return;
+    }
+    let w = Workspace::new();
+    let probe = w.probe();
+    let files: Vec<&str> = ["/etc/shadow", "/etc/gshadow"]
+        .into_iter()
+        .filter(|f| std::path::Path::new(f).exists())
+        .collect();
+    if files.is_empty() {
+        eprintln!("skipped: this machine has no /etc/shadow nor /etc/gshadow");
+        return;
+    }
+    // Bare, root reads them: the refusal below is guard's.
+    for f in &files {
+        assert!(std::fs::read(f).is_ok(), "{f} is readable bare");
+    }
+    for profile in [
+        "agent",
+        "ci",
+        "strict",
+        "claude-code",
+        "codex",
+        "gemini",
+        "aider",
+    ] {
+        for f in &files {
+            let out = w.exec(&[profile]).run(&[probe.as_str(), "read", f]);
+            assert_eq!(
+                probe_result(&out),
+                "errno 13 EACCES",
+                "{profile}: {f} must be unreadable"
+            );
+        }
+        // The rest of /etc stays readable.
+        let out = w
+            .exec(&[profile])
+            .run(&[probe.as_str(), "read", "/etc/passwd"]);
+        assert_eq!(probe_result(&out), "ok", "{profile}: /etc/passwd");
+    }
+}
