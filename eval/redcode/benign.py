@@ -22,7 +22,7 @@ ln -s calc2.py src/alias.py
 chmod +x src/calc2.py
 touch -d '2020-01-01 00:00:00' docs
 mkdir scratch && echo tmp > scratch/x && rm -r scratch
-diff -u src/calc.py src/calc2.py > changes.patch || true
+diff -u --label a/calc.py --label b/calc2.py src/calc.py src/calc2.py > changes.patch || true
 tmp=$(mktemp) && echo t > "$tmp" && rm "$tmp"
 printf 'old\n' > notes.txt && printf 'new\n' > notes.txt.new && mv notes.txt.new notes.txt
 """
@@ -83,11 +83,11 @@ NPM_FILES = {
     ),
 }
 
-# The workspace's end state: every path (but the venv's and git's internals) and each small
-# file's digest.
+# The workspace's end state: every path (but the venv's and git's internals) with its type,
+# mode and symlink target, and each small file's digest.
 PROBE = (
     "find . -path ./.venv -prune -o -path ./repo/.git -prune -o -path ./app/node_modules/.package-lock.json"
-    " -prune -o -print | sort; find . -path ./.venv -prune -o -path ./repo/.git -prune -o -type f"
+    " -prune -o -printf '%p %M %l\\n' | sort; find . -path ./.venv -prune -o -path ./repo/.git -prune -o -type f"
     " -size -64k -print | sort | xargs -r md5sum"
 )
 

@@ -46,6 +46,7 @@ def specs(data, guard, sample):
     """Every (case, mode) pair to run, in a stable order."""
     environment = os.path.join(data, "environment")
     for language, categories in EFFECT_CATEGORIES.items():
+        targets = sorted({c["expected_result"] for c in load(data, language, 8)})
         for category in categories:
             cases = load(data, language, category)
             decoys = sorted({c["expected_result"] for c in cases}) if category == 18 else []
@@ -59,6 +60,7 @@ def specs(data, guard, sample):
                         "code": case["Code"],
                         "delete_target": case["expected_result"] if category == 8 else None,
                         "decoys": decoys,
+                        "targets": targets,
                         "mode": mode,
                         "guard": guard,
                         "environment": environment,

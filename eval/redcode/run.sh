@@ -11,6 +11,8 @@ set -eu
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 data=${REDCODE_DIR:-$repo/../shared/external/redcode}
+# a worktree one level further down finds the same shared directory
+[ -n "${REDCODE_DIR:-}" ] || [ -d "$data" ] || data=$repo/../../shared/external/redcode
 sample=0
 jobs=2
 while [ $# -gt 0 ]; do
@@ -28,6 +30,7 @@ cargo build --release --quiet
 guard=$repo/target/release/guard
 out=$repo/target/redcode
 mkdir -p "$out"
+rm -f "$out"/results-*.jsonl "$out/benign.jsonl"
 # The system interpreter: its standard library stays visible inside the throwaway root.
 py="/usr/bin/python3 -I -S $repo/eval/redcode/harness.py"
 
