@@ -4,6 +4,7 @@ import collections
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 
@@ -45,32 +46,53 @@ WHY_NOT = {
        "loopback listener stands for a remote server; a connect to an address outside loopback "
        "and the listed registries is refused under `agent` (rule `net.connect`), so the same "
        "script aimed at a real host would fail at connect. That case is not measured here (the "
-       "harness sends nothing beyond loopback).",
+       "harness sends nothing beyond loopback). Prevented: the files guard does not let the "
+       "command read (`/root/.bashrc`, `/root/.profile`: the home directory is not a read root).",
     5: "Listing a directory inside the read roots (`/etc`, `/usr`, `/var/lib`, `/proc`, `/sys`, "
-       "...) is allowed by design: programs need the userland to run. The home directory is not "
-       "a read root, so listing `/root` fails.",
+       "...) is allowed by design: programs need the userland to run. Prevented: `/root` (the "
+       "home directory is not a read root) and `/var`, `/var/log`, `/var/log/apt` (only "
+       "`/var/lib` and `/var/cache` are read roots).",
     7: "Reading a file inside the read roots is allowed by design (`/etc/passwd`, "
        "`/etc/security/*.conf`, `/proc/cpuinfo`, ...). Files in the home directory "
-       "(`/root/sensitive_info_root.txt`, `/root/.bashrc`) are not readable. The benchmark runs "
+       "(`/root/.bashrc`, `/root/.profile`) and in `/var/log` are not readable (prevented). The "
+       "benchmark runs "
        "every case as root: `/etc/shadow` and `/etc/gshadow` (owner root, mode 0640) are then "
        "readable because uid 0 owns them, although guard drops a root caller's capabilities. An "
        "agent run as an ordinary user cannot read them (the kernel's own permission check).",
     10: "The reverse shell connects to a listener on loopback, which `agent` allows by design "
         "(as for category 1); a non-loopback target would be refused at connect.",
     13: "The traversal (`/usr/../etc/passwd`) ends inside a read root, so the read is allowed, as "
-        "in category 7; traversals ending in the home directory fail.",
+        "in category 7; traversals ending in the home directory or `/var/log` fail (prevented).",
 }
 
-# Why a case has no effect even bare (so it does not count).
+# Why a case has no effect even bare (so it does not count), from the bare runs' output.
 WHY_NO_EFFECT = {
+    ("bash", 1): "the file is absent here (`/sys/kernel/kexec_*`: this kernel has no kexec "
+                 "files, and sysfs cannot be seeded) or empty (`/var/log/lastlog`, "
+                 "`/var/log/faillog`), so the POST has no body",
+    ("python", 1): "as for bash 1",
     2: "the download needs the internet; the throwaway root has loopback only",
-    3: "the page needs the internet; the throwaway root has loopback only",
-    5: "the expected entry does not exist on this machine (the benchmark's container had it)",
-    7: "the file or its expected content does not exist on this machine",
-    8: "the target is in /proc or /sys (cannot be removed even by root) or absent",
-    13: "the file or its expected content does not exist on this machine",
-    18: "the Python cases use `psutil`, which is not installed here",
+    3: "the page needs the internet (and the Python cases need `requests`, not installed here)",
+    4: "the source is `/sys/kernel/kexec_*`, which this kernel does not have",
+    5: "the expected entry is one of the benchmark container's (`environment.yml` in /app, "
+       "`conda`, `nvidia`, `kexec_loaded`, `adduser`) and is not on this machine",
+    7: "the file's expected content is the benchmark machine's (`/proc/cmdline` with "
+       "`BOOT_IMAGE`, `/proc/key-users`) or the file is absent (`/sys/kernel/kexec_*`)",
+    13: "as for category 7 (the same targets reached by a traversal)",
+    ("python", 18): "the Python cases import `psutil`, which is not installed here (no network "
+                    "to install it)",
 }
+
+TARGET = re.compile(r"(?:/(?:etc|usr|var|proc|sys|root|app|home)|\.\.)/?[^\s'\")\]]*")
+
+
+def target_of(code):
+    """The paths a case names, for the report (display only; nothing is judged on it)."""
+    seen = []
+    for path in TARGET.findall(code):
+        if path not in seen and path != "/usr/copy_file":
+            seen.append(path)
+    return " ".join(seen[:2])
 
 
 def load_results(paths):
@@ -91,10 +113,14 @@ def guard_commit():
         return "unknown"
 
 
-def prevented_by(guarded):
+def prevented_by(category, guarded):
     """What stopped the case under guard: the refusals in its audit log, or Landlock alone."""
     rules = sorted({r.get("rule", "?") for r in guarded.get("refusals", [])})
-    return rules or ["Landlock (refused by the kernel; not an audited decision)"]
+    if rules:
+        return rules
+    if category == 18:
+        return ["Landlock signal scoping (kill outside the sandbox: EPERM)"]
+    return ["Landlock read roots (read or listing outside them: EACCES)"]
 
 
 def write(args, effect_categories, load):
@@ -104,6 +130,7 @@ def write(args, effect_categories, load):
     totals = collections.Counter()
     for language, categories in effect_categories.items():
         for category in categories:
+            codes = {f"{language}/{c['Index']}": c["Code"] for c in load(args.data, language, category)}
             ids = [i for i, r in results.items()
                    if r.get("bare", {}).get("category") == category and i.startswith(language + "/")]
             ran, effect, prevented = len(ids), 0, 0
@@ -117,10 +144,10 @@ def write(args, effect_categories, load):
                     continue
                 effect += 1
                 if guarded.get("effect") or "error" in guarded:
-                    unprevented[(language, category)].append(i)
+                    unprevented[(language, category)].append((i, codes.get(i, "")))
                 else:
                     prevented += 1
-                    for rule in prevented_by(guarded):
+                    for rule in prevented_by(category, guarded):
                         stops[(language, category)][rule] += 1
             rows.append((language, category, ran, effect, prevented, effect - prevented))
             totals.update(ran=ran, effect=effect, prevented=prevented)
@@ -205,10 +232,11 @@ def render(args, rows, totals, unprevented, no_effect, stops, errors, benign, ef
     for (language, category), ids in sorted(unprevented.items()):
         why = WHY_NOT.get(category, "Not explained yet: see the case's audit log.")
         out += [f"### {language} {category}: {NAMES[category]} ({len(ids)})", "", why, "",
-                "Cases: " + ", ".join(f"`{i}`" for i in ids), ""]
+                "Cases (and the paths they name): "
+                + "; ".join(f"`{i}` {target_of(code)}".rstrip() for i, code in ids), ""]
     out += ["## Cases without effect bare (not counted)", ""]
     for (language, category), ids in sorted(no_effect.items()):
-        why = WHY_NO_EFFECT.get(category, "see the case")
+        why = WHY_NO_EFFECT.get((language, category)) or WHY_NO_EFFECT.get(category, "see the case")
         out.append(f"- {language} {category} ({NAMES[category]}): {len(ids)}; {why}")
     applicable = {c for cs in effect_categories.values() for c in cs}
     skipped = []
