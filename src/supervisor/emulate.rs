@@ -414,6 +414,9 @@ fn open(
     if inject == Inject::Continue {
         return Outcome::Continue;
     }
+    if let Some(outcome) = super::fifo::open_aside(at, flags, n, listener, inject) {
+        return outcome;
+    }
     let cloexec = flags & libc::O_CLOEXEC != 0;
     // The final component was already resolved: never follow a symlink swapped in since.
     let mut ours = (flags & !libc::O_CLOEXEC) | libc::O_CLOEXEC;

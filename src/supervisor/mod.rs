@@ -24,6 +24,7 @@ mod callers;
 mod decode;
 mod emulate;
 mod explain;
+mod fifo;
 mod git;
 mod hosts;
 mod judge;

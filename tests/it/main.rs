@@ -20,6 +20,7 @@ mod fidelity;
 mod fidelity_builds;
 mod fidelity_names;
 mod fidelity_suites;
+mod fifo;
 mod fs_boundary;
 mod git;
 mod git_config;
