@@ -25,6 +25,8 @@ mod decode;
 mod emulate;
 mod explain;
 mod hosts;
+#[doc(hidden)]
+pub mod hotpath;
 mod judge;
 mod memory;
 mod names;
