@@ -369,6 +369,12 @@ fn walk_from(
         };
         let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
             open_dir(cwd_fd(), b"/")?
+        } else if dir == b"." {
+            // A bare name: its directory is the base itself, already pinned (one open and one
+            // close fewer per call). A base that is no directory fails the lookup of the name
+            // below with ENOTDIR, as opening it with O_DIRECTORY would, and both need search
+            // permission on it.
+            base
         } else {
             open_dir(base.as_fd(), dir)?
         };
