@@ -338,7 +338,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
                 && fd_path(base.as_fd())
                     .is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/")))
     };
-    match crate::creds::as_caller(|| walk_from(base, owned_raw.clone(), last, pid)) {
+    match crate::creds::looking_up_as_caller(|| walk_from(base, owned_raw.clone(), last, pid)) {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
             let base = open_base(pid, dirfd, absolute)?;
             if in_proc(&base) {
