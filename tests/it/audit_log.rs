@@ -66,7 +66,8 @@ fn guard_log_and_runs_show_the_newest_run() {
         out.stdout()
     );
     assert!(out.stdout().contains("deny"));
-    let runs = w.guard().arg("runs").output();
+    // The one-line listing shortens long commands; the JSON form has the whole argv.
+    let runs = w.guard().args(["runs", "--json"]).output();
     runs.expect_code(0);
     assert!(runs.stdout().contains("guard-probe"), "{}", runs.stdout());
 }

@@ -226,6 +226,8 @@ fn run_end_counts_agree_with_log_denied() {
     let w = Workspace::new();
     let p = w.probe();
     let o = w.outside.display().to_string();
+    // b exists: the delete of a missing name gets the kernel's ENOENT, which is no refusal.
+    std::fs::write(w.outside.join("b"), "b").expect("outside file");
     let script = format!(
         "{p} write {o}/a x; {p} write {o}/a x; {p} unlink {o}/b; {p} connect 192.0.2.7:443; \
          {p} write missing/dir/f x; {p} write ok.txt x; true"

@@ -136,8 +136,12 @@ fn string_of(kv: &[KeyValue], key: &str) -> Option<String> {
         })
 }
 
-/// A run with refusals and changes, under `agent`.
+/// A run with refusals and changes, under `agent`: deletes of files that exist outside the
+/// write roots (a missing one would get the kernel's ENOENT, which is no refusal).
 fn run_with_events(w: &Workspace, otlp: &str, count: usize) -> crate::util::Out {
+    for i in 0..count {
+        std::fs::write(w.outside.join(format!("x{i}")), "x").expect("outside file");
+    }
     let script = format!(
         "i=0; while [ $i -lt {count} ]; do {probe} unlink {out}/x$i >/dev/null; i=$((i+1)); done; {probe} mkdir {ws}/d",
         probe = w.probe(),
