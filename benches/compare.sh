@@ -696,13 +696,15 @@ cat >>"$REPORT" <<NOTES
   supervisor's work dominates: its own time per call (audit \`latency_us\`) is about
   $SUP_UNLINK µs for unlink-missing, $SUP_OPENW µs for open-write, $SUP_UNLINKX µs for
   unlink-existing and $SUP_CREATE µs for create-new, against a round trip of a few µs
-  (DESIGN.md). Per judged call guard makes about sixteen system calls (the table above): the
-  notification ioctls (receive, id-valid check, answer), reading the path from the caller's
-  memory, \`readlink\`/\`statx\` on the caller's \`/proc\` entries to resolve it, an \`openat\`
-  (\`/proc/PID/...\` for the audit record), poll, the audit writer's wake-up and write; plus,
-  for the calls that change something, the journal's append and the call itself. A system call
-  costs about 0.2-2.5 µs in this VM (\`getpid\` and \`open-read\` bare), \`decide()\` well under
-  a microsecond (section 5).
+  (DESIGN.md). The system calls per judged call are in the table above: the notification
+  ioctls (receive, id-valid check, answer) and the poll before the receive, one
+  \`process_vm_readv\` for the arguments, the walk of the path (an \`openat2\` of the caller's
+  cwd or of the path's directory, the lookup of the final name, a \`readlink\` of the pinned
+  directory for the path the policy judges), the switch to the caller's credentials and back
+  (\`capset\`), and for the calls that change something the check of the name again, the
+  journal's append and the call itself. A system call costs about 0.2-2.5 µs in this VM
+  (\`getpid\` and \`open-read\` bare); section 5's per-call rows time decode, read, resolve,
+  decide and record without the round trip.
 - **ADDFD**: by default a write-open is performed by guard and the descriptor injected into the
   caller (\`SECCOMP_IOCTL_NOTIF_ADDFD\`), which needs the target task to run and install it:
   open-write +$ADD_OPENW µs and create-new +$ADD_CREATE µs, against +$ADD_OPENW_NOADDFD and
