@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Measures what guard costs, side by side with bubblewrap, strace and firejail, and writes
-# docs/benchmarks.md (the tables are printed on stdout too).
+# Measures what guard costs, side by side with bare runs and with the tools a user would pick
+# instead (bubblewrap, sandlock, nono; strace and firejail for context), and writes the report.
 #
-#   bash benches/compare.sh
+#   bash benches/compare.sh --write docs/benchmarks.md        # the page, regenerated in one run
+#   bash benches/compare.sh --baseline /path/to/old/guard     # and a before/after table
+#   bash benches/compare.sh --quick                           # a smoke run (small counts)
 #
+# Without --write the report is printed on stdout only. Sections:
 # 1. start-up cost of `true` bare and under each tool (hyperfine);
 # 2. fixed cost of a transaction (an empty run: journal begin + seal) on a one-file workspace
 #    and on a 10,000-file tree, and with --atomic (which digests the tree at start);
@@ -12,21 +15,43 @@
 #    ADDFD), under strace; including calls that make the journal save a pre-image;
 # 4. `rm -rf` of a 10,000-file tree bare and under guard, `guard rollback` of that run (checked
 #    against a manifest of the pristine tree), and for context `cp -a` and a first git commit;
-# 5. the criterion bench of decide() (cargo bench --bench decide).
+# 5. the criterion benches of decide() and of the supervisor's per-call path;
+# 6. the peers: guard, bare, bubblewrap, sandlock and nono on start-up, 20,000 judged calls,
+#    `rm -rf` + undo of the 10,000-file tree, and real workloads (a git session on a 2,000-file
+#    repository, shell edits, npm install from local packages, CPython's file tests);
+# 7. with --baseline OLD_GUARD: the same guard measurements for OLD_GUARD and this build,
+#    alternated run by run, as a before/after table.
 #
 # Run as root, it installs the comparison tools that are missing (apt-get). A tool that cannot
-# be installed or does not work here is reported as "not available: reason" and skipped.
-# Knobs (environment): CALLS (calls per loop, 20000), REPS (repetitions per cell, 5),
-# RUNS (hyperfine runs, 50), REPS_RM (repetitions of section 4, 3), SKIP_CRITERION=1.
+# be installed or does not work here is reported as "not available: reason" and skipped;
+# sandlock and nono are looked for on PATH and in ~/.cargo/bin (`cargo install sandlock-cli
+# nono-cli`). Knobs (environment): CALLS (calls per loop, 20000), REPS (repetitions per cell,
+# 3), RUNS (hyperfine runs, 30), REPS_RM (repetitions of section 4, 3), REPS_W (repetitions of
+# each peer workload, 3), SKIP_CRITERION=1. The defaults finish in about 15 minutes on 2 CPUs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT_DOC="" BASELINE="" QUICK=""
+while (($#)); do
+    case $1 in
+    --write) OUT_DOC=$(realpath -m "${2:?--write needs a path}"); shift 2 ;;
+    --baseline) BASELINE=$(realpath "${2:?--baseline needs a guard binary}"); shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ -z $BASELINE || -x $BASELINE ]] || { echo "--baseline $BASELINE is not an executable" >&2; exit 2; }
 cd "$ROOT"
+if [[ -n $QUICK ]]; then
+    : "${CALLS:=2000}" "${REPS:=1}" "${RUNS:=5}" "${REPS_RM:=1}" "${REPS_W:=1}" "${SKIP_CRITERION:=1}"
+fi
 CALLS=${CALLS:-20000}
-REPS=${REPS:-5}
-RUNS=${RUNS:-50}
+REPS=${REPS:-3}
+RUNS=${RUNS:-30}
 REPS_RM=${REPS_RM:-3}
-OUT_DOC="$ROOT/docs/benchmarks.md"
+REPS_W=${REPS_W:-3}
+T_START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -81,8 +106,22 @@ check_tool hyperfine hyperfine --version
 check_tool bwrap bwrap --ro-bind / / --dev /dev --proc /proc true
 check_tool strace strace -f -o /dev/null true
 check_tool firejail firejail --quiet --noprofile true
+# The peers installed with cargo: on PATH, or in ~/.cargo/bin.
+for t in sandlock nono; do
+    command -v "$t" >/dev/null 2>&1 || [[ ! -x $HOME/.cargo/bin/$t ]] || PATH="$PATH:$HOME/.cargo/bin"
+done
+if command -v sandlock >/dev/null 2>&1; then
+    check_tool sandlock sandlock run -r / -w /tmp -- true
+else
+    NA[sandlock]="not installed (cargo install sandlock-cli)"
+fi
+if command -v nono >/dev/null 2>&1; then
+    check_tool nono nono run --silent --allow /tmp -- true
+else
+    NA[nono]="not installed (cargo install nono-cli)"
+fi
 avail() { [[ -z ${NA[$1]:-} ]]; }
-for t in hyperfine bwrap strace firejail; do
+for t in hyperfine bwrap strace firejail sandlock nono; do
     avail "$t" || log "$t not available: ${NA[$t]}"
 done
 
@@ -114,6 +153,12 @@ if avail hyperfine; then
     fi
     if avail firejail; then
         names+=("firejail"); cmds+=("firejail --quiet --noprofile true")
+    fi
+    if avail sandlock; then
+        names+=("sandlock"); cmds+=("sandlock run -r / -w $WS -- true")
+    fi
+    if avail nono; then
+        names+=("nono"); cmds+=("nono run --silent --allow $WS -- true")
     fi
     hf=(hyperfine -N --warmup 5 --runs "$RUNS" --style basic --export-json "$RAW/startup.json")
     for i in "${!cmds[@]}"; do hf+=(-n "${names[$i]}" "${cmds[$i]}"); done
@@ -422,23 +467,39 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }'; }
 
 # ---------------------------------------------------------------------------------------------
-# 5. decide(): the criterion bench; its medians come from target/criterion/*/new/estimates.json.
+# 5. The criterion benches: decide(), and the supervisor's per-call path without the kernel's
+# round trip; their medians come from target/criterion/GROUP/*/new/estimates.json.
 DECIDE_MD="$WORK/decide.md"
 if [[ ${SKIP_CRITERION:-} == 1 ]]; then
     echo "Skipped (SKIP_CRITERION=1)." >"$DECIDE_MD"
 else
-    log "decide(): cargo bench --bench decide"
-    rm -rf "$TARGET_DIR/criterion/decide"
-    cargo bench --bench decide >"$RAW/decide.txt" 2>&1 || { cat "$RAW/decide.txt" >&2; exit 1; }
+    log "criterion: cargo bench --bench decide --bench per_call"
+    rm -rf "$TARGET_DIR/criterion/decide" "$TARGET_DIR/criterion/per-call"
+    cargo bench --bench decide --bench per_call >"$RAW/criterion.txt" 2>&1 ||
+        { cat "$RAW/criterion.txt" >&2; exit 1; }
     {
         echo "| benchmark | median ns | mean ns |"
         echo "|---|---:|---:|"
-        find "$TARGET_DIR/criterion/decide" -path '*/new/benchmark.json' | sort | while read -r b; do
-            e=${b%benchmark.json}estimates.json
-            jq -r --slurpfile e "$e" \
-                '"| \(.full_id) | \($e[0].median.point_estimate*10|round/10) | \($e[0].mean.point_estimate*10|round/10) |"' "$b"
+        for group in decide per-call; do
+            find "$TARGET_DIR/criterion/$group" -path '*/new/benchmark.json' | sort | while read -r b; do
+                e=${b%benchmark.json}estimates.json
+                jq -r --slurpfile e "$e" \
+                    '"| \(.full_id) | \($e[0].median.point_estimate*10|round/10) | \($e[0].mean.point_estimate*10|round/10) |"' "$b"
+            done
         done
     } >"$DECIDE_MD"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 6. The peers (benches/peers.sh), and 7. before/after against --baseline (benches/baseline.sh).
+# shellcheck source=benches/peers.sh
+source "$ROOT/benches/peers.sh"
+BL_MD="$WORK/baseline.md"
+if [[ -n $BASELINE ]]; then
+    # shellcheck source=benches/baseline.sh
+    source "$ROOT/benches/baseline.sh"
+else
+    echo "Not measured in this run (\`bash benches/compare.sh --baseline OLD_GUARD\` adds it)." >"$BL_MD"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -448,20 +509,23 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=""
 git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml benches 2>/dev/null || DIRTY=" (with uncommitted changes)"
 NA_MD=""
-for t in hyperfine bwrap strace firejail; do
+for t in hyperfine bwrap strace firejail sandlock nono; do
     avail "$t" || NA_MD+="- $t: not available: ${NA[$t]}"$'\n'
 done
-[[ -n $NA_MD ]] || NA_MD="- none: hyperfine, bwrap, strace and firejail all ran."$'\n'
+[[ -n $NA_MD ]] || NA_MD="- none: hyperfine, bwrap, strace, firejail, sandlock and nono all ran."$'\n'
+ARGS_MD="--write docs/benchmarks.md"
+[[ -n $QUICK ]] && ARGS_MD+=" --quick"
+[[ -n $BASELINE ]] && ARGS_MD+=" --baseline OLD_GUARD"
 
 REPORT="$WORK/benchmarks.md"
 cat >"$REPORT" <<EOF
 # Benchmarks
 
-Generated by \`bash benches/compare.sh\` (run it as root to let it install the comparison tools);
-every figure below was measured in one run of that script on the machine described here.
-Raw results (hyperfine JSON, every sample) stay in \`target/bench-compare/\`.
+Generated by \`bash benches/compare.sh $ARGS_MD\` (run it as root to let it install the
+comparison tools); every figure below was measured in that one run, of $(( ($(date +%s) - T_START) / 60 )) minutes, on the
+machine described here. Raw results (hyperfine JSON, every sample) stay in \`target/bench-compare/\`.
 
-Reproduce: \`CALLS=$CALLS REPS=$REPS RUNS=$RUNS REPS_RM=$REPS_RM bash benches/compare.sh\` (these are the defaults).
+Reproduce: \`CALLS=$CALLS REPS=$REPS RUNS=$RUNS REPS_RM=$REPS_RM REPS_W=$REPS_W bash benches/compare.sh $ARGS_MD\`.
 
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - guard commit: \`$COMMIT\`$DIRTY, release build
@@ -470,7 +534,7 @@ Reproduce: \`CALLS=$CALLS REPS=$REPS RUNS=$RUNS REPS_RM=$REPS_RM bash benches/co
   run: $LOAD_START / $(cut -d' ' -f1-3 /proc/loadavg)
 - filesystem of the workspaces and of guard's state dir (both under /tmp, the same filesystem):
   $(df -T /tmp | awk 'NR==2 {print $2}')
-- tools: $(hyperfine --version 2>/dev/null || echo "hyperfine -"), $(bwrap --version 2>/dev/null || echo "bwrap -"), $(strace -V 2>/dev/null | head -n 1 || echo "strace -"), $(firejail --version 2>/dev/null | head -n 1 || echo "firejail -"), $(git --version)
+- tools: $(hyperfine --version 2>/dev/null || echo "hyperfine -"), $(bwrap --version 2>/dev/null || echo "bwrap -"), $(strace -V 2>/dev/null | head -n 1 || echo "strace -"), $(firejail --version 2>/dev/null | head -n 1 || echo "firejail -"), $(sandlock --version 2>/dev/null || echo "sandlock -"), $(nono --version 2>/dev/null | head -n 1 || echo "nono -"), $(git --version)
 
 Not available:
 $NA_MD
@@ -558,12 +622,53 @@ $(cat "$RM_MD")
   rollback.
 - check: $CHECK_MD.
 
-## 5. \`decide()\` (criterion)
+## 5. \`decide()\` and the per-call path (criterion)
 
-\`cargo bench --bench decide\` (\`benches/decide.rs\`, the \`agent\` profile); median and mean
-of criterion's estimates.
+\`cargo bench --bench decide --bench per_call\`; median and mean of criterion's estimates.
+\`decide/*\` (\`benches/decide.rs\`): the pure policy decision on the \`agent\` profile.
+\`per-call/*\` (\`benches/per_call.rs\`): a notification made up in the benchmark's own process
+taken through the supervisor's stages (decode; read: one process_vm_readv; resolve: the walk
+through /proc/PID and the pinned parent directory; decide + react; record: the audit event), as
+the supervisor does for a trapped call, without the kernel's round trip, the id check, the
+caller's credentials or performing the call. The \`unlinkat missing name\` rows are prefixes of
+the stages: their differences are what each stage costs. The last row is the audit writer
+thread's share (one decision to its JSON line), off the hot path.
 
 $(cat "$DECIDE_MD")
+
+## 6. guard and its peers
+
+The same workloads under each tool, each confining the command to writing its workspace (see
+\`benches/peers.sh\`): bare; guard (\`guard exec -w WS\`, \`agent\` profile, journaled);
+bwrap (read-only /, the workspace bound writable); sandlock (\`sandlock run -r / -w WS\`);
+sandlock --workdir (the same on a copy-on-write branch of the workspace, committed at exit);
+nono (\`nono run --allow WS\`). Start-up is in section 1. Every timed run starts on a fresh copy
+of its workspace (not timed); repetitions interleaved across tools; wall-clock ms of the whole
+command, tool included.
+
+### 6a. Judged calls (guard-callloop, $CALLS calls)
+
+$(cat "$PEER_CALLS_MD")
+
+### 6b. \`rm -rf\` of the 10,000-file tree, and its undo
+
+guard: the run, then \`guard rollback\`; sandlock --workdir: one run with \`--on-exit abort\`
+(discarding the branch is the undo); nono: \`--rollback\`, then its restore. "restored
+exactly": the tree's manifest (names, types, modes, sha256 of every file) equals the pristine
+tree's after the undo. $REPS_W repetitions.
+
+$(cat "$PEER_RM_MD")
+
+### 6c. Real workloads ($REPS_W repetitions)
+
+$(cat "$PEER_WL_MD")
+
+## 7. Before and after (\`--baseline\`)
+
+The same measurements of guard for the baseline binary ("before") and this build ("after"),
+alternated run by run (\`benches/baseline.sh\`).
+
+$(cat "$BL_MD")
 
 ## Reading the numbers
 
@@ -591,13 +696,15 @@ cat >>"$REPORT" <<NOTES
   supervisor's work dominates: its own time per call (audit \`latency_us\`) is about
   $SUP_UNLINK µs for unlink-missing, $SUP_OPENW µs for open-write, $SUP_UNLINKX µs for
   unlink-existing and $SUP_CREATE µs for create-new, against a round trip of a few µs
-  (DESIGN.md). Per judged call guard makes about sixteen system calls (the table above): the
-  notification ioctls (receive, id-valid check, answer), reading the path from the caller's
-  memory, \`readlink\`/\`statx\` on the caller's \`/proc\` entries to resolve it, an \`openat\`
-  (\`/proc/PID/...\` for the audit record), poll, the audit writer's wake-up and write; plus,
-  for the calls that change something, the journal's append and the call itself. A system call
-  costs about 0.2-2.5 µs in this VM (\`getpid\` and \`open-read\` bare), \`decide()\` well under
-  a microsecond (section 5).
+  (DESIGN.md). The system calls per judged call are in the table above: the notification
+  ioctls (receive, id-valid check, answer) and the poll before the receive, one
+  \`process_vm_readv\` for the arguments, the walk of the path (an \`openat2\` of the caller's
+  cwd or of the path's directory, the lookup of the final name, a \`readlink\` of the pinned
+  directory for the path the policy judges), the switch to the caller's credentials and back
+  (\`capset\`), and for the calls that change something the check of the name again, the
+  journal's append and the call itself. A system call costs about 0.2-2.5 µs in this VM
+  (\`getpid\` and \`open-read\` bare); section 5's per-call rows time decode, read, resolve,
+  decide and record without the round trip.
 - **ADDFD**: by default a write-open is performed by guard and the descriptor injected into the
   caller (\`SECCOMP_IOCTL_NOTIF_ADDFD\`), which needs the target task to run and install it:
   open-write +$ADD_OPENW µs and create-new +$ADD_CREATE µs, against +$ADD_OPENW_NOADDFD and
@@ -659,7 +766,10 @@ the 10k tree) and, for a run that changes 10,000 files, section 4 (${RMED[rm-gua
 ${RMED[rollback]} ms to roll it back).
 NOTES
 
-mkdir -p "$(dirname "$OUT_DOC")"
-cp "$REPORT" "$OUT_DOC"
 cat "$REPORT"
-log "wrote $OUT_DOC"
+if [[ -n $OUT_DOC ]]; then
+    mkdir -p "$(dirname "$OUT_DOC")"
+    cp "$REPORT" "$OUT_DOC"
+    log "wrote $OUT_DOC"
+fi
+log "done in $(( ($(date +%s) - T_START) / 60 )) min"

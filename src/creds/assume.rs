@@ -98,6 +98,17 @@ pub fn current() -> Option<Caller> {
 /// [`for_caller`] it just runs `call`. When the thread cannot take the credentials on, the
 /// call is not made: EPERM.
 pub fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    with_callers(call, true)
+}
+
+/// [`as_caller`] for a lookup (a path walk, a stat, an O_PATH open): nothing is created, so
+/// the umask, which only shapes the modes of new entries, stays guard's (two system calls
+/// fewer on every judged call).
+pub fn looking_up_as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    with_callers(call, false)
+}
+
+fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Result<T> {
     let Some(caller) = current() else {
         return call();
     };
@@ -108,7 +119,10 @@ pub fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
     };
-    let want = wanted(own, &caller.creds);
+    let mut want = wanted(own, &caller.creds);
+    if !umask {
+        want.umask = own.umask;
+    }
     if let Err(e) = switch(own, &want) {
         tracing::error!("cannot take on the caller's credentials: {e}");
         restore(own, &want);

@@ -49,8 +49,9 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], flags: u64, resolve: u64) -> io:
     if creat && excl {
         how |= libc::O_NOFOLLOW as u64;
     }
-    let found =
-        crate::creds::as_caller(|| sys::process::openat2(base.as_fd(), &path, how, 0, resolve));
+    let found = crate::creds::looking_up_as_caller(|| {
+        sys::process::openat2(base.as_fd(), &path, how, 0, resolve)
+    });
     match found {
         Ok(object) => {
             if creat && excl {
@@ -107,7 +108,8 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
     };
     let cdir = CString::new(dir).map_err(|_| errno(libc::EINVAL))?;
     let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-    let parent = crate::creds::as_caller(|| sys::process::openat2(base, &cdir, how, 0, resolve))?;
+    let parent =
+        crate::creds::looking_up_as_caller(|| sys::process::openat2(base, &cdir, how, 0, resolve))?;
     let name = OsStr::from_bytes(name).to_os_string();
     let kind = match nix::sys::stat::fstatat(
         Some(parent.as_raw_fd()),

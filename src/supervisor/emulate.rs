@@ -448,6 +448,9 @@ fn open(
         Ok(fd) => fd,
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
+    if matches!(inject, Inject::AddFdSend | Inject::AddFd) {
+        super::affinity::follow(n.pid);
+    }
     match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
             Ok(_) => Outcome::Answered,

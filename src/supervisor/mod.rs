@@ -18,6 +18,7 @@
 //! Any failure to read or decode is a deny (fail closed). `handle` applies no policy itself:
 //! what a verdict means for the run is `policy::react`'s to say.
 
+mod affinity;
 mod answer;
 mod beneath;
 mod callers;
@@ -27,6 +28,8 @@ mod explain;
 mod fifo;
 mod git;
 mod hosts;
+#[doc(hidden)]
+pub mod hotpath;
 mod judge;
 mod memory;
 mod meta;

@@ -11,6 +11,7 @@ use crate::audit;
 use crate::policy::{self, Action, Reaction, Verdict};
 use crate::sys::Notif;
 
+use super::procinfo::ProcInfo;
 use super::{lock, Core, Judged};
 
 /// The facts of one decision, before they become an audit event.
@@ -39,8 +40,6 @@ impl Record {
         verdict: &Verdict,
         reaction: Reaction,
     ) -> Record {
-        let mut verdict = verdict.clone();
-        verdict.action = reaction.recorded(verdict.action);
         let who = {
             let mut procs = lock(&core.procs);
             let who = procs.get(n.pid);
@@ -52,6 +51,19 @@ impl Record {
             }
             who
         };
+        Record::of(who, n, judged, verdict, reaction)
+    }
+
+    /// The record of `judged` by the caller `who` (its name and executable, read already).
+    pub(super) fn of(
+        who: ProcInfo,
+        n: &Notif,
+        judged: &Judged,
+        verdict: &Verdict,
+        reaction: Reaction,
+    ) -> Record {
+        let mut verdict = verdict.clone();
+        verdict.action = reaction.recorded(verdict.action);
         match judged {
             Judged::Failed(f) => Record {
                 pid: n.pid,
@@ -120,7 +132,7 @@ impl Record {
         });
     }
 
-    fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
+    pub(super) fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
         audit::Decision {
             seq,
             pid: self.pid,

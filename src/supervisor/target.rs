@@ -331,16 +331,24 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     }
     let absolute = raw.first() == Some(&b'/');
     let owned_raw = callers_proc(raw, pid);
-    let base = open_base(pid, dirfd, absolute)?;
-    let in_proc = |base: &OwnedFd| {
-        owned_raw.starts_with(b"/proc/")
-            || (!absolute
-                && fd_path(base.as_fd())
-                    .is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/")))
+    // An absolute path starts at the root whatever the dirfd: no base to open (the caller's
+    // root is the system's, see `open_base`).
+    let base = |absolute: bool| -> io::Result<Option<OwnedFd>> {
+        match absolute {
+            true => Ok(None),
+            false => open_base(pid, dirfd, false).map(Some),
+        }
     };
-    match crate::creds::as_caller(|| walk_from(base, owned_raw.clone(), last, pid)) {
+    let in_proc = |base: &Option<OwnedFd>| {
+        owned_raw.starts_with(b"/proc/")
+            || base.as_ref().is_some_and(|b| {
+                fd_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
+            })
+    };
+    let first = base(absolute)?;
+    match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid)) {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            let base = open_base(pid, dirfd, absolute)?;
+            let base = base(absolute)?;
             if in_proc(&base) {
                 walk_from(base, owned_raw.clone(), last, pid)
             } else {
@@ -353,7 +361,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
 fn walk_from(
-    mut base: OwnedFd,
+    mut base: Option<OwnedFd>,
     mut owned_raw: Vec<u8>,
     last: Last,
     pid: u32,
@@ -367,10 +375,23 @@ fn walk_from(
             Last::NoFollow => slash,
             Last::Entry => false,
         };
-        let parent = if dir == b"/" && owned_raw.first() == Some(&b'/') {
-            open_dir(cwd_fd(), b"/")?
+        let here = base.take();
+        let parent = if owned_raw.first() == Some(&b'/') {
+            // Absolute: the directory part names its own start.
+            open_dir(cwd_fd(), dir)?
         } else {
-            open_dir(base.as_fd(), dir)?
+            // Relative paths always come with a base: the caller's cwd or dirfd, or the
+            // directory a relative symlink was found in.
+            let here = here.ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+            if dir == b"." {
+                // A bare name: its directory is the base itself, already pinned (one open and
+                // one close fewer per call). A base that is no directory fails the lookup of
+                // the name below with ENOTDIR, as opening it with O_DIRECTORY would, and both
+                // need search permission on it.
+                here
+            } else {
+                open_dir(here.as_fd(), dir)?
+            }
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
         let kind = kind_of(parent.as_fd(), &name)?;
@@ -419,7 +440,7 @@ fn walk_from(
                 return pinned_object(parent, name, &real, slash);
             }
             owned_raw = callers_proc(link.as_bytes(), pid);
-            base = parent;
+            base = Some(parent);
             continue;
         }
         let real = fd_path(parent.as_fd())?;
@@ -502,6 +523,27 @@ mod tests {
             walk(b"", false).expect_err("empty").raw_os_error(),
             Some(libc::ENOENT)
         );
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_in_the_dirfd_itself() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::write(base.join("file"), b"").expect("write");
+        let me = std::process::id();
+        let d = std::fs::File::open(&base).expect("open the directory");
+        let f = std::fs::File::open(base.join("file")).expect("open the file");
+        let t = target(me, d.as_raw_fd() as u64, b"file", Last::Entry).expect("resolves");
+        assert_eq!((t.path, t.kind), (base.join("file"), Some(Kind::File)));
+        let t = target(me, d.as_raw_fd() as u64, b"new", Last::Entry).expect("resolves");
+        assert_eq!((t.path, t.kind), (base.join("new"), None));
+        // The kernel: a relative path from a descriptor that is no directory is ENOTDIR.
+        let e = target(me, f.as_raw_fd() as u64, b"x", Last::Entry).expect_err("no directory");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR));
+        // An absolute path ignores the dirfd, even one that is not open.
+        let raw = base.join("file").into_os_string().into_vec();
+        let t = target(me, 9999, &raw, Last::Entry).expect("resolves");
+        assert_eq!(t.path, base.join("file"));
     }
 
     #[test]

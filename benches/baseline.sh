@@ -1,0 +1,94 @@
+# shellcheck shell=bash
+# Section 7 of benches/compare.sh (sourced by it with --baseline OLD_GUARD): the same guard
+# measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, so
+# both see the same machine at the same moment. Measured: start-up of `guard exec -- true`
+# (hyperfine, both in one run), the judged calls of guard-callloop (median ns per call of REPS
+# runs each), the supervisor's system calls per judged unlinkat (strace -f -c), `rm -rf` of the
+# 10,000-file tree and `guard rollback` of it, and the git session of section 6. Uses
+# compare.sh's GUARD, BASELINE, CALLLOOP, WORK, RAW, TREE, TREE_SUM, manifest, avail, log,
+# CALLS, REPS, REPS_W, RUNS, and peers.sh's workload scripts.
+
+BL_OPS=(unlink-missing open-write unlink-existing create-new)
+declare -A BL_BIN=([before]="$BASELINE" [after]="$GUARD")
+BWS="$WORK/bl-ws"
+BL_MD="$WORK/baseline.md"
+: >"$RAW/bl.tsv"
+bl_row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RAW/bl.tsv"; }
+log "before/after: $BASELINE against $GUARD"
+export GUARD_STATE_DIR="$WORK/state-bl"
+mkdir -p "$GUARD_STATE_DIR"
+
+if avail hyperfine; then
+    mkdir -p "$BWS"
+    (cd "$BWS" && hyperfine -N --warmup 5 --runs "$RUNS" --style basic --export-json "$RAW/bl-startup.json" \
+        -n before "$BASELINE exec -w $BWS -- true" -n after "$GUARD exec -w $BWS -- true") >&2
+    for v in before after; do
+        bl_row "start-up of \`guard exec -- true\`, ms" "$v" \
+            "$(jq -r --arg n "$v" '.results[] | select(.command == $n) | .median * 1000 * 100 | round / 100' \
+                "$RAW/bl-startup.json")"
+    done
+fi
+for ((r = 1; r <= REPS; r++)); do
+    for op in "${BL_OPS[@]}"; do
+        for v in before after; do
+            rm -rf "$BWS" && mkdir -p "$BWS" && cp "$CALLLOOP" "$BWS/guard-callloop"
+            line=$(cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- ./guard-callloop "$op" "$CALLS" |
+                grep "^$op $CALLS " | tail -n 1)
+            printf '%s\t%s\t%s\n' "$op" "$v" "${line##* }" >>"$RAW/bl-calls.tsv"
+        done
+    done
+done
+for op in "${BL_OPS[@]}"; do
+    for v in before after; do
+        read -r med _ _ < <(awk -F'\t' -v o="$op" -v v="$v" '$1==o && $2==v && $3 != "" {print $3}' \
+            "$RAW/bl-calls.tsv" | median3)
+        bl_row "$op under guard, µs per call (median of $REPS x $CALLS)" "$v" \
+            "$(awk -v x="$med" 'BEGIN { printf "%.2f", x / 1000 }')"
+    done
+done
+if avail strace; then
+    for v in before after; do
+        rm -rf "$BWS" && mkdir -p "$BWS" && cp "$CALLLOOP" "$BWS/guard-callloop"
+        (cd "$BWS" && strace -f -c -o "$RAW/bl-strace-$v.txt" "${BL_BIN[$v]}" exec -w "$BWS" -- \
+            ./guard-callloop unlink-missing 2000 >/dev/null)
+        # guard-callloop makes 2,100 judged calls (with its warm-up); its own unlinkat are in
+        # the count too, so one per judged call is the caller's, the rest the supervisor's.
+        bl_row "system calls per judged unlinkat (strace -f -c, all threads)" "$v" \
+            "$(awk '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" { n += $4 } END { printf "%.1f", n / 2100 }' \
+                "$RAW/bl-strace-$v.txt")"
+    done
+fi
+for ((r = 1; r <= REPS_W; r++)); do
+    for v in before after; do
+        rm -rf "$BWS" && mkdir -p "$BWS" && cp -a "$TREE" "$BWS/tree" && sync
+        t=$(now_ns)
+        (cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- rm -rf tree)
+        printf 'rm\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
+        sync
+        t=$(now_ns)
+        "${BL_BIN[$v]}" rollback >/dev/null
+        printf 'rollback\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
+        [[ $(manifest "$BWS/tree") == "$TREE_SUM" ]] || log "  $v: the rollback did not restore the tree"
+        d="$WORK/bl-git" && rm -rf "$d" && cp -a "$WL/git-template" "$d" && sync
+        t=$(now_ns)
+        (cd "$d" && "${BL_BIN[$v]}" exec -w "$d" -- bash "$WL/git.sh")
+        printf 'git\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
+    done
+done
+rm -rf "$BWS" "$WORK/bl-git"
+declare -A BL_WHAT=([rm]="\`guard exec -- rm -rf\` of the 10,000-file tree, ms"
+    [rollback]="\`guard rollback\` of that run, ms" [git]="git session on the 2,000-file repository, ms")
+for k in rm rollback git; do
+    for v in before after; do
+        read -r med _ _ < <(awk -F'\t' -v k="$k" -v v="$v" '$1==k && $2==v {print $3}' "$RAW/bl-rm.tsv" | median3)
+        bl_row "${BL_WHAT[$k]} (median of $REPS_W)" "$v" "$med"
+    done
+done
+{
+    echo "| measurement | before | after | after / before |"
+    echo "|---|---:|---:|---:|"
+    awk -F'\t' '{ key[NR] = $1; val[$1, $2] = $3; if (!seen[$1]++) order[++n] = $1 }
+        END { for (i = 1; i <= n; i++) { k = order[i]; b = val[k, "before"]; a = val[k, "after"]
+            printf "| %s | %s | %s | %s |\n", k, b, a, (b > 0 ? sprintf("%.2f", a / b) : "-") } }' "$RAW/bl.tsv"
+} >"$BL_MD"
+unset GUARD_STATE_DIR
