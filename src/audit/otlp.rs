@@ -2,7 +2,7 @@
 //! ([`OtlpConfig::detect`], from `--audit-otlp` or the standard `OTEL_EXPORTER_OTLP_*`
 //! variables), the resource attributes a fleet needs to tell runs apart (host, user, run id, CI
 //! job), and one OTLP `LogRecord` per audit line ([`log_record`]). Pure apart from reading the
-//! environment and the host name; the thread that sends is in [`super::export`].
+//! environment and the host name; the thread that sends is in `export.rs`.
 //!
 //! Mapping: the record's body is the audit line exactly as written to the local log (so a
 //! collector's copy can be compared with, and chained like, the local file); `time_unix_nano` is
@@ -33,6 +33,7 @@ pub struct OtlpConfig {
     pub headers: Vec<(String, String)>,
     /// Resource attributes, in order.
     pub resource: Vec<(String, String)>,
+    /// How long one export request may take before it is given up.
     pub timeout: Duration,
 }
 

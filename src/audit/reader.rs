@@ -25,8 +25,11 @@ const POLL: Duration = Duration::from_millis(100);
 /// hash chain covers) and its decoded value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
+    /// The line number in the file, from 1.
     pub number: usize,
+    /// The line's exact text, without the newline.
     pub text: String,
+    /// The line decoded as JSON.
     pub value: Value,
 }
 

@@ -94,8 +94,9 @@ pub struct AuditStats {
     pub suppressed: u64,
     /// Every decision per verdict, suppressed ones included.
     pub counts: Counts,
-    /// `checkpoint` and `rollback` events written.
+    /// `checkpoint` events written.
     pub checkpoints: u32,
+    /// `rollback` events written.
     pub rollbacks: u32,
     /// The first [`MAX_DENIED`] deny/kill decisions written, for the summary.
     pub denied: Vec<DeniedEntry>,
@@ -203,6 +204,7 @@ impl AuditWriter {
         })
     }
 
+    /// A handle that queues events to this writer; clone it for each thread that records.
     pub fn handle(&self) -> AuditHandle {
         self.handle.clone()
     }
