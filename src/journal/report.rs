@@ -14,8 +14,11 @@ use crate::audit::PathText;
 /// Paths (relative to the workspace) changed since a checkpoint, each sorted by bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diff {
+    /// Entries that did not exist at the checkpoint.
     pub added: Vec<PathBuf>,
+    /// Files whose content changed.
     pub modified: Vec<PathBuf>,
+    /// Entries that existed at the checkpoint and are gone.
     pub deleted: Vec<PathBuf>,
     /// Only mode, owner or times changed.
     pub metadata: Vec<PathBuf>,
@@ -26,7 +29,9 @@ pub struct Diff {
 /// A path whose state differs from what the run left: rolling back would lose that newer work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
+    /// The path, relative to the workspace.
     pub path: PathBuf,
+    /// What changed, for a human (`modified since the run left it`, ...).
     pub what: String,
 }
 

@@ -36,13 +36,16 @@ pub struct Planned {
     /// `remove`, `restore`, `recreate`, `move back`, `swap back`, `rewrite`, `reset metadata`
     /// or `cannot restore`.
     pub what: &'static str,
+    /// The path the change is made to, relative to the workspace.
     pub path: PathBuf,
 }
 
 /// What a rollback did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RollbackReport {
+    /// How many journal entries were undone.
     pub entries_undone: u64,
+    /// How many restored paths were checked afterwards and found as the journal recorded them.
     pub verified: u64,
     /// Entries that could not be restored (no pre-image) or verified, one line each; never
     /// silently skipped.
@@ -52,6 +55,8 @@ pub struct RollbackReport {
     pub replaced: Vec<Conflict>,
     /// A dry run: the changes it would make, and the paths that make it refuse.
     pub planned: Vec<Planned>,
+    /// With `dry_run`: the paths changed since the run that make the rollback refuse (without
+    /// `force`).
     pub conflicts: Vec<Conflict>,
 }
 

@@ -6,25 +6,36 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Failures of the state directory and the run directories in it; I/O failures name their path.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Neither `GUARD_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set.
     #[error("cannot find a state directory\nhint: set GUARD_STATE_DIR or HOME")]
     NoStateDir,
+    /// A directory or file could not be created.
     #[error("cannot create {path}")]
     Create {
+        /// The directory or file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A file could not be written.
     #[error("cannot write {path}")]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A file could not be read (or is not what guard wrote).
     #[error("cannot read {path}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
@@ -47,24 +58,34 @@ pub fn state_dir() -> Result<PathBuf, StateError> {
 /// What `run.json` records about a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunMeta {
+    /// The layout version of `run.json`.
     pub v: u32,
+    /// The run id (also the run directory's name).
     pub id: String,
+    /// The absolute workspace path.
     pub workspace: PathBuf,
+    /// The argv of the confined command, lossily as text.
     pub command: Vec<String>,
+    /// The profile name as given.
     pub profile: String,
+    /// When the run started (RFC 3339, UTC).
     pub started: String,
+    /// The pid of the guard process that ran it (to tell a dead guard from a live one).
     pub guard_pid: u32,
     /// `running` until the run ends, then `ended`; `failed` when guard could not start the
     /// command (nothing ran; such a run is never the default of `log`, `diff`, `rollback`);
     /// `recovered` after `guard recover`.
     pub state: String,
+    /// guard's exit status once the run has ended.
     pub status: Option<i32>,
 }
 
 /// One run's directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
+    /// The run id.
     pub id: String,
+    /// The run directory.
     pub path: PathBuf,
 }
 
@@ -136,10 +157,12 @@ impl RunDir {
         let _ = std::fs::remove_file(state.join("active").join(&self.id));
     }
 
+    /// The run's audit log (`audit.jsonl`).
     pub fn audit_log(&self) -> PathBuf {
         self.path.join("audit.jsonl")
     }
 
+    /// The run's summary (`summary.json`).
     pub fn summary(&self) -> PathBuf {
         self.path.join("summary.json")
     }
@@ -194,6 +217,11 @@ impl RunDir {
         }
     }
 
+    /// Reads `run.json`.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Read`] when it is missing or not valid.
     pub fn read_meta(&self) -> Result<RunMeta, StateError> {
         let path = self.path.join("run.json");
         let text = std::fs::read_to_string(&path).map_err(|source| StateError::Read {

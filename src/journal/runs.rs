@@ -9,13 +9,16 @@ use super::rundir::{list_runs, RunDir, RunMeta};
 /// One interrupted run that [`recover`] restored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovered {
+    /// The run id.
     pub run: String,
     /// An operation on the journal (a rollback, or an undo) was interrupted and was reverted:
     /// the workspace is as it was before it.
     pub reverted_operation: bool,
     /// The run itself was interrupted and was rolled back to its start.
     pub entries_undone: u64,
+    /// How many restored paths were checked and found as the journal recorded them.
     pub verified: u64,
+    /// Entries that could not be restored or verified, one line each.
     pub problems: Vec<String>,
 }
 
