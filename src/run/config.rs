@@ -141,6 +141,11 @@ fn is_trusted(path: &Path, state: &Path) -> bool {
 
 /// Trust the workspace file `path` as it is now: record its content's digest in `state`.
 /// Returns the digest.
+///
+/// # Errors
+///
+/// [`TrustError::Read`] when `path` cannot be read, [`TrustError::Write`] when the list of
+/// trusted files in `state` cannot be written.
 pub fn trust(path: &Path, state: &Path) -> Result<String, TrustError> {
     let content = std::fs::read(path).map_err(|source| TrustError::Read {
         path: path.to_path_buf(),

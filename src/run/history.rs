@@ -134,6 +134,10 @@ pub struct History {
 impl History {
     /// The default state directory (`$GUARD_STATE_DIR`, `$XDG_STATE_HOME/guard`,
     /// `~/.local/state/guard`).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::State`] when none of those variables is set.
     pub fn open() -> Result<History, HistoryError> {
         Ok(History::at(journal::state_dir()?))
     }
@@ -159,6 +163,11 @@ impl History {
     }
 
     /// The run with this id or unique id prefix; the newest run when `id` is `None`.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::NoRuns`] when no run is recorded, [`HistoryError::NoSuchRun`] when no
+    /// run has that id, [`HistoryError::Ambiguous`] when the prefix matches several.
     pub fn find(&self, id: Option<&str>) -> Result<RunRecord, HistoryError> {
         let runs = journal::list_runs(&self.state);
         let Some(id) = id else {
@@ -186,6 +195,11 @@ impl History {
     }
 
     /// What `run` changed in its workspace since it started, from its journal.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::NoJournal`] when the run has no journal, [`HistoryError::NoCheckpoint`]
+    /// when the journal has no checkpoint, [`HistoryError::Journal`] when it cannot be read.
     pub fn diff(&self, run: &RunRecord) -> Result<Diff, HistoryError> {
         let j = run.journal()?;
         let first = first_checkpoint(run, &j)?;
@@ -195,6 +209,15 @@ impl History {
     /// Undo `run` after it ended: back to checkpoint `to`, or to its start. Refuses (with the
     /// list) when files the run touched changed after it ended, unless `force`. The rollback
     /// is recorded in the run's audit log and `run.json` says `rolled-back`.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::StillRunning`] when the run has not ended, [`HistoryError::NoJournal`],
+    /// [`HistoryError::NoCheckpoint`] when `to` (or the start) is not in its journal,
+    /// [`HistoryError::Conflicts`] when files changed since the run (without `force`; nothing
+    /// was changed), [`HistoryError::Journal`] when the rollback itself fails (see
+    /// [`JournalError::Aborted`]), [`HistoryError::State`] when `run.json` cannot be read or
+    /// written.
     pub fn rollback(
         &self,
         run: &RunRecord,
@@ -264,6 +287,10 @@ impl History {
 
     /// Restore the workspaces of runs whose guard died (only those on `workspace`, when
     /// given).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Recover`] when a run cannot be recovered (recovery can be run again).
     pub fn recover(&self, workspace: Option<&Path>) -> Result<Vec<Recovered>, HistoryError> {
         let ws = workspace.map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()));
         journal::recover(&self.state, ws.as_deref()).map_err(HistoryError::Recover)
@@ -271,6 +298,10 @@ impl History {
 
     /// Delete the journals of all but the newest `keep` runs (their audit logs and summaries
     /// stay; running and interrupted runs are never touched).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Prune`] when a journal cannot be removed.
     pub fn prune(&self, keep: usize) -> Result<PruneReport, HistoryError> {
         journal::prune(&self.state, keep).map_err(HistoryError::Prune)
     }
