@@ -56,6 +56,10 @@ struct State {
 
 /// Checks every run's chain in `lines` (a log may hold several runs, even interleaved).
 /// Returns the runs in order of first appearance, or the first broken link.
+///
+/// # Errors
+///
+/// [`Broken`]: the first line at which a run's chain does not hold, and why.
 pub fn verify(lines: &[LogLine]) -> Result<Vec<RunChain>, Broken> {
     let mut runs: Vec<String> = Vec::new();
     let mut states: HashMap<String, State> = HashMap::new();

@@ -460,6 +460,11 @@ pub struct Record {
 /// Decodes one line written by [`encode`] (or by a guard that wrote an older version, from
 /// [`OLDEST_VERSION`] on). Unknown fields are ignored; an unknown `type` or a `v` outside
 /// those versions is an error.
+///
+/// # Errors
+///
+/// A line that is not JSON, has no known `type`, lacks a field of its type, or has a `v`
+/// outside [`OLDEST_VERSION`]..=[`VERSION`].
 pub fn decode(line: &str) -> Result<Record, serde_json::Error> {
     let record: Record = serde_json::from_str(line)?;
     if !(OLDEST_VERSION..=VERSION).contains(&record.v) {

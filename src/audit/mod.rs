@@ -74,7 +74,7 @@ pub enum AuditError {
         #[source]
         source: io::Error,
     },
-    /// A line of the log is not a record of a known version.
+    /// A line of the log could not be decoded.
     #[error("malformed line {line} in audit log {}", path.display())]
     Parse {
         /// The audit log.

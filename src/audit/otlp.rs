@@ -74,6 +74,11 @@ impl OtlpConfig {
     /// `OTEL_EXPORTER_OTLP_LOGS_HEADERS` (`k=v,k2=v2`, percent-encoded values), extra resource
     /// attributes from `OTEL_RESOURCE_ATTRIBUTES`, the service name from `OTEL_SERVICE_NAME`.
     /// `env` reads a variable (the process environment in guard, a table in tests).
+    ///
+    /// # Errors
+    ///
+    /// [`OtlpConfigError`] for an endpoint that is not a plain `http://` URL or a protocol other
+    /// than `http/protobuf`; the message has a hint.
     pub fn detect(
         flag: Option<&str>,
         run: &str,

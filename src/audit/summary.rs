@@ -115,6 +115,11 @@ fn truncate(mut s: String, max_chars: usize) -> String {
 impl Summary {
     /// Writes the summary as pretty JSON to a temporary file next to `path`, syncs it, and
     /// renames it over `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Summary`] when the file cannot be written or renamed (the temporary file is
+    /// removed; `path` is untouched).
     pub fn write(&self, path: &Path) -> Result<(), AuditError> {
         let err = |source| AuditError::Summary {
             path: path.to_owned(),

@@ -153,6 +153,11 @@ pub struct AuditHandle {
 impl AuditWriter {
     /// Opens every sink for append (created with mode 0600 if missing; parent directories must
     /// exist) and starts the writer thread. Fails on the first sink that cannot be opened.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Open`] for a sink that cannot be opened, [`AuditError::Spawn`] when the
+    /// thread cannot be started.
     pub fn start(
         sinks: Vec<PathBuf>,
         run: String,
@@ -162,6 +167,11 @@ impl AuditWriter {
     }
 
     /// Like [`AuditWriter::start`], also exporting every line over OTLP when `otlp` is given.
+    ///
+    /// # Errors
+    ///
+    /// As [`AuditWriter::start`]; [`AuditError::Spawn`] also when the exporter's thread cannot be
+    /// started.
     pub fn start_with(
         sinks: Vec<PathBuf>,
         run: String,
@@ -212,6 +222,11 @@ impl AuditWriter {
     /// Writes everything queued before this call, the last `suppressed` lines and `end` (its
     /// `counts` and `suppressed` replaced by the writer's exact figures), then syncs the sinks
     /// and stops the thread. Blocks until done.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::WriterPanicked`] when the writer thread panicked. A sink that fails while
+    /// writing does not make this fail: it is listed in [`AuditStats::sink_errors`].
     pub fn finish(self, end: RunEnd) -> Result<AuditStats, AuditError> {
         // A blocking send: the writer thread is draining the queue, so this waits at most for
         // the events queued before it.
