@@ -310,6 +310,11 @@ pub(crate) fn compile_exclude(patterns: &[String]) -> Result<GlobSet, JournalErr
 
 impl Journal {
     /// Creates the journal of a run in `<run_dir>/journal`. `workspace` must be canonical.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Create`] naming the directory or file that cannot be made,
+    /// [`JournalError::Exclude`] for an exclude pattern that is not a glob.
     pub fn create(
         run_dir: &Path,
         workspace: &Path,
@@ -374,6 +379,10 @@ impl Journal {
 
     /// Opens the journal of an existing run (for rollback, diff or recovery). A torn last log
     /// line is cut off.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Read`] naming the header, log or store that cannot be read or reopened.
     pub fn open(run_dir: &Path) -> Result<Journal, JournalError> {
         let dir = run_dir.join("journal");
         let read_err = |path: &Path| {
@@ -533,6 +542,10 @@ impl Journal {
     }
 
     /// Marks a checkpoint: later entries are undone by `rollback(id)`.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Append`] when the entry cannot be written to the log.
     pub fn checkpoint(
         &mut self,
         reason: &str,

@@ -46,6 +46,11 @@ impl Journal {
 
     /// Paths whose state differs from what the run left, that a rollback to the run's start
     /// would refuse to overwrite (see `seal.rs`).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NoSeal`] when the run left no seal, [`JournalError::Inspect`] when a
+    /// workspace path cannot be examined.
     pub fn conflicts(&self) -> Result<Vec<Conflict>, JournalError> {
         let after = self
             .checkpoints()
@@ -58,6 +63,11 @@ impl Journal {
     }
 
     /// What changed since checkpoint `from`, judged by the log and the tree as it is now.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NoCheckpoint`] when `from` is not in the journal,
+    /// [`JournalError::Inspect`] when a workspace path cannot be examined.
     pub fn diff(&self, from: CheckpointId) -> Result<Diff, JournalError> {
         let after = self.checkpoint_seq(from)?;
         // path -> (existed before, content changed)

@@ -42,6 +42,10 @@ pub enum StateError {
 }
 
 /// `$GUARD_STATE_DIR`, else `$XDG_STATE_HOME/guard`, else `~/.local/state/guard`.
+///
+/// # Errors
+///
+/// [`StateError::NoStateDir`] when none of the three is set.
 pub fn state_dir() -> Result<PathBuf, StateError> {
     if let Some(d) = std::env::var_os("GUARD_STATE_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
@@ -102,6 +106,10 @@ fn mkdir_private(p: &Path) -> Result<(), StateError> {
 
 impl RunDir {
     /// Create a fresh run directory under `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Create`] when the run directory or its active marker cannot be created.
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
         mkdir_private(&runs)?;
@@ -143,6 +151,10 @@ impl RunDir {
 
     /// An operation starts on the run's journal: mark it active, so a crash in the middle is
     /// found by the next start on its workspace.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Create`] when the marker cannot be created.
     pub fn mark_active(&self, state: &Path) -> Result<(), StateError> {
         let active = state.join("active");
         mkdir_private(&active)?;
@@ -168,6 +180,10 @@ impl RunDir {
     }
 
     /// Write `run.json` atomically.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Write`] when the file cannot be written or renamed into place.
     pub fn write_meta(&self, meta: &RunMeta) -> Result<(), StateError> {
         let path = self.path.join("run.json");
         let tmp = self.path.join(".run.json.tmp");
