@@ -60,18 +60,18 @@ pub enum TrustError {
     /// The file to trust could not be read.
     #[error("cannot read {}", path.display())]
     Read {
-        /// The file.
+        /// The file to trust.
         path: PathBuf,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
     /// The list of trusted files could not be written.
     #[error("cannot record the trust in {}", path.display())]
     Write {
-        /// The list.
+        /// The list of trusted files, in the state directory.
         path: PathBuf,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },

@@ -34,7 +34,7 @@ pub enum HistoryError {
     /// The prefix matches several runs.
     #[error("{id} matches {count} runs\nhint: give more of the id")]
     Ambiguous {
-        /// The prefix.
+        /// The prefix as given.
         id: String,
         /// How many runs it matches.
         count: usize,
@@ -42,22 +42,22 @@ pub enum HistoryError {
     /// The run has no journal.
     #[error("run {run} has no journal (pruned, or a run that was not transactional)")]
     NoJournal {
-        /// The run.
+        /// The run's id.
         run: String,
     },
     /// The journal could not be read or applied.
     #[error("the journal of run {run} failed")]
     Journal {
-        /// The run.
+        /// The run's id.
         run: String,
-        /// Why.
+        /// What the journal reported.
         #[source]
         source: JournalError,
     },
     /// The run has no such checkpoint.
     #[error("run {run} has no checkpoint {checkpoint}\nhint: `guard log {run}` shows its checkpoint events")]
     NoCheckpoint {
-        /// The run.
+        /// The run's id.
         run: String,
         /// The checkpoint asked for (0: the journal has none at all).
         checkpoint: u32,
@@ -67,7 +67,7 @@ pub enum HistoryError {
         "run {run} is still running (guard pid {pid})\nhint: if guard crashed, run `guard recover`"
     )]
     StillRunning {
-        /// The run.
+        /// The run's id.
         run: String,
         /// Its guard's pid.
         pid: u32,
@@ -81,7 +81,7 @@ pub enum HistoryError {
     /// Files the run touched changed after it ended; rolling back would lose that work.
     #[error("refusing to roll back run {run}: {} path(s) changed since it ended, and rolling back would lose that work\nhint: roll back with force to lose them", conflicts.len())]
     Conflicts {
-        /// The run.
+        /// The run's id.
         run: String,
         /// What changed.
         conflicts: Vec<Conflict>,
@@ -91,9 +91,9 @@ pub enum HistoryError {
 /// One recorded run.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
-    /// Its id.
+    /// The run id (the name of its directory).
     pub id: String,
-    /// Its directory.
+    /// The run directory: `run.json`, `audit.jsonl`, `summary.json`, `journal/`.
     pub dir: PathBuf,
     /// Its `run.json`, when readable.
     pub meta: Option<RunMeta>,
