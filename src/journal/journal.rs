@@ -76,7 +76,7 @@ pub enum JournalError {
     /// The journal could not be read.
     #[error("cannot read the journal {path}")]
     Read {
-        /// The file.
+        /// The journal file (header, log, store, lock) that cannot be read.
         path: PathBuf,
         /// The error from the kernel.
         #[source]
@@ -105,7 +105,7 @@ pub enum JournalError {
     /// A workspace entry could not be examined.
     #[error("cannot inspect {path}")]
     Inspect {
-        /// The entry.
+        /// The entry, absolute.
         path: PathBuf,
         /// The error from the kernel.
         #[source]
@@ -122,7 +122,7 @@ pub enum JournalError {
     /// The path lies outside the journaled tree.
     #[error("{path} is not journaled (outside the workspace {workspace} or excluded)")]
     NotCovered {
-        /// The path.
+        /// The path the caller named.
         path: PathBuf,
         /// The journal's workspace.
         workspace: PathBuf,

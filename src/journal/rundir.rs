@@ -24,7 +24,7 @@ pub enum StateError {
     /// A file could not be written.
     #[error("cannot write {path}")]
     Write {
-        /// The file.
+        /// The file (`run.json`).
         path: PathBuf,
         /// The error from the kernel.
         #[source]
@@ -33,7 +33,7 @@ pub enum StateError {
     /// A file could not be read (or is not what guard wrote).
     #[error("cannot read {path}")]
     Read {
-        /// The file.
+        /// The file (`run.json`).
         path: PathBuf,
         /// The error from the kernel.
         #[source]

@@ -66,7 +66,7 @@ pub enum NetTarget {
     },
     /// Any address, one port (`*:443`).
     AnyHost {
-        /// The port.
+        /// The port allowed on every address.
         port: u16,
     },
     /// A host name (`crates.io:443`), or every name under a domain (`*.github.com:443`, stored
