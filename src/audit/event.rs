@@ -205,7 +205,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Every verdict, in the order the counts and summaries list them.
+    /// Every verdict, in the order of `run-end.counts`: `allow`, `deny`, `risky`, `kill`, `error`.
     pub const ALL: [Verdict; 5] = [
         Verdict::Allow,
         Verdict::Deny,

@@ -232,7 +232,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// Every operation, in the order `guard` lists them.
+    /// Every operation, in declaration order.
     pub const ALL: [Op; 10] = [
         Op::Exec,
         Op::Delete,
