@@ -26,6 +26,7 @@ pub fn link(line: &str) -> String {
 /// The chain of one run in a verified log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunChain {
+    /// The run's id, as its lines' `run` field gives it.
     pub run: String,
     /// Lines of this run.
     pub lines: usize,
@@ -41,6 +42,7 @@ pub struct RunChain {
 pub struct Broken {
     /// The 1-based line number in the file.
     pub line: usize,
+    /// What does not hold there, for a human.
     pub why: String,
 }
 
@@ -54,6 +56,10 @@ struct State {
 
 /// Checks every run's chain in `lines` (a log may hold several runs, even interleaved).
 /// Returns the runs in order of first appearance, or the first broken link.
+///
+/// # Errors
+///
+/// [`Broken`]: the first line at which a run's chain does not hold, and why.
 pub fn verify(lines: &[LogLine]) -> Result<Vec<RunChain>, Broken> {
     let mut runs: Vec<String> = Vec::new();
     let mut states: HashMap<String, State> = HashMap::new();

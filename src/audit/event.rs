@@ -29,12 +29,19 @@ pub const OLDEST_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Event {
+    /// The first line of a run: what runs, under which profile, and what the kernel enforces.
     RunStart(RunStart),
+    /// The supervisor judged one trapped system call.
     Decision(Decision),
+    /// The journal took a checkpoint.
     Checkpoint(Checkpoint),
+    /// The workspace was rolled back to a checkpoint.
     Rollback(Rollback),
+    /// Events that were counted but not written (rate limit, full queue, undelivered export).
     Suppressed(Suppressed),
+    /// The last line of a run: how it ended and what it decided.
     RunEnd(RunEnd),
+    /// An internal failure of the supervisor; the run may go on.
     Error(ErrorEvent),
 }
 
@@ -71,17 +78,30 @@ impl Event {
 /// - `pid` (integer): guard's own pid; `uid` (integer): the real uid of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunStart {
+    /// The profile name as given (`default`, `./agent.toml`).
     pub profile: String,
+    /// Every file or built-in the resolved profile came from, in `extends` order (built-ins as
+    /// `builtin:NAME`).
     pub profile_sources: Vec<PathText>,
+    /// `sha256:<hex>` of the resolved profile.
     pub profile_digest: String,
+    /// The absolute workspace path.
     pub workspace: PathText,
+    /// The argv of the confined command.
     pub command: Vec<PathText>,
+    /// The version of guard that wrote the run.
     pub guard_version: String,
+    /// The kernel release (`uname -r`).
     pub kernel: String,
+    /// The Landlock ABI in effect; `None` when the kernel has no Landlock.
     pub landlock_abi: Option<u32>,
+    /// Features in effect (`landlock-fs`, `seccomp-notify`, ...; the list above).
     pub enforced: Vec<String>,
+    /// Wanted features that are not in effect, and why.
     pub degraded: Vec<Degraded>,
+    /// guard's own pid.
     pub pid: u32,
+    /// The real uid of the run.
     pub uid: u32,
 }
 
@@ -89,7 +109,9 @@ pub struct RunStart {
 /// `reason` (string, human readable, e.g. `landlock ABI 3 < 4`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Degraded {
+    /// The feature that is missing, in the vocabulary of `run-start.enforced`.
     pub feature: String,
+    /// Why it is missing, for a human (`landlock ABI 3 < 4`).
     pub reason: String,
 }
 
@@ -117,32 +139,51 @@ pub struct Degraded {
 /// - `latency_us` (integer): microseconds from notification to answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The supervisor's sequence number, strictly increasing within a run; gaps are suppressed
+    /// decisions.
     pub seq: u64,
+    /// The calling thread's pid.
     pub pid: u32,
+    /// The calling thread's `comm` (its name, as the kernel truncates it).
     pub comm: PathText,
+    /// The caller's executable, when it could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exe: Option<PathText>,
+    /// The system call name (`unlinkat`, `execve`, `connect`, ...).
     pub syscall: String,
+    /// The judged operation (`exec`, `delete`, `rename`, `write`, `create`, `link`, `chmod`,
+    /// `connect`, `dns`).
     pub op: String,
+    /// The target path, resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathText>,
+    /// The second path: the destination of a rename or a link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path2: Option<PathText>,
+    /// For `exec`, the new program's arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<PathText>>,
+    /// For `connect`, `ip:port`, `[ipv6]:port` or a socket path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
     /// The name a DNS query asked for (`op` `dns`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The caller's working directory, when `path` was relative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathText>,
+    /// What guard answered.
     pub verdict: Verdict,
+    /// The error returned to the caller, by name (`EPERM`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,
+    /// The rule that decided: a profile rule id or a built-in one (`fs.protect`, `fs.write-roots`,
+    /// `net.connect`, `default`, `observe`).
     pub rule: String,
+    /// The rule's stated reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Microseconds from the notification to the answer.
     pub latency_us: u64,
 }
 
@@ -150,9 +191,13 @@ pub struct Decision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// The call was performed.
     Allow,
+    /// The call was refused with an errno.
     Deny,
+    /// The call was allowed after the journal took a checkpoint.
     Risky,
+    /// The call was refused and guard ended the run.
     Kill,
     /// The call failed with the kernel's own errno before any rule applied (a path that does
     /// not resolve): not a refusal.
@@ -160,6 +205,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order of `run-end.counts`: `allow`, `deny`, `risky`, `kill`, `error`.
     pub const ALL: [Verdict; 5] = [
         Verdict::Allow,
         Verdict::Deny,
@@ -168,6 +214,7 @@ impl Verdict {
         Verdict::Error,
     ];
 
+    /// The verdict's name on the wire (`allow`, `risky`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "allow",
@@ -189,8 +236,11 @@ impl Verdict {
 /// (integer, optional): the process whose call caused it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
+    /// The checkpoint id, as `guard rollback --to` accepts it.
     pub id: String,
+    /// Why it was taken (`risky:<rule>`, `start`, `manual`).
     pub reason: String,
+    /// The process whose call caused it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
 }
@@ -200,8 +250,11 @@ pub struct Checkpoint {
 /// tree digest afterwards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rollback {
+    /// The checkpoint restored.
     pub checkpoint: String,
+    /// How many journal entries were undone.
     pub entries_undone: u64,
+    /// The workspace tree digest afterwards (`sha256:<hex>`).
     pub digest_after: String,
 }
 
@@ -213,8 +266,12 @@ pub struct Rollback {
 /// `run-end.suppressed`, those of the `otlp` lines to `run-end.otlp_dropped`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suppressed {
+    /// How many events were left out since `since`.
     pub count: u64,
+    /// Which events: `decision` (over the rate limit), `overflow` (the writer's queue was full) or
+    /// `otlp` (written here, not delivered to the collector).
     pub what: String,
+    /// When the counting began.
     pub since: Timestamp,
 }
 
@@ -231,13 +288,20 @@ pub struct Suppressed {
 ///   not deliver (the sum of the `suppressed` lines with `what: otlp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEnd {
+    /// guard's exit status: the command's, or 128+N when signal N ended it.
     pub status: i32,
+    /// The signal that ended the command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// How the run ended.
     pub outcome: Outcome,
+    /// Every decision of the run per verdict, suppressed ones included.
     pub counts: Counts,
+    /// Events counted but not written over the whole run.
     pub suppressed: u64,
+    /// Wall time of the run, in milliseconds.
     pub duration_ms: u64,
+    /// With an OTLP exporter, lines written here that it did not deliver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp_dropped: Option<u64>,
 }
@@ -246,24 +310,35 @@ pub struct RunEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// The command exited on its own.
     Exited,
+    /// A signal ended the command.
     Signaled,
+    /// guard ended the run on policy: a denial whose `on-deny` ends the run.
     PolicyKill,
+    /// The command could not be started (its exec failed).
     Error,
 }
 
 /// Decisions per verdict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
+    /// Calls performed.
     pub allow: u64,
+    /// Calls refused with an errno.
     pub deny: u64,
+    /// Calls allowed after a checkpoint.
     pub risky: u64,
+    /// Calls refused that ended the run.
     pub kill: u64,
+    /// Calls that failed with the kernel's own errno (a path that does not resolve); 0 in version 1
+    /// logs.
     #[serde(default)]
     pub error: u64,
 }
 
 impl Counts {
+    /// The count for one verdict.
     pub fn get(&self, v: Verdict) -> u64 {
         match v {
             Verdict::Allow => self.allow,
@@ -274,6 +349,7 @@ impl Counts {
         }
     }
 
+    /// Every decision, whatever its verdict.
     pub fn total(&self) -> u64 {
         self.allow + self.deny + self.risky + self.kill + self.error
     }
@@ -287,6 +363,7 @@ impl Counts {
 /// `error`: an internal failure of the supervisor (the run may go on). `message` (string).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorEvent {
+    /// What failed, for a human.
     pub message: String,
 }
 
@@ -366,12 +443,16 @@ fn line<T: Serialize>((kind, time, run, prev): Envelope<'_>, body: &T) -> String
 /// A decoded line: the envelope and the event.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Record {
+    /// The wire format version of the line ([`VERSION`] or older, down to [`OLDEST_VERSION`]).
     pub v: u32,
+    /// When the event happened.
     pub time: Timestamp,
+    /// The id of the run that wrote the line.
     pub run: String,
     /// The link to the line before (absent in logs written before the chain existed).
     #[serde(default)]
     pub prev: Option<String>,
+    /// The event itself.
     #[serde(flatten)]
     pub event: Event,
 }
@@ -379,6 +460,11 @@ pub struct Record {
 /// Decodes one line written by [`encode`] (or by a guard that wrote an older version, from
 /// [`OLDEST_VERSION`] on). Unknown fields are ignored; an unknown `type` or a `v` outside
 /// those versions is an error.
+///
+/// # Errors
+///
+/// A line that is not JSON, has no known `type`, lacks a field of its type, or has a `v`
+/// outside [`OLDEST_VERSION`]..=[`VERSION`].
 pub fn decode(line: &str) -> Result<Record, serde_json::Error> {
     let record: Record = serde_json::from_str(line)?;
     if !(OLDEST_VERSION..=VERSION).contains(&record.v) {

@@ -2,7 +2,7 @@
 //! ([`OtlpConfig::detect`], from `--audit-otlp` or the standard `OTEL_EXPORTER_OTLP_*`
 //! variables), the resource attributes a fleet needs to tell runs apart (host, user, run id, CI
 //! job), and one OTLP `LogRecord` per audit line ([`log_record`]). Pure apart from reading the
-//! environment and the host name; the thread that sends is in [`super::export`].
+//! environment and the host name; the thread that sends is in `export.rs`.
 //!
 //! Mapping: the record's body is the audit line exactly as written to the local log (so a
 //! collector's copy can be compared with, and chained like, the local file); `time_unix_nano` is
@@ -33,6 +33,7 @@ pub struct OtlpConfig {
     pub headers: Vec<(String, String)>,
     /// Resource attributes, in order.
     pub resource: Vec<(String, String)>,
+    /// How long one export request may take before it is given up.
     pub timeout: Duration,
 }
 
@@ -73,6 +74,11 @@ impl OtlpConfig {
     /// `OTEL_EXPORTER_OTLP_LOGS_HEADERS` (`k=v,k2=v2`, percent-encoded values), extra resource
     /// attributes from `OTEL_RESOURCE_ATTRIBUTES`, the service name from `OTEL_SERVICE_NAME`.
     /// `env` reads a variable (the process environment in guard, a table in tests).
+    ///
+    /// # Errors
+    ///
+    /// [`OtlpConfigError`] for an endpoint that is not a plain `http://` URL or a protocol other
+    /// than `http/protobuf`; the message has a hint.
     pub fn detect(
         flag: Option<&str>,
         run: &str,

@@ -43,6 +43,11 @@ pub struct PathGlobs {
 }
 
 impl PathGlobs {
+    /// Compiles `--path` globs (the rules above).
+    ///
+    /// # Errors
+    ///
+    /// A pattern that is not a valid glob.
     pub fn new(patterns: &[String]) -> Result<PathGlobs, globset::Error> {
         let mut b = GlobSetBuilder::new();
         for p in patterns {
@@ -75,6 +80,7 @@ impl Query {
             || self.paths.is_some()
     }
 
+    /// Whether the decoded line `v` passes every filter of the query.
     pub fn matches(&self, v: &Value) -> bool {
         if self.since.is_some() || self.until.is_some() {
             let Some(time) = v["time"].as_str().and_then(Timestamp::parse) else {

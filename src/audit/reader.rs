@@ -25,18 +25,30 @@ const POLL: Duration = Duration::from_millis(100);
 /// hash chain covers) and its decoded value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
+    /// The line number in the file, from 1.
     pub number: usize,
+    /// The line's exact text, without the newline.
     pub text: String,
+    /// The line decoded as JSON.
     pub value: Value,
 }
 
 /// Every event of the log at `path`, in order. A last line without its newline that does not
 /// parse is taken for a crash mid-write and skipped.
+///
+/// # Errors
+///
+/// [`AuditError::Read`] when the file cannot be read, [`AuditError::Parse`] for a complete line
+/// that is not JSON.
 pub fn read_events(path: &Path) -> Result<Vec<Value>, AuditError> {
     Ok(read_lines(path)?.into_iter().map(|l| l.value).collect())
 }
 
 /// Every line of the log at `path` with its number and text; see [`read_events`].
+///
+/// # Errors
+///
+/// As [`read_events`].
 pub fn read_lines(path: &Path) -> Result<Vec<LogLine>, AuditError> {
     let bytes = std::fs::read(path).map_err(|source| AuditError::Read {
         path: path.to_owned(),
@@ -72,6 +84,11 @@ pub fn read_lines(path: &Path) -> Result<Vec<LogLine>, AuditError> {
 /// Tails the log at `path`, writing [`format_human`] lines of the events `query` keeps to
 /// `out`, until a `run-end` event has been read or `stop()` returns true (checked every 100 ms).
 /// A log that does not exist yet is waited for.
+///
+/// # Errors
+///
+/// [`AuditError::Read`] when the log cannot be read, [`AuditError::Parse`] for a line that is
+/// not JSON, [`AuditError::Output`] when writing to `out` fails.
 pub fn follow(
     path: &Path,
     query: &Query,
@@ -85,6 +102,10 @@ pub fn follow(
 }
 
 /// Like [`follow`], handing each kept line to `on_line` (e.g. to print the raw JSON).
+///
+/// # Errors
+///
+/// As [`follow`]; [`AuditError::Output`] when `on_line` fails.
 pub fn follow_with(
     path: &Path,
     query: &Query,

@@ -17,37 +17,52 @@ use super::text::escape_for_terminal;
 /// What the formats need to know about one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// The run id.
     pub run: String,
+    /// The profile name, as `run-start` gives it.
     pub profile: String,
+    /// The workspace path, for display.
     pub workspace: String,
+    /// The confined command, its argv joined by spaces.
     pub command: String,
-    /// `run-end.status` and `outcome`, when the log has its end.
+    /// `run-end.status`, when the log has its end.
     pub status: Option<i64>,
+    /// `run-end.outcome` (`exited`, `signaled`, `policy-kill`, `error`), when the log has its end.
     pub outcome: Option<String>,
     /// Decisions per verdict from `run-end.counts` (exact), when the log has its end.
     pub counts: Option<[u64; 5]>,
     /// Events counted but not written (`run-end.suppressed`).
     pub suppressed: u64,
+    /// Every refused call the log holds, in log order.
     pub refusals: Vec<Refusal>,
 }
 
 /// One refused call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Refusal {
+    /// When the call was judged (the line's `time`).
     pub time: String,
     /// `deny` or `kill`.
     pub verdict: String,
+    /// The system call name (`unlinkat`, `connect`, ...).
     pub syscall: String,
+    /// The judged operation (`delete`, `write`, `connect`, ...).
     pub op: String,
     /// The file the call was about (its `path`), if any, as raw text.
     pub path: Option<String>,
     /// What the call was about, for reading: path (`-> path2`), address, or argv.
     pub target: String,
+    /// The rule that refused the call.
     pub rule: String,
+    /// The rule's stated reason, if it gives one.
     pub reason: Option<String>,
+    /// The errno returned to the caller, by name (`EPERM`).
     pub errno: Option<String>,
+    /// The calling thread's pid.
     pub pid: u64,
+    /// The calling thread's `comm`.
     pub comm: String,
+    /// The decision's sequence number within the run.
     pub seq: u64,
 }
 

@@ -25,15 +25,23 @@ const MAX_TARGET_CHARS: usize = 256;
 pub struct Summary {
     /// Always 1 for this layout.
     pub v: u32,
+    /// The run id.
     pub run: String,
+    /// The profile name as given.
     pub profile: String,
+    /// The absolute workspace path.
     pub workspace: PathText,
+    /// The argv of the confined command.
     pub command: Vec<PathText>,
     /// guard's exit status (the command's, 128+N for signal N).
     pub status: i32,
+    /// How the run ended.
     pub outcome: Outcome,
+    /// When the run started.
     pub started: Timestamp,
+    /// When the run ended.
     pub ended: Timestamp,
+    /// Wall time of the run, in milliseconds.
     pub duration_ms: u64,
     /// Every decision per verdict, suppressed ones included.
     pub counts: Counts,
@@ -41,10 +49,17 @@ pub struct Summary {
     pub suppressed: u64,
     /// The first [`MAX_DENIED`] denied calls.
     pub denied: Vec<DeniedEntry>,
+    /// Checkpoints the journal took during the run.
     pub checkpoints: u32,
+    /// Rollbacks of the workspace during the run.
     pub rollbacks: u32,
+    /// Files added, modified, deleted or with changed metadata in the workspace; null without a
+    /// journal.
     pub files_changed: Option<u64>,
+    /// The workspace tree digest (`sha256:<hex>`) before the command ran; null without a journal.
     pub digest_before: Option<String>,
+    /// The workspace tree digest after the run (and after an automatic rollback); null without a
+    /// journal.
     pub digest_after: Option<String>,
     /// The head of the audit log's hash chain (the link to its `run-end` line), so that
     /// `guard log --verify` also catches lines cut from the end. Absent in older summaries.
@@ -56,13 +71,18 @@ pub struct Summary {
 /// argv joined by spaces; escaped for display and cut at 256 characters with `...`) and `rule`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeniedEntry {
+    /// The system call name.
     pub syscall: String,
+    /// The judged operation (`delete`, `write`, `connect`, ...).
     pub op: String,
+    /// What the call was about, for reading (see above).
     pub target: String,
+    /// The rule that refused the call.
     pub rule: String,
 }
 
 impl DeniedEntry {
+    /// The entry for a denied decision, its target escaped and cut as described above.
     pub fn from_decision(d: &Decision) -> DeniedEntry {
         let target = match (&d.path, &d.path2, &d.addr, &d.argv) {
             (Some(p), Some(p2), _, _) => format!("{} -> {}", p.display(), p2.display()),
@@ -95,6 +115,11 @@ fn truncate(mut s: String, max_chars: usize) -> String {
 impl Summary {
     /// Writes the summary as pretty JSON to a temporary file next to `path`, syncs it, and
     /// renames it over `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Summary`] when the file cannot be written or renamed (the temporary file is
+    /// removed; `path` is untouched).
     pub fn write(&self, path: &Path) -> Result<(), AuditError> {
         let err = |source| AuditError::Summary {
             path: path.to_owned(),
@@ -113,6 +138,11 @@ impl Summary {
         Ok(())
     }
 
+    /// Reads a summary written by [`Summary::write`].
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Summary`] when the file cannot be read or is not a summary.
     pub fn read(path: &Path) -> Result<Summary, AuditError> {
         let err = |source| AuditError::Summary {
             path: path.to_owned(),

@@ -17,14 +17,17 @@ use base64::Engine as _;
 pub struct PathText(OsString);
 
 impl PathText {
+    /// The bytes as an OS string (for paths).
     pub fn as_os_str(&self) -> &OsStr {
         &self.0
     }
 
+    /// The raw bytes.
     pub fn as_bytes(&self) -> &[u8] {
         self.0.as_bytes()
     }
 
+    /// Takes the bytes as an OS string.
     pub fn into_os_string(self) -> OsString {
         self.0
     }

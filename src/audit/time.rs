@@ -25,6 +25,7 @@ impl Timestamp {
     /// 9999-12-31T23:59:59.999999Z
     const MAX_MICROS: i64 = 253_402_300_799_999_999;
 
+    /// The current time, truncated to the microsecond.
     pub fn now() -> Timestamp {
         Timestamp::from_system(SystemTime::now())
     }
@@ -41,12 +42,15 @@ impl Timestamp {
         Timestamp::from_unix_micros(micros)
     }
 
+    /// The time `micros` microseconds after the Unix epoch (before it when negative), clamped to
+    /// years 0000..=9999.
     pub fn from_unix_micros(micros: i64) -> Timestamp {
         Timestamp {
             micros: micros.clamp(Self::MIN_MICROS, Self::MAX_MICROS),
         }
     }
 
+    /// Microseconds since the Unix epoch (negative before it).
     pub fn unix_micros(self) -> i64 {
         self.micros
     }

@@ -94,8 +94,9 @@ pub struct AuditStats {
     pub suppressed: u64,
     /// Every decision per verdict, suppressed ones included.
     pub counts: Counts,
-    /// `checkpoint` and `rollback` events written.
+    /// `checkpoint` events written.
     pub checkpoints: u32,
+    /// `rollback` events written.
     pub rollbacks: u32,
     /// The first [`MAX_DENIED`] deny/kill decisions written, for the summary.
     pub denied: Vec<DeniedEntry>,
@@ -152,6 +153,11 @@ pub struct AuditHandle {
 impl AuditWriter {
     /// Opens every sink for append (created with mode 0600 if missing; parent directories must
     /// exist) and starts the writer thread. Fails on the first sink that cannot be opened.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Open`] for a sink that cannot be opened, [`AuditError::Spawn`] when the
+    /// thread cannot be started.
     pub fn start(
         sinks: Vec<PathBuf>,
         run: String,
@@ -161,6 +167,11 @@ impl AuditWriter {
     }
 
     /// Like [`AuditWriter::start`], also exporting every line over OTLP when `otlp` is given.
+    ///
+    /// # Errors
+    ///
+    /// As [`AuditWriter::start`]; [`AuditError::Spawn`] also when the exporter's thread cannot be
+    /// started.
     pub fn start_with(
         sinks: Vec<PathBuf>,
         run: String,
@@ -203,6 +214,7 @@ impl AuditWriter {
         })
     }
 
+    /// A handle that queues events to this writer; clone it for each thread that records.
     pub fn handle(&self) -> AuditHandle {
         self.handle.clone()
     }
@@ -210,6 +222,11 @@ impl AuditWriter {
     /// Writes everything queued before this call, the last `suppressed` lines and `end` (its
     /// `counts` and `suppressed` replaced by the writer's exact figures), then syncs the sinks
     /// and stops the thread. Blocks until done.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::WriterPanicked`] when the writer thread panicked. A sink that fails while
+    /// writing does not make this fail: it is listed in [`AuditStats::sink_errors`].
     pub fn finish(self, end: RunEnd) -> Result<AuditStats, AuditError> {
         // A blocking send: the writer thread is draining the queue, so this waits at most for
         // the events queued before it.

@@ -7,7 +7,7 @@
 //! workspace, of its submodules (`.git/modules/**`) and of its worktrees
 //! (`.git/worktrees/*`). `git status`, `git diff` and most read-only git commands refresh the
 //! index's stat data and rewrite it; a rollback that kept the rewritten index would leave it
-//! naming blobs the rollback removed ("unable to read <blob>"), where the index the run
+//! naming blobs the rollback removed (`unable to read <blob>`), where the index the run
 //! started with is consistent with the restored repository.
 
 use std::path::{Component, Path};

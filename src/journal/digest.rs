@@ -25,6 +25,10 @@ use super::log::Kind;
 /// (0o7777), file content (sha256) and symlink target, directories included (so empty ones
 /// count), in order of name bytes; entries matching an `exclude` glob (or under one) are
 /// skipped. Owners, times and hard-link structure are not part of it.
+///
+/// # Errors
+///
+/// The first I/O error met while walking or reading the tree.
 pub fn tree_digest(root: &Path, exclude: &[String]) -> io::Result<String> {
     let set = compile_exclude(exclude).map_err(io::Error::other)?;
     let root_fd = Arc::new(File::open(root).map(OwnedFd::from)?);

@@ -68,6 +68,11 @@ impl Journal {
 
     /// unlink(2) of a non-directory, performed by the journal after keeping the entry in the
     /// store. Returns the kernel's errno on failure (ENOENT, EISDIR, ...).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error for the unlink, or for keeping the entry in the store, as the caller
+    /// should see it.
     pub fn delete_file(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller(|| fsops::unlink_at(dir, name, false));
@@ -92,6 +97,11 @@ impl Journal {
     }
 
     /// rmdir(2), performed by the journal after recording the directory's metadata.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error for the rmdir as the caller should see it (ENOTDIR, ENOTEMPTY, ...),
+    /// or an error when the directory's metadata cannot be read or recorded.
     pub fn remove_dir(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller(|| fsops::unlink_at(dir, name, true));
@@ -109,6 +119,11 @@ impl Journal {
     /// Records that `abs` is about to be created (file, directory, node, symlink or hard link).
     /// Fails with [`JournalError::Exists`] when something is already there: an undo would
     /// remove it.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Exists`] as above, [`JournalError::Inspect`] when the path cannot be
+    /// examined, [`JournalError::Append`] when the entry cannot be logged.
     pub fn will_create(&mut self, abs: &Path) -> Result<(), JournalError> {
         let Some(path) = self.covered_rel(abs) else {
             return Ok(());
@@ -145,6 +160,11 @@ impl Journal {
     /// (see `copy.rs` for files guard may only write), so the caller needs no readable
     /// descriptor. Holes stay holes in the pre-image, and the size cap applies to the data a
     /// copy holds (a sparse file's allocated size).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Save`] when the pre-image cannot be taken, [`JournalError::Inspect`] when
+    /// the file cannot be examined, [`JournalError::Append`] when the entry cannot be logged.
     pub fn will_write(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -242,6 +262,11 @@ impl Journal {
 
     /// Before chmod/chown/utimes/setxattr: records the old mode, owner and times once per
     /// checkpoint per inode.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Inspect`] when the entry cannot be examined, [`JournalError::Append`] when
+    /// the entry cannot be logged.
     pub fn will_change_meta(
         &mut self,
         dir: BorrowedFd<'_>,

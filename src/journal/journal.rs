@@ -38,7 +38,10 @@ pub enum StoreMode {
     /// The store is on the workspace's filesystem: deleted and replaced entries are renamed into
     /// it (O(1), inode exact); pre-images of written files are reflinked when `reflink`, else
     /// copied.
-    Move { reflink: bool },
+    Move {
+        /// Pre-images of written files are reflinked (shared extents) instead of copied.
+        reflink: bool,
+    },
     /// The store is on another filesystem: everything is copied.
     Copy,
 }
@@ -46,87 +49,147 @@ pub enum StoreMode {
 /// What `will_write` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Saved {
+    /// The pre-image was saved; a rollback restores the file's content.
     Saved,
     /// Nothing to do: this inode's pre-image was already taken since the last checkpoint, or it
     /// is not a regular file (writing a fifo or device changes nothing in the tree).
     AlreadySaved,
     /// Larger than `max_preimage_bytes`: recorded as unprotected, no pre-image.
     Unprotected {
+        /// The file's size in bytes.
         size: u64,
     },
 }
 
+/// Why a journal operation failed; every I/O failure names its path.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// The journal directory or one of its files could not be created.
     #[error("cannot create the journal {path}")]
     Create {
+        /// The file or directory.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// The journal could not be read.
     #[error("cannot read the journal {path}")]
     Read {
+        /// The journal file (header, log, store, lock) that cannot be read.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// An entry could not be appended to the journal's log.
     #[error(
         "cannot append to the journal log {path}\nhint: is the state directory full or read-only?"
     )]
     Append {
+        /// The log file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A file's pre-image could not be saved before it changed.
     #[error("cannot save a pre-image of {path}")]
     Save {
+        /// The workspace file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A workspace entry could not be examined.
     #[error("cannot inspect {path}")]
     Inspect {
+        /// The entry, absolute.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A new file was announced where an entry already exists.
     #[error(
         "{path} already exists\nhint: an existing file opened for writing goes through will_write"
     )]
-    Exists { path: PathBuf },
+    Exists {
+        /// The existing entry.
+        path: PathBuf,
+    },
+    /// The path lies outside the journaled tree.
     #[error("{path} is not journaled (outside the workspace {workspace} or excluded)")]
-    NotCovered { path: PathBuf, workspace: PathBuf },
+    NotCovered {
+        /// The path the caller named.
+        path: PathBuf,
+        /// The journal's workspace.
+        workspace: PathBuf,
+    },
+    /// The journal has no checkpoint with that id.
     #[error("the journal {path} has no checkpoint {id}\nhint: `guard runs` lists runs; the log shows their checkpoints")]
-    NoCheckpoint { id: CheckpointId, path: PathBuf },
+    NoCheckpoint {
+        /// The checkpoint asked for.
+        id: CheckpointId,
+        /// The journal's log file.
+        path: PathBuf,
+    },
+    /// A `transaction.exclude` pattern is not a valid glob.
     #[error("invalid exclude pattern `{pattern}`")]
     Exclude {
+        /// The pattern as written.
         pattern: String,
+        /// What the glob compiler found wrong.
         #[source]
         source: globset::Error,
     },
+    /// The run's metadata could not be updated.
     #[error("cannot update the run metadata")]
     Run(#[from] super::StateError),
+    /// Paths changed since the run left them; a rollback without `--force` would lose that work.
     #[error("{} path(s) changed since the run left them, and rolling back would lose that work:{}\nhint: `--force` rolls back anyway and keeps what it replaces in the journal (`guard undo` brings it back)", conflicts.len(), list(conflicts))]
-    Conflicts { conflicts: Vec<Conflict> },
+    Conflicts {
+        /// Each changed path and what changed.
+        conflicts: Vec<Conflict>,
+    },
+    /// A rollback failed part way and was reverted: the workspace is as it was before it.
     #[error("the rollback stopped at {at}: {why}; everything it had done was reverted, the workspace is as it was before{}", problems(reverted))]
     Aborted {
+        /// The path (or entry) at which it stopped.
         at: String,
+        /// Why the step failed.
         why: String,
         /// Steps the revert itself could not undo (empty when the revert was complete).
         reverted: Vec<String>,
     },
+    /// The journal has no seal (the run did not end cleanly), so changes made since cannot be
+    /// detected.
     #[error("the journal {path} has no record of the state the run left (it did not end cleanly)\nhint: `guard recover` restores interrupted runs; `--force` rolls back without the check")]
-    NoSeal { path: PathBuf },
+    NoSeal {
+        /// Where the seal should be.
+        path: PathBuf,
+    },
+    /// An earlier operation on the journal was interrupted; `recover` reverts it.
     #[error(
         "an operation on the journal {path} was interrupted\nhint: `guard recover` reverts it"
     )]
-    Interrupted { path: PathBuf },
+    Interrupted {
+        /// The journal's log file.
+        path: PathBuf,
+    },
+    /// There is no rollback of this run to undo.
     #[error("nothing to undo: no rollback of this run is in effect")]
     NothingToUndo,
+    /// The run changed the workspace after the rollback, so undoing it would overwrite that.
     #[error("the run changed the workspace after that rollback; undoing it would overwrite those changes\nhint: roll the run back first")]
     UndoBuried,
+    /// Another guard process holds the journal's lock.
     #[error("the journal {path} is in use by another guard process")]
-    Busy { path: PathBuf },
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+    },
 }
 
 fn list(conflicts: &[Conflict]) -> String {
@@ -247,6 +310,11 @@ pub(crate) fn compile_exclude(patterns: &[String]) -> Result<GlobSet, JournalErr
 
 impl Journal {
     /// Creates the journal of a run in `<run_dir>/journal`. `workspace` must be canonical.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Create`] naming the directory or file that cannot be made,
+    /// [`JournalError::Exclude`] for an exclude pattern that is not a glob.
     pub fn create(
         run_dir: &Path,
         workspace: &Path,
@@ -311,6 +379,10 @@ impl Journal {
 
     /// Opens the journal of an existing run (for rollback, diff or recovery). A torn last log
     /// line is cut off.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Read`] naming the header, log or store that cannot be read or reopened.
     pub fn open(run_dir: &Path) -> Result<Journal, JournalError> {
         let dir = run_dir.join("journal");
         let read_err = |path: &Path| {
@@ -400,6 +472,7 @@ impl Journal {
         self.header.mode
     }
 
+    /// The workspace the journal covers.
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }
@@ -469,6 +542,10 @@ impl Journal {
     }
 
     /// Marks a checkpoint: later entries are undone by `rollback(id)`.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Append`] when the entry cannot be written to the log.
     pub fn checkpoint(
         &mut self,
         reason: &str,

@@ -22,17 +22,17 @@
 //! | `op` | fields | undo (only when the state shows it is still in effect) |
 //! |---|---|---|
 //! | `checkpoint` | `id`, `reason`, `pid` | - |
-//! | `created` | `path`, [`id`], [`obj`] | with `id`: only if `path` holds that inode, back into `store/<obj>` (or removed: a copy or link of something kept); without: remove it (rmdir for a directory; a non-empty one is a conflict) |
-//! | `deleted` | `path`, `st`, [`sha256`], [`obj`] | the object (a file, node, symlink, or a whole directory tree) back to `path` if it exists and `path` does not |
+//! | `created` | `path`, \[`id`\], \[`obj`\] | with `id`: only if `path` holds that inode, back into `store/<obj>` (or removed: a copy or link of something kept); without: remove it (rmdir for a directory; a non-empty one is a conflict) |
+//! | `deleted` | `path`, `st`, \[`sha256`\], \[`obj`\] | the object (a file, node, symlink, or a whole directory tree) back to `path` if it exists and `path` does not |
 //! | `rmdir` | `path`, `st` | mkdir with the recorded metadata if `path` does not exist |
-//! | `renamed` | `from`, `to`, `src` id, [`replaced` st], [`boundary`] | move `to` back if it is `src` (with `boundary` `to-left`: not at all); then restore what `to` held (`store/<seq>`, or an empty directory) |
-//! | `exchanged` | `from`, `to`, `from_id`, `to_id`, [`adopted`] | swap back if they are swapped |
+//! | `renamed` | `from`, `to`, `src` id, \[`replaced` st\], \[`boundary`\] | move `to` back if it is `src` (with `boundary` `to-left`: not at all); then restore what `to` held (`store/<seq>`, or an empty directory) |
+//! | `exchanged` | `from`, `to`, `from_id`, `to_id`, \[`adopted`\] | swap back if they are swapped |
 //! | `entered` | `path`, `src` id | something renamed in from outside the workspace: move it into the store if `path` holds `src` |
 //! | `modified` | `path`, `st` | write `store/<seq>` back into the file (same inode), restore metadata |
 //! | `meta` | `path`, `st` | restore mode, owner, times |
-//! | `unprotected` | `path`, `size`, [`reason`] | none: reported (written above the pre-image size cap, or unreadable by guard) |
-//! | `begin` | `kind` (`rollback`, `undo`), [`to`], [`target`] | - (an operation starts; its steps follow) |
-//! | `rolled-back` | `to`, `after`, `upto`, [`begin`] | ends a rollback: run entries `after < seq < upto` are undone |
+//! | `unprotected` | `path`, `size`, \[`reason`\] | none: reported (written above the pre-image size cap, or unreadable by guard) |
+//! | `begin` | `kind` (`rollback`, `undo`), \[`to`\], \[`target`\] | - (an operation starts; its steps follow) |
+//! | `rolled-back` | `to`, `after`, `upto`, \[`begin`\] | ends a rollback: run entries `after < seq < upto` are undone |
 //! | `undone` | `target`, `begin` | ends an undo: the operation that ended at `target` is reverted |
 //! | `aborted` | `begin` | the operation's steps were reverted (it failed, or was interrupted) |
 //! | `copied` | `from`, `to`, `stored` | the inode entry `stored` kept as `from` came back as the copy `to` |

@@ -63,6 +63,11 @@ impl Journal {
 
     /// rename/renameat2 performed by the journal. `flags`: 0, or RENAME_NOREPLACE,
     /// RENAME_EXCHANGE, RENAME_WHITEOUT as the kernel takes them.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error for the rename (or for keeping what it replaces), as the caller should
+    /// see it.
     #[allow(clippy::too_many_arguments)]
     pub fn rename(
         &mut self,

@@ -14,8 +14,11 @@ use crate::audit::PathText;
 /// Paths (relative to the workspace) changed since a checkpoint, each sorted by bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diff {
+    /// Entries that did not exist at the checkpoint.
     pub added: Vec<PathBuf>,
+    /// Files whose content changed.
     pub modified: Vec<PathBuf>,
+    /// Entries that existed at the checkpoint and are gone.
     pub deleted: Vec<PathBuf>,
     /// Only mode, owner or times changed.
     pub metadata: Vec<PathBuf>,
@@ -26,7 +29,9 @@ pub struct Diff {
 /// A path whose state differs from what the run left: rolling back would lose that newer work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
+    /// The path, relative to the workspace.
     pub path: PathBuf,
+    /// What changed, for a human (`modified since the run left it`, ...).
     pub what: String,
 }
 
@@ -41,6 +46,11 @@ impl Journal {
 
     /// Paths whose state differs from what the run left, that a rollback to the run's start
     /// would refuse to overwrite (see `seal.rs`).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NoSeal`] when the run left no seal, [`JournalError::Inspect`] when a
+    /// workspace path cannot be examined.
     pub fn conflicts(&self) -> Result<Vec<Conflict>, JournalError> {
         let after = self
             .checkpoints()
@@ -53,6 +63,11 @@ impl Journal {
     }
 
     /// What changed since checkpoint `from`, judged by the log and the tree as it is now.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NoCheckpoint`] when `from` is not in the journal,
+    /// [`JournalError::Inspect`] when a workspace path cannot be examined.
     pub fn diff(&self, from: CheckpointId) -> Result<Diff, JournalError> {
         let after = self.checkpoint_seq(from)?;
         // path -> (existed before, content changed)

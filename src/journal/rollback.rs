@@ -36,13 +36,16 @@ pub struct Planned {
     /// `remove`, `restore`, `recreate`, `move back`, `swap back`, `rewrite`, `reset metadata`
     /// or `cannot restore`.
     pub what: &'static str,
+    /// The path the change is made to, relative to the workspace.
     pub path: PathBuf,
 }
 
 /// What a rollback did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RollbackReport {
+    /// How many journal entries were undone.
     pub entries_undone: u64,
+    /// How many restored paths were checked afterwards and found as the journal recorded them.
     pub verified: u64,
     /// Entries that could not be restored (no pre-image) or verified, one line each; never
     /// silently skipped.
@@ -52,6 +55,8 @@ pub struct RollbackReport {
     pub replaced: Vec<Conflict>,
     /// A dry run: the changes it would make, and the paths that make it refuse.
     pub planned: Vec<Planned>,
+    /// With `dry_run`: the paths changed since the run that make the rollback refuse (without
+    /// `force`).
     pub conflicts: Vec<Conflict>,
 }
 
@@ -59,6 +64,13 @@ impl Journal {
     /// Rolls back to checkpoint `to` during the run (on a denial, a failure, `--atomic`, or
     /// crash recovery): nothing newer than the run can be in the way, so nothing is refused;
     /// whatever stands where a step restores is kept in the journal.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NoCheckpoint`] when `to` is not in the journal,
+    /// [`JournalError::Interrupted`] when an earlier operation was interrupted,
+    /// [`JournalError::Aborted`] when a step fails (the rollback is reverted),
+    /// [`JournalError::Append`] when the log cannot be written.
     pub fn rollback(
         &mut self,
         to: CheckpointId,
@@ -73,6 +85,12 @@ impl Journal {
 
     /// Rolls back to checkpoint `to` after the run ended (`guard rollback`): refuses when a
     /// path it writes changed since the run left it (see the module doc).
+    ///
+    /// # Errors
+    ///
+    /// As [`Journal::rollback`]; also [`JournalError::Conflicts`] (nothing changed) when paths
+    /// changed since the run left them and `force` is off, [`JournalError::NoSeal`] when that
+    /// cannot be checked.
     pub fn rollback_with(
         &mut self,
         to: CheckpointId,
@@ -109,6 +127,12 @@ impl Journal {
 
     /// Reverts the newest operation in effect (`guard undo`): a rollback, or an undo (which
     /// puts the rollback it reverted back in effect).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NothingToUndo`] when no rollback is in effect, [`JournalError::UndoBuried`]
+    /// when the run changed the workspace after it, [`JournalError::Interrupted`],
+    /// [`JournalError::Aborted`] and [`JournalError::Append`] as for [`Journal::rollback`].
     pub fn undo_last(
         &mut self,
         opts: &RollbackOptions,
@@ -155,6 +179,11 @@ impl Journal {
 
     /// Reverts an operation a crash interrupted (its steps, newest first) and marks it
     /// aborted. Returns what could not be reverted, or `None` when nothing was open.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Append`] when the log cannot be written; steps that cannot be reverted are
+    /// returned, not an error.
     pub fn revert_interrupted(&mut self) -> Result<Option<Vec<String>>, JournalError> {
         let Some(begin) = self.history().open().map(|o| o.begin) else {
             return Ok(None);

@@ -6,31 +6,46 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Failures of the state directory and the run directories in it; I/O failures name their path.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Neither `GUARD_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set.
     #[error("cannot find a state directory\nhint: set GUARD_STATE_DIR or HOME")]
     NoStateDir,
+    /// A directory or file could not be created.
     #[error("cannot create {path}")]
     Create {
+        /// The directory or file.
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A file could not be written.
     #[error("cannot write {path}")]
     Write {
+        /// The file (`run.json`).
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
+    /// A file could not be read (or is not what guard wrote).
     #[error("cannot read {path}")]
     Read {
+        /// The file (`run.json`).
         path: PathBuf,
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
 }
 
 /// `$GUARD_STATE_DIR`, else `$XDG_STATE_HOME/guard`, else `~/.local/state/guard`.
+///
+/// # Errors
+///
+/// [`StateError::NoStateDir`] when none of the three is set.
 pub fn state_dir() -> Result<PathBuf, StateError> {
     if let Some(d) = std::env::var_os("GUARD_STATE_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
@@ -47,24 +62,34 @@ pub fn state_dir() -> Result<PathBuf, StateError> {
 /// What `run.json` records about a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunMeta {
+    /// The layout version of `run.json`.
     pub v: u32,
+    /// The run id (also the run directory's name).
     pub id: String,
+    /// The absolute workspace path.
     pub workspace: PathBuf,
+    /// The argv of the confined command, lossily as text.
     pub command: Vec<String>,
+    /// The profile name as given.
     pub profile: String,
+    /// When the run started (RFC 3339, UTC).
     pub started: String,
+    /// The pid of the guard process that ran it (to tell a dead guard from a live one).
     pub guard_pid: u32,
     /// `running` until the run ends, then `ended`; `failed` when guard could not start the
     /// command (nothing ran; such a run is never the default of `log`, `diff`, `rollback`);
     /// `recovered` after `guard recover`.
     pub state: String,
+    /// guard's exit status once the run has ended.
     pub status: Option<i32>,
 }
 
 /// One run's directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
+    /// The run id.
     pub id: String,
+    /// The run directory.
     pub path: PathBuf,
 }
 
@@ -81,6 +106,10 @@ fn mkdir_private(p: &Path) -> Result<(), StateError> {
 
 impl RunDir {
     /// Create a fresh run directory under `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Create`] when the run directory or its active marker cannot be created.
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
         mkdir_private(&runs)?;
@@ -122,6 +151,10 @@ impl RunDir {
 
     /// An operation starts on the run's journal: mark it active, so a crash in the middle is
     /// found by the next start on its workspace.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Create`] when the marker cannot be created.
     pub fn mark_active(&self, state: &Path) -> Result<(), StateError> {
         let active = state.join("active");
         mkdir_private(&active)?;
@@ -136,15 +169,21 @@ impl RunDir {
         let _ = std::fs::remove_file(state.join("active").join(&self.id));
     }
 
+    /// The run's audit log (`audit.jsonl`).
     pub fn audit_log(&self) -> PathBuf {
         self.path.join("audit.jsonl")
     }
 
+    /// The run's summary (`summary.json`).
     pub fn summary(&self) -> PathBuf {
         self.path.join("summary.json")
     }
 
     /// Write `run.json` atomically.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Write`] when the file cannot be written or renamed into place.
     pub fn write_meta(&self, meta: &RunMeta) -> Result<(), StateError> {
         let path = self.path.join("run.json");
         let tmp = self.path.join(".run.json.tmp");
@@ -194,6 +233,11 @@ impl RunDir {
         }
     }
 
+    /// Reads `run.json`.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Read`] when it is missing or not valid.
     pub fn read_meta(&self) -> Result<RunMeta, StateError> {
         let path = self.path.join("run.json");
         let text = std::fs::read_to_string(&path).map_err(|source| StateError::Read {

@@ -9,13 +9,16 @@ use super::rundir::{list_runs, RunDir, RunMeta};
 /// One interrupted run that [`recover`] restored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovered {
+    /// The run id.
     pub run: String,
     /// An operation on the journal (a rollback, or an undo) was interrupted and was reverted:
     /// the workspace is as it was before it.
     pub reverted_operation: bool,
     /// The run itself was interrupted and was rolled back to its start.
     pub entries_undone: u64,
+    /// How many restored paths were checked and found as the journal recorded them.
     pub verified: u64,
+    /// Entries that could not be restored or verified, one line each.
     pub problems: Vec<String>,
 }
 
@@ -29,6 +32,11 @@ pub struct JournalLock {
 }
 
 /// Takes the journal lock of the run at `run_dir`, or fails with [`JournalError::Busy`].
+///
+/// # Errors
+///
+/// [`JournalError::Busy`] when another guard process holds it, [`JournalError::Read`] when
+/// the lock file cannot be opened.
 pub fn lock_journal(run_dir: &Path) -> Result<JournalLock, JournalError> {
     let path = run_dir.join("journal").join("lock");
     let file = std::fs::OpenOptions::new()
@@ -109,6 +117,11 @@ pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
 /// operation interrupted on a journal (a rollback or an undo) is reverted, so the workspace is
 /// as before it; a run interrupted while running is then rolled back to its first checkpoint
 /// and marked "recovered".
+///
+/// # Errors
+///
+/// The first failure to lock, open, revert or roll back a run's journal, or to update its
+/// `run.json`; the runs before it are recovered, and recovering again goes on from there.
 pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>, JournalError> {
     let mut out = Vec::new();
     for run in list_runs(state) {
@@ -157,6 +170,11 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
 /// Keeps the journals of the newest `keep` runs and removes the other runs' `journal/`
 /// directories (their audit logs and summaries stay). A run still running, or interrupted and
 /// not yet recovered, is never touched.
+///
+/// # Errors
+///
+/// [`JournalError::Create`] naming a journal directory that cannot be removed (journals
+/// removed before it stay removed).
 pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
     let mut report = PruneReport::default();
     let with_journal: Vec<RunDir> = list_runs(state)

@@ -214,6 +214,11 @@ impl Journal {
 
     /// Records the state the run leaves (see the module doc), for the checks of a later
     /// `guard rollback`. Call it when the run ends.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Inspect`] when a path cannot be examined, [`JournalError::Create`] when
+    /// the seal cannot be written, [`JournalError::Append`] when its log entry cannot.
     pub fn seal(&mut self) -> Result<(), JournalError> {
         let n = self.write_seal()?;
         self.append(Op::Sealed { paths: n })?;

@@ -58,6 +58,10 @@ pub struct ArgvPattern {
 
 impl ArgvPattern {
     /// Compiles the (expanded) pattern elements; the error names the offending element.
+    ///
+    /// # Errors
+    ///
+    /// The element that is not a valid glob, with the glob compiler's error.
     pub fn compile(pattern: &[String]) -> Result<Self, (String, globset::Error)> {
         let mut elements = Vec::with_capacity(pattern.len());
         for elem in pattern {

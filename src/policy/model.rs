@@ -16,10 +16,13 @@ use super::net::NetMatcher;
 /// The values that `{workspace}`, `{home}`, `{tmp}` and `{state}` expand to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vars {
+    /// `{workspace}`: the absolute workspace path.
     pub workspace: PathBuf,
     /// `None` when the user has no home (the `ci` profile may also choose to ignore it).
     pub home: Option<PathBuf>,
+    /// `{tmp}`: the run's private temporary directory.
     pub tmp: PathBuf,
+    /// `{state}`: guard's state directory (runs, journals).
     pub state: PathBuf,
 }
 
@@ -59,19 +62,28 @@ pub struct FsPolicy {
 pub enum NetTarget {
     /// An IP network (a single address is a /32 or /128), with an optional port.
     Cidr {
+        /// The network address.
         addr: IpAddr,
+        /// The prefix length in bits (32 or 128 for a single address).
         prefix: u8,
+        /// The port; `None` for any port.
         port: Option<u16>,
     },
     /// Any address, one port (`*:443`).
-    AnyHost { port: u16 },
+    AnyHost {
+        /// The port allowed on every address.
+        port: u16,
+    },
     /// A host name (`crates.io:443`), or every name under a domain (`*.github.com:443`, stored
     /// as `*.github.com`). `addrs` are the addresses the supervisor learned for it: resolved
     /// when the run starts (not for a wildcard) and from every DNS answer guard judged for a
     /// name it covers (policy does no network I/O); a name with no address matches nothing.
     Host {
+        /// The name, lowercase; `*.domain` for a wildcard.
         name: String,
+        /// The port; `None` for any port.
         port: Option<u16>,
+        /// The addresses learned for the name so far.
         addrs: Vec<IpAddr>,
     },
     /// A unix socket path glob (absolute, expanded).
@@ -80,8 +92,10 @@ pub enum NetTarget {
     Abstract(String),
 }
 
+/// The network part of a policy (`[net]`).
 #[derive(Debug, Clone)]
 pub struct NetPolicy {
+    /// Where `connect` and every send that names a destination may go; anything else is refused.
     pub connect: Vec<NetTarget>,
     /// Ports that may be bound on a loopback address (`127.0.0.0/8`, `::1`), TCP or UDP;
     /// `None` means any port.
@@ -99,6 +113,7 @@ pub struct NetPolicy {
     pub connect_matcher: NetMatcher,
 }
 
+/// What a policy denial does besides failing the call (`transaction.on-deny`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnDeny {
@@ -110,16 +125,22 @@ pub enum OnDeny {
     Kill,
 }
 
+/// What happens to the workspace when the command exits non-zero (`transaction.on-failure`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnFailure {
+    /// The changes stay.
     Keep,
+    /// The workspace is rolled back to the run's start.
     Rollback,
 }
 
+/// The journal's part of a policy (`[transaction]`).
 #[derive(Debug, Clone)]
 pub struct TransactionPolicy {
+    /// What a denial does.
     pub on_deny: OnDeny,
+    /// What a non-zero exit does.
     pub on_failure: OnFailure,
     /// Globs relative to the workspace that are not journaled.
     pub exclude: Vec<String>,
@@ -138,7 +159,9 @@ pub struct TransactionPolicy {
 /// entries, the delete that crosses the line gets `action` (`allow` turns it off).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MassDelete {
+    /// What the delete that crosses the line gets.
     pub action: Action,
+    /// The fewest entries deleted that can cross it.
     pub min_entries: u64,
     /// A fraction, 0 to 1.
     pub share: f64,
@@ -154,10 +177,14 @@ impl Default for MassDelete {
     }
 }
 
+/// What happens to a write to a file too large to save before it changes
+/// (`transaction.oversize`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Oversize {
+    /// The write goes ahead without a saved copy; the audit log and a rollback say so.
     Record,
+    /// The write is refused with EFBIG.
     Deny,
 }
 
@@ -165,10 +192,13 @@ pub enum Oversize {
 /// is applied.
 #[derive(Debug, Clone)]
 pub struct EnvPolicy {
+    /// Name globs of the variables that may pass.
     pub keep: Vec<String>,
+    /// Name globs of the variables removed even when `keep` matches them.
     pub drop: Vec<String>,
     /// Exact names passed even though a `drop` pattern matches them (a `keep` one must still).
     pub allow: Vec<String>,
+    /// `(name, value)` pairs set in the command's environment after filtering.
     pub set: Vec<(String, String)>,
 }
 
@@ -201,6 +231,7 @@ pub enum Denials {
 /// What guard tells the command about its refusals.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReportPolicy {
+    /// Where the explanation of a refused call goes.
     pub denials: Denials,
 }
 
@@ -208,12 +239,19 @@ pub struct ReportPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
+    /// Running a program (execve, execveat).
     Exec,
+    /// Removing a file or directory (unlink, rmdir).
     Delete,
+    /// Renaming or moving an entry.
     Rename,
+    /// Opening an existing file for writing, or truncating it.
     Write,
+    /// Making a new file, directory, device or symlink.
     Create,
+    /// Making a hard link.
     Link,
+    /// Changing mode, owner, times or other metadata.
     Chmod,
     /// connect, and a send that names its destination (sendto, sendmsg, sendmmsg).
     Connect,
@@ -224,6 +262,7 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation, in declaration order.
     pub const ALL: [Op; 10] = [
         Op::Exec,
         Op::Delete,
@@ -237,6 +276,7 @@ impl Op {
         Op::Dns,
     ];
 
+    /// The operation's name in profiles and the audit log (`exec`, `delete`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Exec => "exec",
@@ -267,7 +307,9 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
+    /// The call is performed.
     Allow,
+    /// The call fails with the verdict's errno.
     Deny,
     /// Allowed, but a checkpoint is taken first (the journal gives it its effect).
     Risky,
@@ -276,6 +318,7 @@ pub enum Action {
 }
 
 impl Action {
+    /// The action's name in profiles and the audit log (`allow`, `deny`, `risky`, `kill`).
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Allow => "allow",
@@ -291,10 +334,12 @@ impl Action {
 pub struct Rule {
     /// Never one of guard's own ids (see [`RuleId::reserved`]): profile loading refuses those.
     pub id: Arc<str>,
+    /// The operations the rule applies to (`when`); never empty.
     pub when: Vec<Op>,
     /// Absolute path globs (expanded); the rule matches if any path of the request matches.
     /// Empty: no path condition.
     pub path: Vec<String>,
+    /// Compiled form of `path` (`None` when the rule has no path condition).
     pub path_set: Option<GlobSet>,
     /// argv patterns: one glob per argument, `**` matches any number of arguments. Elements that
     /// begin with `/` after expansion are matched against the argument normalised as a path
@@ -306,15 +351,18 @@ pub struct Rule {
     pub addr: Vec<NetTarget>,
     /// Compiled unix-path and abstract-name globs of `addr`.
     pub addr_matcher: NetMatcher,
+    /// What the rule decides when it matches.
     pub action: Action,
     /// errno returned on deny/kill (EPERM unless the rule says otherwise).
     pub errno: i32,
+    /// Why, as the rule states it (shown in explanations and the audit log).
     pub reason: Option<String>,
 }
 
 /// A fully resolved, validated profile.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// The profile's name, or the path of its file.
     pub name: String,
     /// The most derived `description` of the chain.
     pub description: Option<String>,
@@ -322,16 +370,25 @@ pub struct Policy {
     pub sources: Vec<String>,
     /// sha256 (hex) over the source texts of the chain; identifies the policy in the audit log.
     pub digest: String,
+    /// Whether guard enforces the policy or only observes.
     pub mode: Mode,
+    /// Read and write roots, protected paths.
     pub fs: FsPolicy,
+    /// Where the command may connect, bind and resolve.
     pub net: NetPolicy,
+    /// What the journal does with denials, failures and large files.
     pub transaction: TransactionPolicy,
+    /// Which environment variables the command sees.
     pub env: EnvPolicy,
     /// How git's own files and pushes are judged.
     pub git: super::git::GitPolicy,
+    /// The profile's `[[rule]]`s, in the order they are tried (the first match decides).
     pub rules: Vec<Rule>,
+    /// What the variables of the profile expanded to.
     pub vars: Vars,
+    /// Whose home directory the command gets.
     pub home: HomePolicy,
+    /// What guard tells the command about its refusals.
     pub report: ReportPolicy,
     /// guard's own configuration: every profile file the policy was built from (absolute) and
     /// the user's configuration directory. The command may not change, move or remove them or
@@ -345,8 +402,11 @@ pub const WORKSPACE_CONFIG: &str = ".guard.toml";
 /// A decoded network address of a connect call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetAddr {
+    /// An IPv4 or IPv6 address and port.
     Inet(std::net::SocketAddr),
+    /// A unix socket path.
     Unix(PathBuf),
+    /// An abstract unix socket name (without the leading NUL).
     Abstract(Vec<u8>),
     /// AF_UNSPEC (disconnects a datagram socket) or an unnamed unix address.
     Unspecified,
@@ -357,6 +417,7 @@ pub enum NetAddr {
 /// One judged call, decoded by the supervisor.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
+    /// The judged operation.
     pub op: Op,
     /// The target, absolute and normalised as the caller sees it (for rename/link: the source).
     pub path: Option<&'a Path>,
@@ -427,11 +488,13 @@ impl<'a> Request<'a> {
 /// The answer for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
+    /// What to do with the call.
     pub action: Action,
     /// errno to return for deny/kill; 0 for allow/risky.
     pub errno: i32,
     /// The rule that decided.
     pub rule: RuleId,
+    /// The rule's stated reason, if any.
     pub reason: Option<String>,
 }
 
@@ -440,6 +503,7 @@ pub struct Verdict {
 /// shows [`RuleId::as_str`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RuleId {
+    /// One of guard's own rules.
     Builtin(Builtin),
     /// A profile rule, by its `id`.
     Profile(Arc<str>),
@@ -487,6 +551,7 @@ pub enum Builtin {
 }
 
 impl Builtin {
+    /// Every built-in rule.
     pub const ALL: [Builtin; 17] = [
         Builtin::WriteRoots,
         Builtin::Protect,

@@ -22,7 +22,12 @@ pub enum Reaction {
     Allow,
     /// Take the named checkpoints, then perform the call: `risky` before the first risky call
     /// of the process, `new_command` when a new command starts (both may apply).
-    CheckpointThenAllow { risky: bool, new_command: bool },
+    CheckpointThenAllow {
+        /// Take the checkpoint before the process's first risky call.
+        risky: bool,
+        /// Take the checkpoint that marks the start of a new command.
+        new_command: bool,
+    },
     /// Fail the call with the verdict's errno; nothing else happens.
     Fail,
     /// Fail the call, end the offending command's process subtree and restore the checkpoint

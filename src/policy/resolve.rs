@@ -58,6 +58,11 @@ const REPLACEABLE: &[&str] = &[
 
 /// Loads and resolves the profiles named by `specs` (built-in names or paths), layered left to
 /// right. No spec at all means the default profile, `agent`.
+///
+/// # Errors
+///
+/// [`PolicyError`] naming the profile and the entry at fault: a profile that cannot be
+/// found, read or parsed, an `extends` cycle, an invalid entry or rule.
 pub fn load(specs: &[String], vars: &Vars) -> Result<Policy, PolicyError> {
     let specs: Vec<String> = if specs.is_empty() {
         vec!["agent".to_string()]
@@ -79,6 +84,10 @@ pub fn load(specs: &[String], vars: &Vars) -> Result<Policy, PolicyError> {
 ///
 /// So with `-p`, what the named profiles' chains set wins over the files (which still add to
 /// the lists); without it, the files refine the default.
+///
+/// # Errors
+///
+/// As [`load`], for the files as for the named profiles.
 pub fn load_layers(
     specs: &[String],
     config: &[PathBuf],
@@ -114,6 +123,10 @@ pub fn load_layers(
 
 /// Loads one profile file (always taken as a path, whatever its name) for
 /// `guard profile check FILE`.
+///
+/// # Errors
+///
+/// As [`load`].
 pub fn check(path: &Path, vars: &Vars) -> Result<Policy, PolicyError> {
     let spec = path.display().to_string();
     let units = chain::load_all(&[Spec::Path(path.to_path_buf())])?;

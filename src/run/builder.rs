@@ -251,6 +251,16 @@ impl RunBuilder {
     ///
     /// The process must be single-threaded: the sandbox is set up in a fork of it (checked,
     /// [`LaunchError::Threads`](crate::launch::LaunchError::Threads)).
+    ///
+    /// # Errors
+    ///
+    /// Every [`RunError`] but [`RunError::Wait`]: the workspace, state or temporary directory
+    /// cannot be used ([`RunError::Workspace`], [`RunError::State`], [`RunError::Tmp`],
+    /// [`RunError::StateInsideWriteRoot`]); the profiles do not resolve ([`RunError::Policy`]);
+    /// the program is not found ([`RunError::Command`]); the journal or the audit log cannot be
+    /// opened; the kernel lacks what guard needs ([`RunError::NoNotify`],
+    /// [`RunError::Confine`]); the sandbox cannot be started ([`RunError::Launch`],
+    /// [`RunError::Setup`]).
     pub fn spawn<S: AsRef<OsStr>>(self, argv: &[S]) -> Result<Running, RunError> {
         let argv: Vec<OsString> = argv.iter().map(|a| a.as_ref().to_os_string()).collect();
         super::spawn::spawn(self, argv)

@@ -60,18 +60,18 @@ pub enum TrustError {
     /// The file to trust could not be read.
     #[error("cannot read {}", path.display())]
     Read {
-        /// The file.
+        /// The file to trust.
         path: PathBuf,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
     /// The list of trusted files could not be written.
     #[error("cannot record the trust in {}", path.display())]
     Write {
-        /// The list.
+        /// The list of trusted files, in the state directory.
         path: PathBuf,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
@@ -141,6 +141,11 @@ fn is_trusted(path: &Path, state: &Path) -> bool {
 
 /// Trust the workspace file `path` as it is now: record its content's digest in `state`.
 /// Returns the digest.
+///
+/// # Errors
+///
+/// [`TrustError::Read`] when `path` cannot be read, [`TrustError::Write`] when the list of
+/// trusted files in `state` cannot be written.
 pub fn trust(path: &Path, state: &Path) -> Result<String, TrustError> {
     let content = std::fs::read(path).map_err(|source| TrustError::Read {
         path: path.to_path_buf(),

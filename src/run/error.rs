@@ -24,9 +24,9 @@ pub enum RunError {
     /// The run's private temporary directory could not be created.
     #[error("cannot create the private temporary directory {path}")]
     Tmp {
-        /// The directory.
+        /// The directory (`guard-<run id>` in the system's temporary directory).
         path: PathBuf,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
@@ -50,9 +50,9 @@ pub enum RunError {
     /// A step of guard's own setup failed.
     #[error("cannot set up guard's process: {what}")]
     Setup {
-        /// The step.
+        /// The step that failed (`block signals`, `become a child subreaper`, ...).
         what: &'static str,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },
@@ -74,9 +74,9 @@ pub enum RunError {
     /// Waiting for the sandbox failed.
     #[error("cannot wait for the sandbox's init (pid {pid})")]
     Wait {
-        /// The init's pid.
+        /// The pid of the sandbox's init.
         pid: i32,
-        /// Why.
+        /// The error from the kernel.
         #[source]
         source: io::Error,
     },

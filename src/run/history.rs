@@ -35,7 +35,7 @@ pub enum HistoryError {
     /// The prefix matches several runs.
     #[error("{id} matches {count} runs\nhint: give more of the id")]
     Ambiguous {
-        /// The prefix.
+        /// The prefix as given.
         id: String,
         /// How many runs it matches.
         count: usize,
@@ -43,22 +43,22 @@ pub enum HistoryError {
     /// The run has no journal.
     #[error("run {run} has no journal (pruned, or a run that was not transactional)")]
     NoJournal {
-        /// The run.
+        /// The run's id.
         run: String,
     },
     /// The journal could not be read or applied.
     #[error("the journal of run {run} failed")]
     Journal {
-        /// The run.
+        /// The run's id.
         run: String,
-        /// Why.
+        /// What the journal reported.
         #[source]
         source: JournalError,
     },
     /// The run has no such checkpoint.
     #[error("run {run} has no checkpoint {checkpoint}\nhint: `guard log {run}` shows its checkpoint events")]
     NoCheckpoint {
-        /// The run.
+        /// The run's id.
         run: String,
         /// The checkpoint asked for (0: the journal has none at all).
         checkpoint: u32,
@@ -68,7 +68,7 @@ pub enum HistoryError {
         "run {run} is still running (guard pid {pid})\nhint: if guard crashed, run `guard recover`"
     )]
     StillRunning {
-        /// The run.
+        /// The run's id.
         run: String,
         /// Its guard's pid.
         pid: u32,
@@ -100,7 +100,7 @@ pub enum HistoryError {
     /// them: going ahead would lose that work. Nothing was changed.
     #[error("refusing the {operation} of run {run}: {} path(s) changed since the run left them, and the {operation} would lose that work:{}\nhint: `--force` goes ahead and keeps what it replaces in the journal (`guard undo` brings it back)", conflicts.len(), list(conflicts))]
     Conflicts {
-        /// The run.
+        /// The run's id.
         run: String,
         /// `rollback` or `undo`.
         operation: &'static str,
@@ -135,9 +135,9 @@ fn list(conflicts: &[Conflict]) -> String {
 /// One recorded run.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
-    /// Its id.
+    /// The run id (the name of its directory).
     pub id: String,
-    /// Its directory.
+    /// The run directory: `run.json`, `audit.jsonl`, `summary.json`, `journal/`.
     pub dir: PathBuf,
     /// Its `run.json`, when readable.
     pub meta: Option<RunMeta>,
@@ -212,6 +212,10 @@ pub struct History {
 impl History {
     /// The default state directory (`$GUARD_STATE_DIR`, `$XDG_STATE_HOME/guard`,
     /// `~/.local/state/guard`).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::State`] when none of those variables is set.
     pub fn open() -> Result<History, HistoryError> {
         Ok(History::at(journal::state_dir()?))
     }
@@ -238,6 +242,11 @@ impl History {
 
     /// The run with this id or unique id prefix; when `id` is `None`, the newest run that
     /// started (one that failed to start is never the default).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::NoRuns`] when no run is recorded, [`HistoryError::NoSuchRun`] when no
+    /// run has that id, [`HistoryError::Ambiguous`] when the prefix matches several.
     pub fn find(&self, id: Option<&str>) -> Result<RunRecord, HistoryError> {
         let Some(id) = id else {
             return journal::default_run(&self.state)
@@ -264,6 +273,11 @@ impl History {
     }
 
     /// What `run` changed in its workspace since it started, from its journal.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::NoJournal`] when the run has no journal, [`HistoryError::NoCheckpoint`]
+    /// when the journal has no checkpoint, [`HistoryError::Journal`] when it cannot be read.
     pub fn diff(&self, run: &RunRecord) -> Result<Diff, HistoryError> {
         let j = run.journal()?;
         let start = run.start(&j)?;
@@ -272,6 +286,10 @@ impl History {
 
     /// Restore the workspaces of runs whose guard died (only those on `workspace`, when
     /// given); an interrupted rollback or undo is reverted.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Recover`] when a run cannot be recovered (recovery can be run again).
     pub fn recover(&self, workspace: Option<&Path>) -> Result<Vec<Recovered>, HistoryError> {
         let ws = workspace.map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()));
         journal::recover(&self.state, ws.as_deref()).map_err(HistoryError::Recover)
@@ -279,6 +297,10 @@ impl History {
 
     /// Delete the journals of all but the newest `keep` runs (their audit logs and summaries
     /// stay; running and interrupted runs are never touched).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Prune`] when a journal cannot be removed.
     pub fn prune(&self, keep: usize) -> Result<PruneReport, HistoryError> {
         journal::prune(&self.state, keep).map_err(HistoryError::Prune)
     }

@@ -18,7 +18,7 @@ pub enum Notice {
     InterruptedRun {
         /// The interrupted run's id.
         run: String,
-        /// The workspace.
+        /// The workspace it left changed.
         workspace: PathBuf,
     },
     /// `execve` of the command failed in the sandbox (EPERM: the profile denies this exec).
@@ -42,7 +42,7 @@ pub enum Notice {
     },
     /// The automatic rollback failed; it can be run again.
     RollbackFailed {
-        /// The run.
+        /// The id of the run whose rollback failed.
         run: String,
         /// Why it failed.
         error: String,
@@ -52,7 +52,7 @@ pub enum Notice {
     /// A workspace configuration file was found but not used: its user has not trusted it
     /// (or it changed since).
     UntrustedConfig {
-        /// The file.
+        /// The configuration file that was left out.
         path: PathBuf,
     },
 }

@@ -196,6 +196,13 @@ impl Running {
 
     /// Wait for the command to end, then end the run: stop the supervisor, roll back if the
     /// policy says so, finish the audit log, write the summary and the run's record.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::Wait`] when the sandbox's init cannot be waited for (its tree is killed);
+    /// [`RunError::Audit`] when the audit log or the summary cannot be finished;
+    /// [`RunError::State`] when the run's record cannot be written. The command has ended in
+    /// every case.
     pub fn wait(mut self) -> Result<Outcome, RunError> {
         let mut a = self
             .active

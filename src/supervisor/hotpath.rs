@@ -80,7 +80,9 @@ impl PerCall {
         }
         let judged = match resolved {
             Ok(Resolution::Judge(r)) => Judged::Call(r),
-            Ok(Resolution::Pass | Resolution::Carry(_)) => return Reached::Unjudged,
+            Ok(Resolution::Pass | Resolution::Read(_) | Resolution::Carry(_)) => {
+                return Reached::Unjudged
+            }
             Err(f) => Judged::Failed(f),
         };
         let verdict = match &judged {

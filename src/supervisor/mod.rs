@@ -18,6 +18,10 @@
 //! Any failure to read or decode is a deny (fail closed). `handle` applies no policy itself:
 //! what a verdict means for the run is `policy::react`'s to say.
 
+// The stage table above is for contributors and links the private stage modules; it reads
+// whole with `cargo doc --document-private-items` (this module is hidden from the public docs).
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod affinity;
 mod answer;
 mod beneath;

@@ -19,7 +19,9 @@ use std::fmt;
 /// boolean true).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Entry {
+    /// `section[.subsection].name`.
     pub key: String,
+    /// The value, `None` for a variable written without `=`.
     pub value: Option<String>,
 }
 
@@ -47,6 +49,7 @@ impl Entry {
 pub struct ParseError {
     /// 1-based line of the problem.
     pub line: usize,
+    /// What is wrong with it.
     pub what: &'static str,
 }
 

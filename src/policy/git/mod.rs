@@ -29,7 +29,9 @@ pub struct GitPolicy {
     pub refuse_keys: Vec<String>,
     /// Keys exempt from `refuse_keys` and from the built-in value checks.
     pub allow_keys: Vec<String>,
+    /// `refuse_keys` compiled.
     pub refuse_set: GlobSet,
+    /// `allow_keys` compiled.
     pub allow_set: GlobSet,
     /// Refuse executables (and symlinks) in a repository's hooks directory.
     pub refuse_hooks: bool,
@@ -56,8 +58,11 @@ pub enum GitFacts {
     /// The config of the repository at `git_dir` (its `config` or `config.worktree`) is
     /// about to hold `new`, replacing `old` (empty when there was none).
     Config {
+        /// The repository's git directory.
         git_dir: PathBuf,
+        /// The entries of the config as it is.
         old: Vec<Entry>,
+        /// The entries of the config as the call leaves it, or why git could not read it.
         new: Result<Vec<Entry>, ParseError>,
     },
     /// A change to a repository's config that guard cannot judge by content (written in
@@ -65,9 +70,15 @@ pub enum GitFacts {
     Unjudgeable(&'static str),
     /// An executable file, or a symlink, appears in a repository's hooks directory under a
     /// name git would run (anything but `*.sample`).
-    Hook { name: OsString },
+    Hook {
+        /// The hook's file name.
+        name: OsString,
+    },
     /// A `.git` file or symlink that sends git to `target` (absolute, normalised).
-    Redirect { target: PathBuf },
+    Redirect {
+        /// Where the `.git` file or symlink points.
+        target: PathBuf,
+    },
     /// An exec of git that may push: the repository's effective config as that git sees it.
     Exec(GitExec),
 }

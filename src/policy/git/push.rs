@@ -28,6 +28,7 @@ use super::config::{as_bool, Entry};
 /// with (only the variables git reads config from).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GitExec {
+    /// The entries of the config files, in the order git reads them.
     pub files: Vec<Entry>,
     /// `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_<n>`,
     /// `GIT_CONFIG_VALUE_<n>` and the variables `--config-env` may name, as found.
@@ -42,8 +43,11 @@ pub struct GitExec {
 /// (each relative to the one before, the first to the caller's cwd) and `--git-dir`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// The `-C` directories, in order.
     pub chdir: Vec<String>,
+    /// `--git-dir`, when given.
     pub git_dir: Option<String>,
+    /// `--work-tree`, when given.
     pub work_tree: Option<String>,
 }
 
