@@ -53,6 +53,18 @@ pub struct ChangeView {
     pub before_landlock: Option<i32>,
 }
 
+/// What the supervisor finds about git's files for a write-open of `path` (resolved): a
+/// repository's config is never written in place.
+pub fn git_facts_of_write(path: &Path) -> Vec<crate::policy::git::GitFacts> {
+    if super::git::is_repository_config(path) {
+        vec![crate::policy::git::GitFacts::Unjudgeable(
+            super::git::CONFIG_IN_PLACE,
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Walk `raw` as the supervisor walks a caller's path: following a final symlink when
 /// `follow` (an open, an exec), else the entry itself (an unlink); the errno when it does not
 /// resolve.

@@ -363,8 +363,8 @@ const CASES: &[Case] = &[
 fn setup(w: &Workspace, port2: u16) -> String {
     w.sh(&format!(
         "set -e
-        echo text > f.txt; echo a > del1.txt; echo b > del2.txt; mkdir -p empty db keep .git/hooks
-        echo k > keep/k.txt; echo t > trap; echo '[core]' > .git/config
+        echo text > f.txt; echo a > del1.txt; echo b > del2.txt; mkdir -p empty db keep .git/hooks .git/objects .git/refs
+        echo k > keep/k.txt; echo t > trap; echo '[core]' > .git/config; echo 'ref: refs/heads/main' > .git/HEAD
         echo hook > .git/hooks/pre-push
         printf '#!/bin/sh\\necho ok\\n' > script.sh; chmod +x script.sh
         ln -s {out}/f.txt link-out

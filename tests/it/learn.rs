@@ -159,6 +159,7 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
     let w = Workspace::new();
     w.write(&w.home.join(".toolrc").display().to_string(), "setting=1\n");
     w.write(".git/config", "[core]\n");
+    w.write(".git/hooks/pre-commit", "#!/bin/sh\n");
     w.write("notes.txt", "notes\n");
     // The base (agent and the test layer) also refuses one command line.
     let mut layer = std::fs::read_to_string(&w.profile).expect("test layer");
@@ -171,7 +172,7 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("address").port();
     // Reads the home directory (Landlock), writes beneath it (the supervisor's write roots),
-    // edits a protected file (protect), runs a refused command line (a rule), and works in the
+    // edits a protected file (protect: a hook, not executable), runs a refused command line (a rule), and works in the
     // workspace: looks around, edits, removes and remakes a scratch file, connects.
     let script = format!(
         "cat \"$HOME/.toolrc\" >/dev/null; cp notes.txt out.txt; \
@@ -179,8 +180,8 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
          head -n 1 notes.txt >/dev/null; echo more >> notes.txt; \
          rm -f scratch.txt; echo scratch > scratch.txt; {probe} connect 127.0.0.1:{port} >/dev/null; \
          mkdir -p \"$HOME/.config/tool\"; echo state > \"$HOME/.config/tool/state\"; \
-         printf '[user]\\n\\tname = agent\\n' >> .git/config; touch \"$PWD/stamp\"; \
-         test -s \"$HOME/.config/tool/state\" && grep -q agent .git/config && \
+         printf 'echo hi\\n' >> .git/hooks/pre-commit; touch \"$PWD/stamp\"; \
+         test -s \"$HOME/.config/tool/state\" && grep -q hi .git/hooks/pre-commit && \
          test -e stamp && grep -q setting \"$HOME/.toolrc\" && echo done",
         probe = w.probe()
     );
@@ -219,7 +220,7 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
     for expected in [
         "\"{home}/.toolrc\"",
         "\"{home}/.config\"",
-        "path = [\"{workspace}/.git/config\"]",
+        "path = [\"{workspace}/.git/hooks/pre-commit\"]",
         "argv = [\"touch\", \"{workspace}/stamp\"]",
         "(refused by no-stamp)",
         "(refused by fs.protect)",

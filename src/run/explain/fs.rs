@@ -49,9 +49,11 @@ impl Explainer {
             return self.unresolved(errno, e);
         }
         let creates = view.kind.is_none();
+        let git = preview::git_facts_of_write(&view.path);
         let req = Request {
             path: Some(&view.path),
             creates,
+            git: &git,
             ..Request::new(if creates { Op::Create } else { Op::Write })
         };
         if !self.judge_change(&req, change.before_landlock, e) {

@@ -106,6 +106,20 @@ fn is_config(t: &Target) -> bool {
     is_config_name(&t.name) && markers_in(t.parent.as_fd()) >= 2
 }
 
+/// Why a write-open of a repository's config is refused (it is judged only when renamed
+/// into place).
+pub(super) const CONFIG_IN_PLACE: &str = "a repository's config is written through config.lock \
+     and a rename, which guard judges; it is not written in place";
+
+/// Whether `path` is the config (or worktree config) of a repository, as [`is_config`]
+/// decides for a call's target: for `guard explain`.
+pub(super) fn is_repository_config(path: &Path) -> bool {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return false;
+    };
+    is_config_name(name) && std::fs::File::open(dir).is_ok_and(|d| markers_in(d.as_fd()) >= 2)
+}
+
 /// The content of a regular file `dir/name` (not following a final symlink), if it is one
 /// with a single link and not too large.
 fn read_regular(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Vec<u8>, &'static str> {
@@ -288,10 +302,7 @@ pub fn inspect(n: &Notif, r: &mut Resolved) {
         Act::Open { at, flags, mode } => {
             let creates = *flags & libc::O_CREAT != 0 && at.kind.is_none();
             if is_config(at) {
-                facts.push(GitFacts::Unjudgeable(
-                    "a repository's config is written through config.lock and a rename, \
-                     which guard judges; it is not written in place",
-                ));
+                facts.push(GitFacts::Unjudgeable(CONFIG_IN_PLACE));
             } else if in_hooks(at) {
                 let runs = if creates {
                     mode & 0o111 != 0
