@@ -124,7 +124,8 @@ pub fn fchmodat2(dir: BorrowedFd<'_>, path: &CStr, mode: u32, flags: u32) -> io:
     // SAFETY: `path` is NUL-terminated; plain integer arguments otherwise.
     let rc = unsafe {
         libc::syscall(
-            libc::SYS_fchmodat2,
+            // libc names it on x86_64 only; the number comes from the one table.
+            syscalls::Sysno::fchmodat2.id() as libc::c_long,
             dir.as_raw_fd(),
             path.as_ptr(),
             mode,

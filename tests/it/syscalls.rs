@@ -2,6 +2,7 @@
 
 use crate::util::{probe_result, Workspace};
 
+#[cfg(target_arch = "x86_64")]
 const SIGSYS: i32 = 31;
 
 #[test]
