@@ -688,9 +688,10 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// 32 threads x 1,000 unlinks: three times the audit writer's burst (10,000 events), so some
-/// decisions are suppressed unless the run takes over 11 s (2,000 written per second after the
-/// burst), while `cargo test` stays quick.
+/// 32 threads x 1,000 unlinks: three times the audit writer's burst (10,000 events), while
+/// `cargo test` stays quick. Whether any decision is suppressed depends on the speed of the
+/// machine (none when the run takes over 11 s: 2,000 written per second after the burst), so
+/// only the accounting is asserted here; the full flood asserts the suppression too.
 #[test]
 fn a_flood_of_judged_calls_is_answered_bounded_and_counted() {
     flood(32, 1_000);
@@ -757,7 +758,10 @@ fn flood(threads: usize, calls: usize) {
         .sum();
     let end = events.last().expect("events");
     assert_eq!(end["type"], "run-end");
-    assert!(suppressed > 0, "a flood is rate-limited");
+    // 640,000 calls would have to take over five minutes to stay under the rate.
+    if total >= 100_000 {
+        assert!(suppressed > 0, "a flood is rate-limited");
+    }
     assert_eq!(end["suppressed"].as_u64(), Some(suppressed));
     let counts = &end["counts"];
     let judged: u64 = ["allow", "deny", "risky", "kill", "error"]
