@@ -247,14 +247,15 @@ pub struct Checkpoint {
 
 /// `rollback`: the workspace was rolled back. `checkpoint` (string): the checkpoint restored;
 /// `entries_undone` (integer): journal entries undone; `digest_after` (string): the workspace
-/// tree digest afterwards.
+/// tree digest afterwards, empty when it was not computed (a command's rollback on a denial
+/// does not digest the whole workspace).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rollback {
     /// The checkpoint restored.
     pub checkpoint: String,
     /// How many journal entries were undone.
     pub entries_undone: u64,
-    /// The workspace tree digest afterwards (`sha256:<hex>`).
+    /// The workspace tree digest afterwards (`sha256:<hex>`); empty when it was not computed.
     pub digest_after: String,
 }
 

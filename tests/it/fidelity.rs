@@ -57,6 +57,9 @@ pub fn run_bare(argv: &[OsString], dir: &Path, keep_caps: bool) -> Out {
 pub struct Roots<'a> {
     pub read: &'a [&'a Path],
     pub write: &'a [&'a Path],
+    /// `fs.allow-setid`: a suite that sets set-id bits on purpose compares the kernel's
+    /// answers, not agent's refusal of them (policy, EPERM as rule `fs.setid`).
+    pub allow_setid: bool,
 }
 
 /// Run `argv` under `guard exec -p agent` plus the test layer and `roots`, from `dir` inside
@@ -79,9 +82,10 @@ pub fn run_guarded(
     std::fs::write(
         &layer,
         format!(
-            "# Test layer: the tools the comparison runs.\nname = \"fidelity\"\n[fs]\nread = [{}]\nwrite = [{}]\n",
+            "# Test layer: the tools the comparison runs.\nname = \"fidelity\"\n[fs]\nread = [{}]\nwrite = [{}]\nallow-setid = {}\n",
             list(roots.read),
-            list(roots.write)
+            list(roots.write),
+            roots.allow_setid
         ),
     )
     .expect("write fidelity layer");

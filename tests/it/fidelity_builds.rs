@@ -102,7 +102,10 @@ fn compare(
             setup(d);
         },
         &argv,
-        Roots { read, write: &[] },
+        Roots {
+            read,
+            ..Roots::default()
+        },
         |_, d, out| Side {
             stdout: out.stdout(),
             tree: keyed(&tree(d, |p, desc| {

@@ -86,7 +86,7 @@ fn compare(w: &Workspace) {
     let read: [&Path; 3] = [&install, scripts, Path::new("/usr")];
     let roots = Roots {
         read: &read,
-        write: &[],
+        ..Roots::default()
     };
     let guarded = run_guarded(w, &argv, &guard_dir, roots, false);
     assert_eq!(guarded.code(), 0, "guard: {}", guarded.stderr());
