@@ -69,9 +69,9 @@ for ((r = 1; r <= REPS_W; r++)); do
         "${BL_BIN[$v]}" rollback >/dev/null
         printf 'rollback\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
         [[ $(manifest "$BWS/tree") == "$TREE_SUM" ]] || log "  $v: the rollback did not restore the tree"
-        d="$WORK/bl-git" && rm -rf "$d" && cp -a "$WL/git-template" "$d" && sync
+        d="$WORK/bl-git" && rm -rf "$d" && cp -a "$WL/git-template" "$d" && cp "$WL/git.sh" "$d/.bench.sh" && sync
         t=$(now_ns)
-        (cd "$d" && "${BL_BIN[$v]}" exec -w "$d" -- bash "$WL/git.sh")
+        (cd "$d" && "${BL_BIN[$v]}" exec -w "$d" -- bash .bench.sh)
         printf 'git\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
     done
 done

@@ -33,9 +33,13 @@ under() {   # under TOOL DIR CMD...: CMD run in DIR, confined by TOOL to writing
     guard) (cd "$dir" && "$GUARD" exec -w "$dir" -- "$@") ;;
     bwrap) (cd "$dir" && bwrap --ro-bind / / --dev /dev --proc /proc --bind "$dir" "$dir" \
         --chdir "$dir" -- "$@") ;;
-    sandlock) (cd "$dir" && sandlock run -r / -w "$dir" -- "$@") ;;
-    sandlock-cow) (cd "$dir" && sandlock run -r / -w "$dir" --workdir "$dir" -- "$@") ;;
-    nono) (cd "$dir" && nono run --silent --allow "$dir" -- "$@") ;;
+    # /dev/null is writable bare, under bwrap's --dev and under guard's base profile; git opens
+    # it read-write.
+    sandlock) (cd "$dir" && sandlock run -r / -w "$dir" -w /dev/null -- "$@") ;;
+    sandlock-cow) (cd "$dir" && sandlock run -r / -w "$dir" -w /dev/null --workdir "$dir" -- "$@") ;;
+    # nono's default read set leaves out /usr/local, where this machine's git and its helper
+    # programs live (git gc fails to exec them otherwise).
+    nono) (cd "$dir" && nono run --silent --allow "$dir" -r /usr/local -- "$@") ;;
     esac
 }
 now_ns() { date +%s%N; }
@@ -259,9 +263,11 @@ for ((r = 1; r <= REPS_W; r++)); do
     for w in "${WORKLOADS[@]}"; do
         for tool in "${PEERS[@]}"; do
             d="$WORK/wl-run"
-            rm -rf "$d" && cp -a "$WL/$w-template" "$d" && sync
+            # The script goes into the workspace: a confining tool need not let the command
+            # read the benchmark's own directory.
+            rm -rf "$d" && cp -a "$WL/$w-template" "$d" && cp "$WL/$w.sh" "$d/.bench.sh" && sync
             t=$(now_ns)
-            if under "$tool" "$d" bash "$WL/$w.sh" >"$RAW/wl-out.txt" 2>&1; then
+            if under "$tool" "$d" bash .bench.sh >"$RAW/wl-out.txt" 2>&1; then
                 printf '%s\t%s\t%s\n' "$w" "$tool" "$((($(now_ns) - t) / 1000000))" >>"$RAW/peer-wl.tsv"
             else
                 log "  $w under $tool failed: $(tail -n 2 "$RAW/wl-out.txt" | tr '\n' ' ')"
