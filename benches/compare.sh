@@ -116,7 +116,11 @@ else
     NA[sandlock]="not installed (cargo install sandlock-cli)"
 fi
 if command -v nono >/dev/null 2>&1; then
+    # Run from the directory it may write: headless, nono refuses a working directory it was
+    # not given (--allow-cwd), and the runs below all start in their workspace.
+    pushd /tmp >/dev/null
     check_tool nono nono run --silent --allow /tmp -- true
+    popd >/dev/null
 else
     NA[nono]="not installed (cargo install nono-cli)"
 fi
