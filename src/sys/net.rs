@@ -63,12 +63,18 @@ fn storage(addr: &[u8]) -> io::Result<(libc::sockaddr_storage, libc::socklen_t)>
     Ok((storage, len))
 }
 
-/// bind(2) with `addr` as the raw `struct sockaddr` bytes.
-pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+/// A call that takes a socket and a `struct sockaddr` (bind, connect).
+type AddrCall =
+    unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int;
+
+/// `call` on `sock` with `addr`, the raw `struct sockaddr` bytes, copied into aligned storage
+/// (the kernel only reads bytes, but the copy keeps the pointer's type honest).
+fn with_addr(sock: BorrowedFd<'_>, addr: &[u8], call: AddrCall) -> io::Result<()> {
     let (storage, len) = storage(addr)?;
-    // SAFETY: `storage` holds `len` initialised bytes of a socket address; bind only reads.
+    // SAFETY: `storage` holds `len` initialised bytes of a socket address; bind and connect
+    // only read it.
     let rc = unsafe {
-        libc::bind(
+        call(
             sock.as_raw_fd(),
             (&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr>(),
             len,
@@ -78,6 +84,11 @@ pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// bind(2) with `addr` as the raw `struct sockaddr` bytes.
+pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    with_addr(sock, addr, libc::bind)
 }
 
 /// One message for [`sendmsg_raw`] and [`sendmmsg_raw`]: a destination (raw `struct sockaddr`
@@ -298,19 +309,5 @@ pub fn listen(sock: BorrowedFd<'_>, backlog: i32) -> io::Result<()> {
 
 /// connect(2) with `addr` as the raw `struct sockaddr` bytes.
 pub fn connect_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
-    // The kernel copies at most `len` bytes from `addr`; an unaligned `struct sockaddr` is fine
-    // because it only reads bytes. Keep a local aligned copy anyway.
-    let (storage, len) = storage(addr)?;
-    // SAFETY: `storage` holds `len` initialised bytes of a socket address; connect only reads.
-    let rc = unsafe {
-        libc::connect(
-            sock.as_raw_fd(),
-            (&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr>(),
-            len,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    with_addr(sock, addr, libc::connect)
 }
