@@ -449,7 +449,7 @@ fn open(
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
     if matches!(inject, Inject::AddFdSend | Inject::AddFd) {
-        super::affinity::follow(n.pid);
+        super::warm::before_injection();
     }
     match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {

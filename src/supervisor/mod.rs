@@ -22,7 +22,6 @@
 // whole with `cargo doc --document-private-items` (this module is hidden from the public docs).
 #![allow(rustdoc::private_intra_doc_links)]
 
-mod affinity;
 mod answer;
 mod beneath;
 mod callers;
@@ -52,6 +51,7 @@ mod sockaddr;
 mod target;
 mod txn;
 mod volume;
+mod warm;
 
 use std::collections::HashSet;
 use std::io;

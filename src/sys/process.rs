@@ -365,3 +365,16 @@ pub fn reset_signal_to_default(sig: nix::sys::signal::Signal) -> nix::Result<()>
     // requirement applies.
     unsafe { nix::sys::signal::sigaction(sig, &default) }.map(drop)
 }
+
+/// Gives the calling thread the SCHED_IDLE policy: it runs only on CPU time nothing else
+/// wants, and any other task that wakes on its CPU preempts it at once. Lowering one's own
+/// policy needs no privilege.
+pub fn become_idle_class() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the caller.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Keeping idle CPUs awake while descriptors are being injected.
+//!
+//! SECCOMP_IOCTL_NOTIF_ADDFD has the trapped task install the descriptor: the worker's ioctl
+//! wakes the task and sleeps until the task has run. The answer of any other call wakes the
+//! task on the worker's own CPU (SYNC_WAKE_UP), but this wake-up is an ordinary one: the
+//! scheduler sends the task to an idle CPU, and the worker's CPU goes idle in turn while it
+//! waits. Where an idle CPU halts at once (a virtual machine whose guest does not poll before
+//! halting, as on the machine of `docs/benchmarks.md`: `haltpoll.guest_halt_poll_ns=0`), each
+//! of those two wake-ups waits for a halted vCPU to be scheduled again by the host: a
+//! write-open of an existing file took 89-131 µs there, against 25-27 µs when the call is
+//! continued instead of injected, and 34 µs with the guest's halt polling switched on.
+//!
+//! So for [`WINDOW_US`] after each injection, [`SPINNERS`] threads of the lowest scheduling
+//! class (SCHED_IDLE) spin on whatever CPU has nothing else to run: a CPU running one counts
+//! as idle to the scheduler's wake-up placement, does not halt, and hands itself over to the
+//! woken task at once. They only ever get CPU time nothing else wants, and park when no
+//! injection came for the window. They do not run when a CPU quota applies to guard's cgroup
+//! (`cpu.max`): there, spinning would spend the quota the command needs.
+//!
+//! `GUARD_ADDFD_SPIN_US` sets the window in microseconds; `0` switches the spinners off.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
+use std::time::Instant;
+
+/// How long the spinners keep going after the last injection (the guest kernel's own halt
+/// polling defaults to 200 µs for the same reason).
+pub const WINDOW_US: u64 = 200;
+
+/// One spinner for each side of the exchange: the CPU the task wakes on and the worker's.
+pub const SPINNERS: usize = 2;
+
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// When the last injection began, in µs since [`EPOCH`].
+static LAST: AtomicU64 = AtomicU64::new(0);
+/// Whether the spinners are (about to be) parked.
+static PARKED: AtomicBool = AtomicBool::new(false);
+static THREADS: OnceLock<Vec<Thread>> = OnceLock::new();
+
+fn now_us() -> u64 {
+    EPOCH.get().map_or(0, |e| e.elapsed().as_micros() as u64)
+}
+
+/// The window in µs, or `None` when spinning is off.
+fn window() -> Option<u64> {
+    static WINDOW: OnceLock<Option<u64>> = OnceLock::new();
+    *WINDOW.get_or_init(|| {
+        let us = match std::env::var("GUARD_ADDFD_SPIN_US") {
+            Ok(v) => v.trim().parse().unwrap_or(WINDOW_US),
+            Err(_) => WINDOW_US,
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        (us > 0 && cpus > 1 && !cpu_quota()).then_some(us)
+    })
+}
+
+/// Whether guard's cgroup (v2) has a CPU quota (`cpu.max` other than `max ...`).
+fn cpu_quota() -> bool {
+    let Ok(groups) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return false;
+    };
+    groups
+        .lines()
+        .filter_map(|l| l.strip_prefix("0::"))
+        .any(|path| {
+            let file = format!("/sys/fs/cgroup{}/cpu.max", path.trim_end_matches('/'));
+            std::fs::read_to_string(file).is_ok_and(|max| !max.starts_with("max"))
+        })
+}
+
+/// Called before each injection: starts the spinners (once), or wakes them when parked.
+pub fn before_injection() {
+    let Some(window) = window() else {
+        return;
+    };
+    EPOCH.get_or_init(Instant::now);
+    LAST.store(now_us(), Ordering::SeqCst);
+    let threads = THREADS.get_or_init(|| {
+        (0..SPINNERS)
+            .filter_map(|i| {
+                std::thread::Builder::new()
+                    .name(format!("guard-warm{i}"))
+                    .spawn(move || spin(window))
+                    .map(|h| h.thread().clone())
+                    .ok()
+            })
+            .collect()
+    });
+    if PARKED.load(Ordering::SeqCst) {
+        threads.iter().for_each(Thread::unpark);
+    }
+}
+
+fn spin(window: u64) {
+    if let Err(e) = crate::sys::process::become_idle_class() {
+        tracing::debug!("spinner stays in its class ({e}): not spinning");
+        return;
+    }
+    loop {
+        while now_us().saturating_sub(LAST.load(Ordering::Relaxed)) < window {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
+        // Park unless an injection came in between: `before_injection` stores LAST before it
+        // reads PARKED, this reads LAST after storing PARKED, so one of them sees the other.
+        PARKED.store(true, Ordering::SeqCst);
+        if now_us().saturating_sub(LAST.load(Ordering::SeqCst)) >= window {
+            std::thread::park();
+        }
+        PARKED.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn a_spinner_thread_runs_in_the_idle_class() {
+        let class = std::thread::spawn(|| {
+            crate::sys::process::become_idle_class().expect("lowering our own policy");
+            // SAFETY: sched_getscheduler(0) reads the calling thread's policy.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::sched_getscheduler(0)
+            }
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(class, libc::SCHED_IDLE);
+    }
+}
