@@ -138,7 +138,7 @@ mkdir -p "$GUARD_STATE_DIR" "$WS"
 # Under `agent`, only system directories and the workspace are executable: the loop program
 # lives in the workspace.
 cp "$CALLLOOP" "$WS/guard-callloop"
-unset GUARD_NO_SYNC_WAKE_UP GUARD_NO_ADDFD GUARD_LANDLOCK_ABI GUARD_KEEP_RUNS
+unset GUARD_NO_SYNC_WAKE_UP GUARD_NO_ADDFD GUARD_ADDFD_SPIN_US GUARD_LANDLOCK_ABI GUARD_KEEP_RUNS
 "$GUARD" exec -w "$WS" -- true || { echo "guard exec does not work here" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
@@ -246,9 +246,10 @@ fixed_ms() {   # fixed_ms NAME: median ms of that row of section 2, or "-"
 # the ns/call each run reports. Repetitions are interleaved across modes so drift on this
 # shared machine hits every column alike.
 OPS=(getpid open-read unlink-missing open-write unlink-existing create-new)
-MODES=(bare guard guard-nosync guard-noaddfd)
+MODES=(bare guard guard-nospin guard-nosync guard-noaddfd)
 avail strace && MODES+=(strace)
 declare -A MODE_TITLE=([bare]="bare" [guard]="guard exec (SYNC_WAKE_UP)"
+    [guard-nospin]="guard exec, GUARD_ADDFD_SPIN_US=0"
     [guard-nosync]="guard exec, GUARD_NO_SYNC_WAKE_UP=1" [guard-noaddfd]="guard exec, GUARD_NO_ADDFD=1"
     [strace]="strace -f -o /dev/null")
 run_loop() {   # run_loop MODE OP: prints ns/call
@@ -257,6 +258,8 @@ run_loop() {   # run_loop MODE OP: prints ns/call
     bare) line=$(cd "$WS" && ./guard-callloop "$op" "$CALLS") ;;
     guard) line=$(cd "$WS" && "$GUARD" exec -w "$WS" --summary "$WORK/summary.json" \
         -- ./guard-callloop "$op" "$CALLS") ;;
+    guard-nospin) line=$(cd "$WS" && GUARD_ADDFD_SPIN_US=0 "$GUARD" exec -w "$WS" \
+        --summary "$WORK/summary.json" -- ./guard-callloop "$op" "$CALLS") ;;
     guard-nosync) line=$(cd "$WS" && GUARD_NO_SYNC_WAKE_UP=1 "$GUARD" exec -w "$WS" \
         --summary "$WORK/summary.json" -- ./guard-callloop "$op" "$CALLS") ;;
     guard-noaddfd) line=$(cd "$WS" && GUARD_NO_ADDFD=1 "$GUARD" exec -w "$WS" \
@@ -332,7 +335,7 @@ JUDGED_MD="$WORK/judged.md"
     echo "| call | mode | judged calls per run (median) | supervisor µs per judged call of the loop (median of per-run medians) |"
     echo "|---|---|---:|---:|"
     for op in "${OPS[@]}"; do
-        for mode in guard guard-nosync guard-noaddfd; do
+        for mode in guard guard-nospin guard-nosync guard-noaddfd; do
             lat="not trapped"
             [[ $op != getpid && $op != open-read ]] && lat=$(med_col "$op" "$mode" 5)
             echo "| $op | ${MODE_TITLE[$mode]} | $(med_col "$op" "$mode" 4) | $lat |"
@@ -350,6 +353,8 @@ added() { awk -v g="${MED[$1,$2]}" -v b="${MED[$1,bare]}" 'BEGIN { printf "%.2f"
 ADD_UNLINK=$(added unlink-missing guard)
 ADD_UNLINK_NOSYNC=$(added unlink-missing guard-nosync)
 ADD_OPENW=$(added open-write guard)
+ADD_OPENW_NOSPIN=$(added open-write guard-nospin)
+ADD_CREATE_NOSPIN=$(added create-new guard-nospin)
 ADD_OPENW_NOSYNC=$(added open-write guard-nosync)
 ADD_OPENR=$(added open-read guard)
 ADD_GETPID=$(added getpid guard)
@@ -425,6 +430,18 @@ for ((r = 1; r <= REPS_RM; r++)); do
     else
         CHECK_FAIL+=" $r"
     fi
+    # --atomic: the same rm -rf in a run that then fails, so guard rolls the whole run back
+    # before it exits (the digest at the start, the deletions, the rollback, the check).
+    t=$(date +%s%N)
+    (cd "$RMWS" && "$GUARD" exec -w "$RMWS" --atomic -- sh -c 'rm -rf tree; exit 3') >/dev/null 2>&1 || true
+    printf 'rm-atomic\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
+    CHECKS=$((CHECKS + 1))
+    if [[ $(manifest "$RMWS/tree") == "$TREE_SUM" ]] && diff -r -q "$TREE" "$RMWS/tree" >/dev/null; then
+        CHECKS_OK=$((CHECKS_OK + 1))
+    else
+        CHECK_FAIL+=" atomic-$r"
+    fi
+    sync
     # For contrast: the rollback of a run that deleted one file, in the 10k-file workspace and
     # in a one-file workspace (what scales with the workspace, not with the entries).
     (cd "$RMWS" && "$GUARD" exec -w "$RMWS" -- rm tree/d0/s0/f000) && sync
@@ -441,7 +458,7 @@ done
 rm -rf "$RMWS" "$SMALLWS"
 unset GUARD_KEEP_RUNS
 declare -A RMED=() RLO=() RHI=()
-for k in rm-bare rm-guard rollback rollback-1-big rollback-1-small cp git; do
+for k in rm-bare rm-guard rollback rm-atomic rollback-1-big rollback-1-small cp git; do
     read -r med lo hi < <(awk -F'\t' -v k="$k" '$1==k {print $3}' "$RAW/rm.tsv" | sort -g | awk '{v[NR]=$1} END {
         med = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2
         print med, v[1], v[NR] }')
@@ -450,11 +467,12 @@ done
 RM_MD="$WORK/rm.md"
 {
     printf '| what (%s repetitions) | median ms | min ms | max ms |\n|---|---:|---:|---:|\n' "$REPS_RM"
-    for k in rm-bare rm-guard rollback rollback-1-big rollback-1-small cp git; do
+    for k in rm-bare rm-guard rollback rm-atomic rollback-1-big rollback-1-small cp git; do
         case $k in
         rm-bare) d='`rm -rf tree`, bare' ;;
         rm-guard) d='`guard exec -- rm -rf tree` (whole run: start, rm, seal)' ;;
         rollback) d='`guard rollback RUN` of that run' ;;
+        rm-atomic) d='`guard exec --atomic -- sh -c "rm -rf tree; exit 3"` (whole run: digest, rm, rollback at exit, check)' ;;
         rollback-1-big) d='`guard rollback` of a run that deleted 1 file, in the 10k-file workspace' ;;
         rollback-1-small) d='`guard rollback` of a run that deleted 1 file, in a 1-file workspace' ;;
         cp) d='`cp -a tree copy` (the naive snapshot)' ;;
@@ -713,7 +731,11 @@ cat >>"$REPORT" <<NOTES
   caller (\`SECCOMP_IOCTL_NOTIF_ADDFD\`), which needs the target task to run and install it:
   open-write +$ADD_OPENW µs and create-new +$ADD_CREATE µs, against +$ADD_OPENW_NOADDFD and
   +$ADD_CREATE_NOADDFD µs with \`GUARD_NO_ADDFD=1\` (journal, then let the kernel continue the
-  call: raceable, the fallback for older kernels). create-new is an anomaly of this machine: bare it was slower than under guard (ext4 creating 20,000 names in one fresh directory while other sessions compiled; see the bare cell's range), so its "added" figures are meaningless here (even negative); the supervisor's own latency_us for it, with and without ADDFD, is the usable comparison. unlink-existing injects nothing, so both
+  call: raceable, the fallback for older kernels). Most of what injection used to cost on this
+  machine was its idle vCPUs halting (docs/design-notes.md, "Injected descriptors and idle
+  vCPUs"): without the spinners that keep them awake for 200 µs after an injection
+  (\`GUARD_ADDFD_SPIN_US=0\`), open-write adds +$ADD_OPENW_NOSPIN µs and create-new
+  +$ADD_CREATE_NOSPIN µs in this same run. create-new is an anomaly of this machine: bare it was slower than under guard (ext4 creating 20,000 names in one fresh directory while other sessions compiled; see the bare cell's range), so its "added" figures are meaningless here (even negative); the supervisor's own latency_us for it, with and without ADDFD, is the usable comparison. unlink-existing injects nothing, so both
   columns take the same path there (+$ADD_UNLINKX vs +$ADD_UNLINKX_NOADDFD µs).
 - **Journaling a deletion is a move**: unlink-existing costs +$ADD_UNLINKX µs over a bare
   unlink; the file is renamed into the store, no data is copied (the store of the \`rm -rf\` run
@@ -728,11 +750,13 @@ cat >>"$REPORT" <<NOTES
   and the space comes back only when the run is pruned (\`GUARD_KEEP_RUNS\`, default the newest
   20) — that deferred deletion is not in these figures.
   \`guard rollback\` of it takes ${RMED[rollback]} ms for $UNDONE entries (each: a rename back,
-  plus the check of its pre-image). What it scales with: the entries undone, plus one digest of
-  the whole workspace after the rollback (its proof, recorded in the audit log): rolling back a
+  plus the check of its pre-image against the journal). It scales with the entries undone, not
+  with the workspace (no digest of the tree unless \`--verify\` is given): rolling back a
   one-file deletion takes ${RMED[rollback-1-big]} ms in the 10k-file workspace against
-  ${RMED[rollback-1-small]} ms in a one-file workspace, so on a big workspace that digest is most
-  of the cost of a small rollback. For context, \`cp -a\` of the tree (the naive snapshot, taken
+  ${RMED[rollback-1-small]} ms in a one-file workspace. The \`--atomic\` run does it all in one
+  command: a digest of the whole tree at the start, the ${UNDONE} judged deletions, the rollback
+  when the command fails, and a second digest to prove the tree is back:
+  ${RMED[rm-atomic]} ms. For context, \`cp -a\` of the tree (the naive snapshot, taken
   before every run) costs ${RMED[cp]} ms and a first \`git add -A && git commit\` ${RMED[git]} ms;
   guard's journal costs nothing up front and pays per change.
 - **Audit writes are off the hot path**: the supervisor only counts the decision and queues the

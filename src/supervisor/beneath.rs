@@ -130,6 +130,7 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
         name,
         path,
         kind,
+        born: None,
         pinned: None,
         slash,
     })

@@ -133,6 +133,14 @@ pub fn perform(
         }
     };
     let before = match act {
+        Act::Unlink(t) | Act::Rmdir(t)
+            if t.kind.is_none() && t.pinned.is_none() && j.covers(&t.path) =>
+        {
+            // The walk found no such name in a journaled directory: the journal's own look
+            // would answer ENOENT too, with nothing to record (one stat fewer per call; an
+            // entry made in between is as if made after this call).
+            return Outcome::Failed(libc::ENOENT);
+        }
         Act::Unlink(t) => return io_done(j.delete_file(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rename { from, to, flags } => {

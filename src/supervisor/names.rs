@@ -191,6 +191,7 @@ mod tests {
             name: name.into(),
             path: std::path::Path::new("/x").join(name),
             kind,
+            born: None,
             pinned: None,
             slash,
         }

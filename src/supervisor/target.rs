@@ -12,8 +12,6 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use nix::fcntl::AtFlags;
-
 use crate::sys;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -56,6 +54,9 @@ pub struct Target {
     pub path: PathBuf,
     /// What is there now (not following a final symlink), if anything.
     pub kind: Option<Kind>,
+    /// When the entry was born, as the walk found it (statx; `None` when nothing is there or
+    /// the filesystem does not record it).
+    pub born: Option<[i64; 2]>,
     /// The object itself, where no name reaches it, pinned when it was judged: the caller's
     /// pipe ([`Kind::Magic`]), a file of the caller's that has no name left (deleted, or made
     /// with O_TMPFILE) reached through its descriptor. guard acts on it through this
@@ -113,20 +114,21 @@ pub enum Kind {
 /// What `name` is in `parent`, `None` when nothing is there. Looking it up needs search
 /// permission on `parent` (EACCES otherwise) and a name the filesystem can hold
 /// (ENAMETOOLONG): errors the kernel gives the call itself, before anything else.
-fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Kind>> {
-    let st =
-        match nix::sys::stat::fstatat(Some(parent.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        {
-            Ok(st) => st,
-            Err(nix::errno::Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-    Ok(Some(match st.st_mode & libc::S_IFMT {
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<(Option<Kind>, Option<[i64; 2]>)> {
+    let c =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let (ifmt, born) = match sys::fs::type_and_birth(parent, &c) {
+        Ok(found) => found,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((None, None)),
+        Err(e) => return Err(e),
+    };
+    let kind = match ifmt {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         libc::S_IFLNK => Kind::Symlink,
         _ => Kind::Other,
-    }))
+    };
+    Ok((Some(kind), born))
 }
 
 /// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
@@ -198,6 +200,7 @@ fn pinned_object(parent: OwnedFd, name: OsString, real: &Path, slash: bool) -> i
         name,
         path,
         kind: Some(kind),
+        born: None,
         pinned: Some(pinned),
         slash,
     })
@@ -394,7 +397,7 @@ fn walk_from(
             }
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
-        let kind = kind_of(parent.as_fd(), &name)?;
+        let (kind, born) = kind_of(parent.as_fd(), &name)?;
         if follow && kind == Some(Kind::Symlink) {
             if is_other_process(&fd_path(parent.as_fd())?, pid) {
                 // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
@@ -426,6 +429,7 @@ fn walk_from(
                     name,
                     path,
                     kind: Some(Kind::Magic),
+                    born: None,
                     pinned: Some(pinned),
                     slash,
                 });
@@ -459,6 +463,7 @@ fn walk_from(
             name,
             path,
             kind,
+            born,
             pinned: None,
             slash,
         });

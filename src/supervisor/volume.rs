@@ -13,8 +13,6 @@
 //! everything the mass deletion removed; `--atomic` turns a crossing into a denial.
 
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -117,14 +115,14 @@ impl Volume {
             return None;
         }
         let t = self.removed(r)?;
+        // A name that is not there deletes nothing (and has no birth time to ask for).
+        t.kind?;
         let key = txn::command_of(pid, root)
             .filter(|c| self.commands.contains_key(c))
             .unwrap_or(RUN);
         let started = self.commands.get(&key)?.started;
-        let born = CString::new(t.name.as_encoded_bytes())
-            .ok()
-            .and_then(|c| crate::sys::fs::birth_time(t.parent.as_fd(), &c).ok())?;
-        if born.is_some_and(|b| b > started) {
+        // The walk's statx gave the birth time with the type.
+        if t.born.is_some_and(|b| b > started) {
             return None; // made by this command: not the workspace it found
         }
         if self.total.is_none() {

@@ -70,6 +70,36 @@ pub fn open_elsewhere(file: BorrowedFd<'_>) -> io::Result<bool> {
     }
 }
 
+/// The file type bits (`S_IFMT`) and the birth time (`[seconds, nanoseconds]`, `None` when
+/// the filesystem does not record it) of `dir/name`, a final symlink not followed, in one
+/// statx.
+pub fn type_and_birth(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+) -> io::Result<(libc::mode_t, Option<[i64; 2]>)> {
+    let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `name` is NUL-terminated and `buf` is a writable statx buffer of the right size;
+    // the kernel reads the name and writes at most one statx structure.
+    let rc = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_TYPE | libc::STATX_BTIME,
+            buf.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the buffer was zeroed (every field of statx is a plain integer, so all-zero is a
+    // valid value) and statx succeeded, filling it.
+    let stx = unsafe { buf.assume_init() };
+    let born = (stx.stx_mask & libc::STATX_BTIME != 0)
+        .then(|| [stx.stx_btime.tv_sec, i64::from(stx.stx_btime.tv_nsec)]);
+    Ok((libc::mode_t::from(stx.stx_mode) & libc::S_IFMT, born))
+}
+
 /// The birth time (`[seconds, nanoseconds]`) of `dir/name`, a final symlink not followed;
 /// `None` when the filesystem does not record it.
 pub fn birth_time(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<[i64; 2]>> {
