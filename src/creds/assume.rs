@@ -101,6 +101,13 @@ pub fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     with_callers(call, true)
 }
 
+/// [`as_caller`] for a mutation that makes no new inode (unlink, rmdir, rename, link, a change
+/// of metadata): the umask shapes only the modes of new entries, so it stays guard's (two
+/// system calls fewer on each such call).
+pub fn as_caller_creating_nothing<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    with_callers(call, false)
+}
+
 /// [`as_caller`] for a lookup (a path walk, a stat, an O_PATH open): nothing is created, so
 /// the umask, which only shapes the modes of new entries, stays guard's (two system calls
 /// fewer on every judged call).

@@ -32,9 +32,11 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
 
 /// Performs the caller's own mutation, the one call of a hook that is not the journal's
 /// bookkeeping, with the caller's credentials when the supervisor named a caller (see
-/// `crate::creds`); as guard otherwise (a rollback).
-pub(crate) fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    crate::creds::as_caller(call)
+/// `crate::creds`); as guard otherwise (a rollback). None of the journal's hooks makes a new
+/// inode (unlink, rmdir, rename: creations are the supervisor's), so the caller's umask, which
+/// only shapes new entries, is not switched.
+pub(crate) fn as_caller_creating_nothing<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    crate::creds::as_caller_creating_nothing(call)
 }
 
 impl Journal {
@@ -75,7 +77,7 @@ impl Journal {
     /// should see it.
     pub fn delete_file(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
-            return as_caller(|| fsops::unlink_at(dir, name, false));
+            return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false));
         };
         let st = stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
         if st.kind == Kind::Dir {
@@ -104,7 +106,7 @@ impl Journal {
     /// or an error when the directory's metadata cannot be read or recorded.
     pub fn remove_dir(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
-            return as_caller(|| fsops::unlink_at(dir, name, true));
+            return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, true));
         };
         let st = stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
         if st.kind != Kind::Dir {
@@ -113,7 +115,7 @@ impl Journal {
         self.meta_saved.remove(&st.id());
         self.append(Op::Rmdir { path, st })
             .map_err(|e| journal_failed(&e))?;
-        as_caller(|| fsops::unlink_at(dir, name, true))
+        as_caller_creating_nothing(|| fsops::unlink_at(dir, name, true))
     }
 
     /// Records that `abs` is about to be created (file, directory, node, symlink or hard link).

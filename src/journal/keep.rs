@@ -30,7 +30,7 @@ use nix::fcntl::{OFlag, RenameFlags};
 
 use super::copy;
 use super::fsops;
-use super::hooks::{as_caller, journal_failed};
+use super::hooks::{as_caller_creating_nothing, journal_failed};
 use super::journal::{Journal, JournalError, StoreMode};
 use super::log::{Kind, Stat};
 
@@ -94,8 +94,9 @@ impl Journal {
         let obj = OsStr::new(&obj);
         if self.way(dir, name, st) == Way::Inode {
             record(self, None)?;
-            let moved =
-                as_caller(|| fsops::rename_at(dir, name, self.store(), obj, RenameFlags::empty()));
+            let moved = as_caller_creating_nothing(|| {
+                fsops::rename_at(dir, name, self.store(), obj, RenameFlags::empty())
+            });
             match moved {
                 // Another mount of the same filesystem: the rename cannot reach the store.
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
@@ -112,7 +113,8 @@ impl Journal {
                 return Err(e);
             }
         }
-        as_caller(|| fsops::unlink_at(dir, name, false)).inspect_err(|_| self.clear_object(seq))
+        as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false))
+            .inspect_err(|_| self.clear_object(seq))
     }
 
     /// Keeps the non-directory `dir/name` (`st`), about to be replaced by the caller's own

@@ -32,7 +32,7 @@ use std::path::Path;
 use nix::fcntl::RenameFlags;
 
 use super::fsops::{self, stat_at};
-use super::hooks::{as_caller, errno, journal_failed};
+use super::hooks::{as_caller_creating_nothing, errno, journal_failed};
 use super::journal::{Journal, JournalError};
 use super::log::{Boundary, Kind, Op, Stat};
 use crate::audit::PathText;
@@ -101,7 +101,9 @@ impl Journal {
             return Err(errno(libc::EINVAL));
         }
         let kflags = RenameFlags::from_bits_retain(flags);
-        let call = || as_caller(|| fsops::rename_at(a.dir, a.name, b.dir, b.name, kflags));
+        let call = || {
+            as_caller_creating_nothing(|| fsops::rename_at(a.dir, a.name, b.dir, b.name, kflags))
+        };
         let (fs, ts) = (self.side(a.abs), self.side(b.abs));
         if !matches!(fs, Side::Covered(_)) && !matches!(ts, Side::Covered(_)) {
             return call();

@@ -66,6 +66,13 @@ fn as_caller(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
     io_done(creds::as_caller(|| call().map_err(io::Error::from)))
 }
 
+/// [`as_caller`] for a call that makes no new inode: the caller's umask plays no part.
+fn as_caller_creating_nothing(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
+    io_done(creds::as_caller_creating_nothing(|| {
+        call().map_err(io::Error::from)
+    }))
+}
+
 fn raw(t: &Target) -> Option<i32> {
     Some(t.parent.as_raw_fd())
 }
@@ -206,18 +213,22 @@ pub fn perform(
 fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject) -> Outcome {
     match act {
         Act::Continue => Outcome::Continue,
-        Act::PathMeta { at, op } => io_done(creds::as_caller(|| super::meta::perform_at(at, op))),
-        Act::FdMeta { on, op } => io_done(creds::as_caller(|| super::meta::perform_fd(on, op))),
+        Act::PathMeta { at, op } => io_done(creds::as_caller_creating_nothing(|| {
+            super::meta::perform_at(at, op)
+        })),
+        Act::FdMeta { on, op } => io_done(creds::as_caller_creating_nothing(|| {
+            super::meta::perform_fd(on, op)
+        })),
         Act::InstallConfig { from, to, content } => io_done(creds::as_caller(|| {
             super::git::install::install(None, from, to, content)
         })),
-        Act::Unlink(t) => {
-            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::NoRemoveDir))
-        }
-        Act::Rmdir(t) => {
-            as_caller(|| nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::RemoveDir))
-        }
-        Act::Rename { from, to, flags } => as_caller(|| {
+        Act::Unlink(t) => as_caller_creating_nothing(|| {
+            nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::NoRemoveDir)
+        }),
+        Act::Rmdir(t) => as_caller_creating_nothing(|| {
+            nix::unistd::unlinkat(raw(t), &*t.call_name(), UnlinkatFlags::RemoveDir)
+        }),
+        Act::Rename { from, to, flags } => as_caller_creating_nothing(|| {
             nix::fcntl::renameat2(
                 raw(from),
                 &*from.call_name(),
@@ -226,7 +237,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                 RenameFlags::from_bits_retain(*flags),
             )
         }),
-        Act::Link { from, to } => as_caller(|| match &from.pinned {
+        Act::Link { from, to } => as_caller_creating_nothing(|| match &from.pinned {
             // An object with no name (deleted, O_TMPFILE): through guard's own magic link.
             Some(pinned) => nix::unistd::linkat(
                 None,
