@@ -79,7 +79,8 @@ impl Journal {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false));
         };
-        let st = stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
+        let raw = fsops::raw_stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
+        let st = Stat::from_nix(&raw);
         if st.kind == Kind::Dir {
             return Err(errno(libc::EISDIR));
         }
@@ -95,7 +96,7 @@ impl Journal {
             };
             j.append(op).map(|_| ()).map_err(|e| journal_failed(&e))
         };
-        self.delete_keeping(dir, name, abs, &st, seq, record)
+        self.delete_keeping(dir, name, abs, (&st, &raw), seq, record)
     }
 
     /// rmdir(2), performed by the journal after recording the directory's metadata.

@@ -48,12 +48,17 @@ enum Way {
 
 impl Journal {
     /// Which way `dir/name` (a non-directory, `st`) reaches the store (see the module doc).
-    fn way(&self, dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> Way {
+    /// `raw` is the entry's stat when the caller has just taken it (one stat fewer).
+    fn way(&self, dir: BorrowedFd<'_>, name: &OsStr, st: &Stat, raw: Option<&libc::stat>) -> Way {
         if self.header.mode == StoreMode::Copy || st.kind != Kind::File {
             return Way::Copy;
         }
-        let Ok(Some(raw)) = fsops::raw_stat_at(dir, name) else {
-            return Way::Copy;
+        let raw = match raw {
+            Some(raw) => *raw,
+            None => match fsops::raw_stat_at(dir, name) {
+                Ok(Some(raw)) => raw,
+                _ => return Way::Copy,
+            },
         };
         if raw.st_nlink > 1 {
             return Way::Copy;
@@ -76,23 +81,23 @@ impl Journal {
         }
     }
 
-    /// unlink(2) of the non-directory `dir/name` (`abs`, `st`) for the caller, keeping it as
-    /// `store/<seq>`; `record` appends the journal's entry (given the content hash of a copy)
-    /// before anything changes. Returns the kernel's answer to the caller's call, or EIO when
+    /// unlink(2) of the non-directory `dir/name` (`abs`; `st`, and the raw stat it was made
+    /// from) for the caller, keeping it as `store/<seq>`; `record` appends the journal's entry
+    /// (given the content hash of a copy) before anything changes. Returns the kernel's answer to the caller's call, or EIO when
     /// the journal could not keep the entry (then nothing changed).
     pub(crate) fn delete_keeping(
         &mut self,
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
-        st: &Stat,
+        (st, raw): (&Stat, &libc::stat),
         seq: u64,
         record: impl FnOnce(&mut Journal, Option<String>) -> io::Result<()>,
     ) -> io::Result<()> {
         self.clear_object(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
-        if self.way(dir, name, st) == Way::Inode {
+        if self.way(dir, name, st, Some(raw)) == Way::Inode {
             record(self, None)?;
             let moved = as_caller_creating_nothing(|| {
                 fsops::rename_at(dir, name, self.store(), obj, RenameFlags::empty())
@@ -129,7 +134,7 @@ impl Journal {
         self.clear_object(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
-        if self.way(dir, name, st) == Way::Inode
+        if self.way(dir, name, st, None) == Way::Inode
             && fsops::link_at(dir, name, self.store(), obj).is_ok()
         {
             return Ok(None);
