@@ -214,6 +214,18 @@ fn parent_map() -> HashMap<i32, i32> {
 /// The children of `pid` from /proc/PID/task/*/children (CONFIG_PROC_CHILDREN), or `None`
 /// when the kernel does not offer that file.
 fn children_of(pid: i32) -> Option<Vec<i32>> {
+    // A thread that ends between the listing and the read of its file leaves no file, and
+    // its children go to another thread, maybe one already read: list again. Only when that
+    // keeps happening is the file taken for missing (and every process scanned instead).
+    for _ in 0..3 {
+        if let Some(kids) = children_once(pid) {
+            return Some(kids);
+        }
+    }
+    None
+}
+
+fn children_once(pid: i32) -> Option<Vec<i32>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut out = Vec::new();
     for task in tasks.flatten() {

@@ -28,7 +28,7 @@ use super::argv::ArgvPattern;
 use super::chain::{self, Spec, Unit};
 use super::errno;
 use super::error::PolicyError;
-use super::git::GitPolicy;
+use super::git::{GitPolicy, KeySet};
 use super::model::*;
 use super::net::{self, NetMatcher};
 use super::paths::{self, glob_anchor, normalize, normalize_glob, Expand, ExpandError};
@@ -254,8 +254,8 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             set: acc.set,
         },
         git: GitPolicy {
-            refuse_set: key_set(&acc.refuse_keys).expect("git keys were compiled one by one"),
-            allow_set: key_set(&acc.allow_keys).expect("git keys were compiled one by one"),
+            refuse_set: KeySet::new(&acc.refuse_keys),
+            allow_set: KeySet::new(&acc.allow_keys),
             refuse_keys: acc.refuse_keys,
             allow_keys: acc.allow_keys,
             refuse_hooks: acc.refuse_hooks,
@@ -529,15 +529,6 @@ fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     if !list.contains(&item) {
         list.push(item);
     }
-}
-
-/// git config key globs: case-insensitive, `*` crossing dots.
-fn key_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
-    let mut b = GlobSetBuilder::new();
-    for p in patterns {
-        b.add(GlobBuilder::new(p).case_insensitive(true).build()?);
-    }
-    b.build()
 }
 
 fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {

@@ -1,6 +1,6 @@
 //! The end of a run, once the sandbox's init is reaped (steps 22-23 of `docs/launch.md`): stop
 //! the supervisor, roll back when the policy says so, finish the audit log, write the summary,
-//! prune old journals, and record the run as ended.
+//! wait for the pruning of old journals, and record the run as ended.
 
 use std::sync::atomic::Ordering;
 
@@ -120,11 +120,8 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
     if let Some(path) = &a.summary_path {
         summary.write(path)?;
     }
-    if let Some(keep) = a.keep_runs {
-        if let Err(e) = journal::prune(&a.state, keep) {
-            tracing::warn!("cannot prune old journals: {e}");
-        }
-    }
+    // Begun after the fork (`prune.rs`).
+    a.pruning.join();
     a.meta.state = "ended".into();
     a.meta.status = Some(code);
     a.run_dir.write_meta(&a.meta)?;

@@ -29,6 +29,7 @@ mod outcome;
 mod patch;
 mod prepare;
 mod profiles;
+mod prune;
 mod running;
 mod spawn;
 mod start;

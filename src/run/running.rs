@@ -107,7 +107,8 @@ pub(super) struct Active {
     pub start_time: audit::Timestamp,
     pub meta: RunMeta,
     pub summary_path: Option<PathBuf>,
-    pub keep_runs: Option<usize>,
+    /// The pruning of older journals, begun after the fork; joined at the end.
+    pub pruning: super::prune::Pruning,
     pub notices: Option<NoticeFn>,
     pub progress: Option<ProgressFn>,
 }

@@ -166,6 +166,8 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             .map(|c| cstring(c.as_os_str().as_bytes().to_vec())),
     };
     let mut spawned = launch::spawn(spec)?;
+    // Older journals are pruned while the command starts and runs; the run joins it at its end.
+    let pruning = super::prune::Pruning::start(&d.state, b.keep_runs);
     let tree = spawned.tree.clone();
     let abandon = |tree: &RunTree| {
         tree.kill();
@@ -294,7 +296,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         start_time,
         meta,
         summary_path: b.summary.take(),
-        keep_runs: b.keep_runs,
+        pruning,
         notices: b.notices.take(),
         progress: b.progress.take(),
     }))

@@ -1,9 +1,11 @@
-//! Host names in `net.connect` (`crates.io:443`) are resolved off the start-up path: a thread
-//! resolves them all in parallel while the command starts, then hands the supervisor the
+//! Host names in `net.connect` (`crates.io:443`) are resolved off the start-up path: nothing
+//! is looked up until the command makes its first network call that guard judges (a connect
+//! or a DNS query); then a thread resolves every name in parallel and hands the supervisor the
 //! addresses, which it adds to what the run has learned (`net::NetState::learn`). A connect
-//! that arrives before the answers waits for them (bounded), so an early connect is judged on
-//! the full list rather than refused. Wildcard names (`*.github.com`) cannot be resolved: their
-//! addresses come only from DNS answers guard judged during the run.
+//! that arrives before the answers waits for them (bounded), so it is judged on the full list
+//! rather than refused. A command that never uses the network costs no lookup at all.
+//! Wildcard names (`*.github.com`) cannot be resolved: their addresses come only from DNS
+//! answers guard judged during the run.
 
 use std::net::ToSocketAddrs;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -40,12 +42,21 @@ pub type Lookups = (Vec<(String, Vec<std::net::IpAddr>)>, Vec<String>);
 
 /// The supervisor's side: the lookups, until they are done.
 pub struct PendingHosts {
+    /// The names (with the port asked for) not looked up yet.
+    names: Vec<(String, u16)>,
     rx: Option<Receiver<Lookups>>,
 }
 
 impl PendingHosts {
-    /// Start resolving every `Host` target of `policy`; `None` work when there is none.
+    /// Start resolving every `Host` target of `policy` now; no work when there is none.
     pub fn start(policy: &Arc<Policy>) -> PendingHosts {
+        let mut hosts = PendingHosts::deferred(policy);
+        hosts.begin();
+        hosts
+    }
+
+    /// The `Host` targets of `policy`, to be looked up when [`PendingHosts::begin`] is called.
+    pub fn deferred(policy: &Policy) -> PendingHosts {
         let names: Vec<(String, u16)> = policy
             .net
             .connect
@@ -57,9 +68,15 @@ impl PendingHosts {
                 _ => None,
             })
             .collect();
-        if names.is_empty() {
-            return PendingHosts { rx: None };
+        PendingHosts { names, rx: None }
+    }
+
+    /// Start the lookups, unless they were started already or there is nothing to look up.
+    pub fn begin(&mut self) {
+        if self.names.is_empty() {
+            return;
         }
+        let names = std::mem::take(&mut self.names);
         let (tx, rx) = mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("guard-resolver".into())
@@ -92,15 +109,15 @@ impl PendingHosts {
                 let _ = tx.send((found, failures));
             });
         match spawned {
-            Ok(_) => PendingHosts { rx: Some(rx) },
+            Ok(_) => self.rx = Some(rx),
             Err(e) => {
                 tracing::warn!("cannot start the name resolver: {e}; host entries of net.connect match nothing");
-                PendingHosts { rx: None }
             }
         }
     }
 
-    /// The lookups if they have finished; with `wait`, block for them (bounded).
+    /// The lookups if they have finished; with `wait`, block for them (bounded). `None` while
+    /// they have not begun.
     pub fn poll(&mut self, wait: bool) -> Option<Lookups> {
         let rx = self.rx.as_ref()?;
         let got = if wait {
@@ -127,7 +144,8 @@ impl PendingHosts {
         got
     }
 
+    /// True while there are lookups to begin or to collect.
     pub fn is_pending(&self) -> bool {
-        self.rx.is_some()
+        self.rx.is_some() || !self.names.is_empty()
     }
 }

@@ -1,11 +1,11 @@
 //! The decide stage: the verdict on a call, from the pure [`policy::decide`]. This stage only
 //! gathers what `decide` needs: the policy in force (with the addresses the run learned for
-//! host names: start-up lookups and judged DNS answers), and whether the call's targets are the
-//! run's own creations (`Request::fresh`); then a delete the policy allows is counted for
-//! `mass-delete` ([`super::volume`]). A call that failed before it could be judged has the
-//! verdict of its failure; a send with several destinations is judged on each. A call refused
-//! at the write-root boundary fails with the errno the kernel gives before Landlock is asked,
-//! where it gives one (`names::before_landlock`).
+//! host names: the lookups the first network call begins, and judged DNS answers), and
+//! whether the call's targets are the run's own creations (`Request::fresh`); then a delete
+//! the policy allows is counted for `mass-delete` ([`super::volume`]). A call that failed
+//! before it could be judged has the verdict of its failure; a send with several destinations
+//! is judged on each. A call refused at the write-root boundary fails with the errno the
+//! kernel gives before Landlock is asked, where it gives one (`names::before_landlock`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -25,8 +25,14 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         Judged::Failed(f) => return (policy_in_force(core), f.verdict()),
     };
     if lock(&core.hosts).is_pending() {
+        let mut hosts = lock(&core.hosts);
+        if matches!(r.op, Op::Connect | Op::Dns) {
+            // The command's first network call starts the lookups of net.connect's names.
+            hosts.begin();
+        }
         // Only this worker waits (for a connect) while the names are looked up.
-        let resolved = lock(&core.hosts).poll(r.op == Op::Connect);
+        let resolved = hosts.poll(r.op == Op::Connect);
+        drop(hosts);
         if let Some((found, failures)) = resolved {
             for f in failures {
                 core.audit.emit(audit::Event::Error(audit::ErrorEvent {

@@ -196,7 +196,8 @@ impl Supervisor {
             exec_roots,
             record_reads,
         } = setup;
-        let hosts = hosts::PendingHosts::start(&policy);
+        // Looked up at the command's first network call (`judge.rs`), not at start-up.
+        let hosts = hosts::PendingHosts::deferred(&policy);
         let volume = Mutex::new(volume::Volume::new(&policy));
         let listener = Arc::new(listener);
         let policy = Arc::new(RwLock::new(policy));

@@ -14,10 +14,57 @@
 //! - `remote.<name>.url`/`pushurl` may not use the `ext::` transport (a shell command).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use super::config::{as_bool, Entry};
 use super::GitPolicy;
 use crate::policy::normalize;
+
+/// Config key globs (case-insensitive, `*` crossing dots), compiled into one matcher the first
+/// time a key is matched: most runs never judge a config change, and compiling a set costs
+/// about half a millisecond at every start.
+#[derive(Debug, Clone, Default)]
+pub struct KeySet {
+    globs: Vec<Glob>,
+    set: OnceLock<GlobSet>,
+}
+
+impl KeySet {
+    /// The set of `patterns`; a pattern that is not a glob is left out (profiles validate
+    /// every key pattern before they get here).
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> KeySet {
+        KeySet {
+            globs: patterns
+                .iter()
+                .filter_map(|p| {
+                    GlobBuilder::new(p.as_ref())
+                        .case_insensitive(true)
+                        .build()
+                        .ok()
+                })
+                .collect(),
+            set: OnceLock::new(),
+        }
+    }
+
+    /// Whether `key` matches one of the globs.
+    pub fn is_match(&self, key: &str) -> bool {
+        let set = self.set.get_or_init(|| {
+            let mut b = GlobSetBuilder::new();
+            for g in &self.globs {
+                b.add(g.clone());
+            }
+            b.build().unwrap_or_else(|_| GlobSet::empty())
+        });
+        if set.len() == self.globs.len() {
+            return set.is_match(key);
+        }
+        // The set did not compile: the same answers, one glob at a time.
+        self.globs.iter().any(|g| g.compile_matcher().is_match(key))
+    }
+}
 
 /// The entries of `new` that `old` does not have with the same value (a key that appears
 /// more often counts once more per extra occurrence).
@@ -119,21 +166,9 @@ mod tests {
     use crate::policy::git::config::parse;
 
     fn policy(refuse: &[&str], allow: &[&str]) -> GitPolicy {
-        let set = |v: &[&str]| {
-            let mut b = globset::GlobSetBuilder::new();
-            for p in v {
-                b.add(
-                    globset::GlobBuilder::new(p)
-                        .case_insensitive(true)
-                        .build()
-                        .unwrap(),
-                );
-            }
-            b.build().unwrap()
-        };
         GitPolicy {
-            refuse_set: set(refuse),
-            allow_set: set(allow),
+            refuse_set: KeySet::new(refuse),
+            allow_set: KeySet::new(allow),
             ..GitPolicy::default()
         }
     }

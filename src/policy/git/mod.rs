@@ -16,9 +16,8 @@ pub mod push;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use globset::GlobSet;
-
 pub use config::{Entry, ParseError};
+pub use keys::KeySet;
 pub use push::GitExec;
 
 /// The `[git]` part of a policy.
@@ -29,10 +28,10 @@ pub struct GitPolicy {
     pub refuse_keys: Vec<String>,
     /// Keys exempt from `refuse_keys` and from the built-in value checks.
     pub allow_keys: Vec<String>,
-    /// `refuse_keys` compiled.
-    pub refuse_set: GlobSet,
-    /// `allow_keys` compiled.
-    pub allow_set: GlobSet,
+    /// `refuse_keys` compiled (when first used).
+    pub refuse_set: KeySet,
+    /// `allow_keys` compiled (when first used).
+    pub allow_set: KeySet,
     /// Refuse executables (and symlinks) in a repository's hooks directory.
     pub refuse_hooks: bool,
     /// Refuse pushes that delete or force-update remote refs.
@@ -44,8 +43,8 @@ impl Default for GitPolicy {
         GitPolicy {
             refuse_keys: Vec::new(),
             allow_keys: Vec::new(),
-            refuse_set: GlobSet::empty(),
-            allow_set: GlobSet::empty(),
+            refuse_set: KeySet::default(),
+            allow_set: KeySet::default(),
             refuse_hooks: true,
             refuse_destructive_push: true,
         }

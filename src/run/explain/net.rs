@@ -121,7 +121,7 @@ impl Explainer {
     }
 
     /// The policy with the host names of `net.connect` resolved, as the supervisor resolves
-    /// them at the start of a run.
+    /// them during a run (at its first network call).
     pub(super) fn resolved_policy(&self) -> Arc<Policy> {
         Arc::clone(self.resolved.get_or_init(|| {
             let mut p = self.policy.clone();
