@@ -282,7 +282,12 @@ pub fn list_runs(state: &Path) -> Vec<RunDir> {
     let mut out: Vec<RunDir> = std::fs::read_dir(&runs)
         .map(|d| {
             d.flatten()
-                .filter(|e| e.path().is_dir())
+                // The entry's type comes with the listing: no stat per run, except for a
+                // symlink, which is followed.
+                .filter(|e| {
+                    e.file_type()
+                        .is_ok_and(|t| t.is_dir() || (t.is_symlink() && e.path().is_dir()))
+                })
                 .filter_map(|e| {
                     let id = e.file_name().to_str()?.to_string();
                     Some(RunDir { id, path: e.path() })
