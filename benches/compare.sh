@@ -735,7 +735,7 @@ cat >>"$REPORT" <<NOTES
   machine was its idle vCPUs halting (docs/design-notes.md, "Injected descriptors and idle
   vCPUs"): without the spinners that keep them awake for 200 µs after an injection
   (\`GUARD_ADDFD_SPIN_US=0\`), open-write adds +$ADD_OPENW_NOSPIN µs and create-new
-  +$ADD_CREATE_NOSPIN µs in this same run. create-new is an anomaly of this machine: bare it was slower than under guard (ext4 creating 20,000 names in one fresh directory while other sessions compiled; see the bare cell's range), so its "added" figures are meaningless here (even negative); the supervisor's own latency_us for it, with and without ADDFD, is the usable comparison. unlink-existing injects nothing, so both
+  +$ADD_CREATE_NOSPIN µs in this same run. create-new's bare figure varies widely on this machine (ext4 creating 20,000 names in one fresh directory; see the bare cell's range), so its "added" figures are unreliable (one of them can even come out negative); the supervisor's own latency_us for it, with and without ADDFD, is the usable comparison. unlink-existing injects nothing, so both
   columns take the same path there (+$ADD_UNLINKX vs +$ADD_UNLINKX_NOADDFD µs).
 - **Journaling a deletion is a move**: unlink-existing costs +$ADD_UNLINKX µs over a bare
   unlink; the file is renamed into the store, no data is copied (the store of the \`rm -rf\` run
