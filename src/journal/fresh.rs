@@ -47,9 +47,9 @@ impl Journal {
         let Ok(Some(st)) = fsops::raw_stat_at(dir, name) else {
             return false;
         };
-        let born = fsops::cstr(name)
+        let born = crate::sys::fs::birth_time(dir, name)
             .ok()
-            .and_then(|c| crate::sys::fs::birth_time(dir, &c).ok().flatten())
+            .flatten()
             .is_some_and(|b| b > at);
         let is_dir = Kind::of_mode(st.st_mode) == Kind::Dir;
         if !born && !((is_dir || st.st_nlink == 1) && self.created_since_checkpoint(rel)) {

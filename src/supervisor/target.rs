@@ -111,13 +111,12 @@ pub enum Kind {
     Other,
 }
 
-/// What `name` is in `parent`, `None` when nothing is there. Looking it up needs search
-/// permission on `parent` (EACCES otherwise) and a name the filesystem can hold
-/// (ENAMETOOLONG): errors the kernel gives the call itself, before anything else.
+/// What `name` is in `parent` and when it was born (one statx), `None` when nothing is there.
+/// Looking it up needs search permission on `parent` (EACCES otherwise) and a name the
+/// filesystem can hold (ENAMETOOLONG): errors the kernel gives the call itself, before
+/// anything else.
 fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<(Option<Kind>, Option<[i64; 2]>)> {
-    let c =
-        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let (ifmt, born) = match sys::fs::type_and_birth(parent, &c) {
+    let (ifmt, born) = match sys::fs::type_and_birth(parent, name) {
         Ok(found) => found,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((None, None)),
         Err(e) => return Err(e),

@@ -2,7 +2,7 @@
 //! `nix` wrapper: `openat` returning an owned descriptor, the FICLONE reflink ioctl, statx(2)
 //! for a file's birth time, and a write lease as the test of whether a file is open elsewhere.
 
-use std::ffi::CStr;
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -75,20 +75,20 @@ pub fn open_elsewhere(file: BorrowedFd<'_>) -> io::Result<bool> {
 /// statx.
 pub fn type_and_birth(
     dir: BorrowedFd<'_>,
-    name: &CStr,
+    name: &OsStr,
 ) -> io::Result<(libc::mode_t, Option<[i64; 2]>)> {
     let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: `name` is NUL-terminated and `buf` is a writable statx buffer of the right size;
-    // the kernel reads the name and writes at most one statx structure.
-    let rc = unsafe {
+    // SAFETY: the name is NUL-terminated and `buf` is a writable statx buffer of the right
+    // size; the kernel reads the name and writes at most one statx structure.
+    let rc = name.with_nix_path(|c| unsafe {
         libc::statx(
             dir.as_raw_fd(),
-            name.as_ptr(),
+            c.as_ptr(),
             libc::AT_SYMLINK_NOFOLLOW,
             libc::STATX_TYPE | libc::STATX_BTIME,
             buf.as_mut_ptr(),
         )
-    };
+    })?;
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -102,32 +102,8 @@ pub fn type_and_birth(
 
 /// The birth time (`[seconds, nanoseconds]`) of `dir/name`, a final symlink not followed;
 /// `None` when the filesystem does not record it.
-pub fn birth_time(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<[i64; 2]>> {
-    let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: `name` is NUL-terminated and `buf` is a writable statx buffer of the right size;
-    // the kernel reads the name and writes at most one statx structure.
-    let rc = unsafe {
-        libc::statx(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BTIME,
-            buf.as_mut_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the buffer was zeroed (every field of statx is a plain integer, so all-zero is a
-    // valid value) and statx succeeded, filling it.
-    let stx = unsafe { buf.assume_init() };
-    if stx.stx_mask & libc::STATX_BTIME == 0 {
-        return Ok(None);
-    }
-    Ok(Some([
-        stx.stx_btime.tv_sec,
-        i64::from(stx.stx_btime.tv_nsec),
-    ]))
+pub fn birth_time(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<[i64; 2]>> {
+    type_and_birth(dir, name).map(|(_, born)| born)
 }
 
 #[cfg(test)]
