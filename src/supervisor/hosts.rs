@@ -143,9 +143,4 @@ impl PendingHosts {
         }
         got
     }
-
-    /// True while there are lookups to begin or to collect.
-    pub fn is_pending(&self) -> bool {
-        self.rx.is_some() || !self.names.is_empty()
-    }
 }

@@ -24,24 +24,23 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         Judged::Call(r) => r,
         Judged::Failed(f) => return (policy_in_force(core), f.verdict()),
     };
-    if lock(&core.hosts).is_pending() {
+    let resolved = {
         let mut hosts = lock(&core.hosts);
         if matches!(r.op, Op::Connect | Op::Dns) {
             // The command's first network call starts the lookups of net.connect's names.
             hosts.begin();
         }
-        // Only this worker waits (for a connect) while the names are looked up.
-        let resolved = hosts.poll(r.op == Op::Connect);
-        drop(hosts);
-        if let Some((found, failures)) = resolved {
-            for f in failures {
-                core.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                    message: format!("net.connect host not resolved, it matches nothing: {f}"),
-                }));
-            }
-            for (name, addrs) in found {
-                core.net.learn(&name, &addrs);
-            }
+        // Nothing unless lookups are under way; only this worker waits (for a connect).
+        hosts.poll(r.op == Op::Connect)
+    };
+    if let Some((found, failures)) = resolved {
+        for f in failures {
+            core.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                message: format!("net.connect host not resolved, it matches nothing: {f}"),
+            }));
+        }
+        for (name, addrs) in found {
+            core.net.learn(&name, &addrs);
         }
     }
     let policy = policy_in_force(core);
