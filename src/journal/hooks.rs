@@ -30,14 +30,11 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
     errno(libc::EIO)
 }
 
-/// Performs the caller's own mutation, the one call of a hook that is not the journal's
-/// bookkeeping, with the caller's credentials when the supervisor named a caller (see
-/// `crate::creds`); as guard otherwise (a rollback). None of the journal's hooks makes a new
-/// inode (unlink, rmdir, rename: creations are the supervisor's), so the caller's umask, which
-/// only shapes new entries, is not switched.
-pub(crate) fn as_caller_creating_nothing<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    crate::creds::as_caller_creating_nothing(call)
-}
+// The caller's own mutation, the one call of a hook that is not the journal's bookkeeping,
+// runs with the caller's credentials when the supervisor named a caller (see `crate::creds`),
+// as guard otherwise (a rollback). None of the journal's hooks makes a new inode (unlink,
+// rmdir, rename: creations are the supervisor's), so the caller's umask is not switched.
+pub(crate) use crate::creds::as_caller_creating_nothing;
 
 impl Journal {
     pub(crate) fn covered_rel(&self, abs: &Path) -> Option<PathText> {

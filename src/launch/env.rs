@@ -42,7 +42,7 @@ fn plain_match(pattern: &str, name: &str) -> bool {
             None => return false,
         }
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    rest.ends_with(last)
 }
 
 impl NameSet {

@@ -57,14 +57,18 @@ fn window() -> Option<u64> {
 
 /// Whether guard's cgroup (v2) has a CPU quota (`cpu.max` other than `max ...`).
 fn cpu_quota() -> bool {
-    let Ok(groups) = std::fs::read_to_string("/proc/self/cgroup") else {
-        return false;
-    };
+    std::fs::read_to_string("/proc/self/cgroup")
+        .is_ok_and(|groups| quota_in(&groups, std::path::Path::new("/sys/fs/cgroup")))
+}
+
+/// Whether the cgroup v2 line of `groups` (`/proc/self/cgroup`) names a group under `root`
+/// whose `cpu.max` sets a quota.
+fn quota_in(groups: &str, root: &std::path::Path) -> bool {
     groups
         .lines()
         .filter_map(|l| l.strip_prefix("0::"))
         .any(|path| {
-            let file = format!("/sys/fs/cgroup{}/cpu.max", path.trim_end_matches('/'));
+            let file = root.join(path.trim_start_matches('/')).join("cpu.max");
             std::fs::read_to_string(file).is_ok_and(|max| !max.starts_with("max"))
         })
 }
@@ -115,6 +119,21 @@ fn spin(window: u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::quota_in;
+
+    #[test]
+    fn spinning_stays_off_under_a_cpu_quota_and_only_there() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let group = root.path().join("ci.slice/job");
+        std::fs::create_dir_all(&group).expect("group");
+        std::fs::write(group.join("cpu.max"), "max 100000\n").expect("cpu.max");
+        assert!(!quota_in("0::/ci.slice/job\n", root.path()));
+        std::fs::write(group.join("cpu.max"), "200000 100000\n").expect("cpu.max");
+        assert!(quota_in("0::/ci.slice/job\n", root.path()));
+        // cgroup v1 lines, and a group with no cpu controller, say nothing.
+        assert!(!quota_in("4:cpu,cpuacct:/ci.slice/job\n", root.path()));
+        assert!(!quota_in("0::/elsewhere\n", root.path()));
+    }
 
     #[test]
     fn a_spinner_thread_runs_in_the_idle_class() {
