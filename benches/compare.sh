@@ -390,6 +390,14 @@ fi
 # 4. rm -rf of the tree, and its rollback. REPS_RM repetitions, interleaved; every timed step
 # starts after `sync`, on a fresh `cp -a` of the pristine tree (not timed). The guard runs use
 # their own state dir and keep every run (no pruning inside a timed run).
+check_restored() {   # check_restored LABEL: the restored tree equals the pristine one
+    CHECKS=$((CHECKS + 1))
+    if [[ $(manifest "$RMWS/tree") == "$TREE_SUM" ]] && diff -r -q "$TREE" "$RMWS/tree" >/dev/null; then
+        CHECKS_OK=$((CHECKS_OK + 1))
+    else
+        CHECK_FAIL+=" $1"
+    fi
+}
 log "rm -rf of the tree and rollback: $REPS_RM repetitions"
 export GUARD_STATE_DIR="$WORK/state-rm" GUARD_KEEP_RUNS=100000
 mkdir -p "$GUARD_STATE_DIR"
@@ -424,23 +432,13 @@ for ((r = 1; r <= REPS_RM; r++)); do
     out=$("$GUARD" rollback "$run")
     printf 'rollback\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
     UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*: \([0-9]*\) change(s) undone.*/\1/p')
-    CHECKS=$((CHECKS + 1))
-    if [[ $(manifest "$RMWS/tree") == "$TREE_SUM" ]] && diff -r -q "$TREE" "$RMWS/tree" >/dev/null; then
-        CHECKS_OK=$((CHECKS_OK + 1))
-    else
-        CHECK_FAIL+=" $r"
-    fi
+    check_restored "$r"
     # --atomic: the same rm -rf in a run that then fails, so guard rolls the whole run back
     # before it exits (the digest at the start, the deletions, the rollback, the check).
     t=$(date +%s%N)
     (cd "$RMWS" && "$GUARD" exec -w "$RMWS" --atomic -- sh -c 'rm -rf tree; exit 3') >/dev/null 2>&1 || true
     printf 'rm-atomic\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
-    CHECKS=$((CHECKS + 1))
-    if [[ $(manifest "$RMWS/tree") == "$TREE_SUM" ]] && diff -r -q "$TREE" "$RMWS/tree" >/dev/null; then
-        CHECKS_OK=$((CHECKS_OK + 1))
-    else
-        CHECK_FAIL+=" atomic-$r"
-    fi
+    check_restored "atomic-$r"
     sync
     # For contrast: the rollback of a run that deleted one file, in the 10k-file workspace and
     # in a one-file workspace (what scales with the workspace, not with the entries).
@@ -482,7 +480,7 @@ RM_MD="$WORK/rm.md"
     done
 } >"$RM_MD"
 if [[ -z $CHECK_FAIL ]]; then
-    CHECK_MD="passed: after each of the $CHECKS rollbacks of the \`rm -rf\` run the tree's manifest (every entry's name, type, mode and the sha256 of every file) equalled the pristine tree's, and \`diff -r\` found no difference; every one-file rollback restored its file"
+    CHECK_MD="passed: after each of the $CHECKS rollbacks of the \`rm -rf\` runs (\`guard rollback\`, and \`--atomic\` at exit) the tree's manifest (every entry's name, type, mode and the sha256 of every file) equalled the pristine tree's, and \`diff -r\` found no difference; every one-file rollback restored its file"
 else
     CHECK_MD="**FAILED** in repetition(s)$CHECK_FAIL ($CHECKS_OK of $CHECKS rm -rf rollbacks passed the manifest and \`diff -r\` check)"
 fi
