@@ -8,7 +8,7 @@
 # compare.sh's GUARD, BASELINE, CALLLOOP, WORK, RAW, TREE, TREE_SUM, manifest, avail, log,
 # CALLS, REPS, REPS_W, RUNS, and peers.sh's workload scripts.
 
-BL_OPS=(unlink-missing open-write unlink-existing create-new)
+BL_OPS=(unlink-missing open-write unlink-existing unlink-made create-new)
 declare -A BL_BIN=([before]="$BASELINE" [after]="$GUARD")
 BWS="$WORK/bl-ws"
 BL_MD="$WORK/baseline.md"
@@ -32,6 +32,7 @@ for ((r = 1; r <= REPS; r++)); do
     for op in "${BL_OPS[@]}"; do
         for v in before after; do
             rm -rf "$BWS" && mkdir -p "$BWS" && cp "$CALLLOOP" "$BWS/guard-callloop"
+            [[ $op != unlink-existing ]] || (cd "$BWS" && ./guard-callloop prepare "$CALLS")
             line=$(cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- ./guard-callloop "$op" "$CALLS" |
                 grep "^$op $CALLS " | tail -n 1)
             printf '%s\t%s\t%s\n' "$op" "$v" "${line##* }" >>"$RAW/bl-calls.tsv"

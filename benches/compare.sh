@@ -245,7 +245,7 @@ fixed_ms() {   # fixed_ms NAME: median ms of that row of section 2, or "-"
 # 3. Cost of one call. Each cell: REPS runs of guard-callloop OP CALLS, median (and range) of
 # the ns/call each run reports. Repetitions are interleaved across modes so drift on this
 # shared machine hits every column alike.
-OPS=(getpid open-read unlink-missing open-write unlink-existing create-new)
+OPS=(getpid open-read unlink-missing open-write unlink-existing unlink-made create-new)
 MODES=(bare guard guard-nospin guard-nosync guard-noaddfd)
 avail strace && MODES+=(strace)
 declare -A MODE_TITLE=([bare]="bare" [guard]="guard exec (SYNC_WAKE_UP)"
@@ -254,6 +254,8 @@ declare -A MODE_TITLE=([bare]="bare" [guard]="guard exec (SYNC_WAKE_UP)"
     [strace]="strace -f -o /dev/null")
 run_loop() {   # run_loop MODE OP: prints ns/call
     local mode=$1 op=$2 line
+    # unlink-existing deletes files made before the run.
+    [[ $op != unlink-existing ]] || (cd "$WS" && ./guard-callloop prepare "$CALLS")
     case $mode in
     bare) line=$(cd "$WS" && ./guard-callloop "$op" "$CALLS") ;;
     guard) line=$(cd "$WS" && "$GUARD" exec -w "$WS" --summary "$WORK/summary.json" \
@@ -267,7 +269,7 @@ run_loop() {   # run_loop MODE OP: prints ns/call
     strace) line=$(cd "$WS" && strace -f -o /dev/null ./guard-callloop "$op" "$CALLS") ;;
     esac
     # The loop leaves its scratch directory behind: remove it outside guard.
-    rm -rf "$WS"/guard-callloop-[0-9]*
+    rm -rf "$WS"/guard-callloop-[0-9]* "$WS"/guard-callloop-files
     line=$(printf '%s\n' "$line" | grep "^$op $CALLS " | tail -n 1)
     [[ -n $line ]] || { echo "guard-callloop $op under $mode printed no result" >&2; exit 1; }
     echo "${line##* }"
@@ -346,6 +348,7 @@ SUP_UNLINK=$(med_col unlink-missing guard 5)
 SUP_OPENW=$(med_col open-write guard 5)
 SUP_OPENW_NOADDFD=$(med_col open-write guard-noaddfd 5)
 SUP_UNLINKX=$(med_col unlink-existing guard 5)
+SUP_UNLINKM=$(med_col unlink-made guard 5)
 SUP_CREATE=$(med_col create-new guard 5)
 SUP_CREATE_NOADDFD=$(med_col create-new guard-noaddfd 5)
 # What guard adds to a judged call (median guard minus median bare).
@@ -361,6 +364,7 @@ ADD_GETPID=$(added getpid guard)
 ADD_OPENW_NOADDFD=$(added open-write guard-noaddfd)
 ADD_UNLINKX=$(added unlink-existing guard)
 ADD_UNLINKX_NOADDFD=$(added unlink-existing guard-noaddfd)
+ADD_UNLINKM=$(added unlink-made guard)
 ADD_CREATE=$(added create-new guard)
 ADD_CREATE_NOADDFD=$(added create-new guard-noaddfd)
 ADD_UNLINK_STRACE=n/a
@@ -596,9 +600,14 @@ it runs with the default \`agent\` profile, in the workspace.
   the journal records the new name, the others find it recorded. By
   default guard opens the file itself and injects the descriptor (ADDFD); with
   \`GUARD_NO_ADDFD=1\` it lets the kernel continue the call instead.
-- \`unlink-existing\` (new): $CALLS empty files are created in a fresh directory before the clock
-  starts, then unlinked one by one; under guard each \`unlinkat\` is journaled and performed as a
+- \`unlink-existing\`: $CALLS empty files, created before the run (by \`guard-callloop prepare\`,
+  bare), are unlinked one by one; under guard each \`unlinkat\` is journaled and performed as a
   move of the file into the run's store.
+- \`unlink-made\` (new): $CALLS empty files are created in a fresh directory by the loop itself
+  (under guard, so inside the run), before the clock starts, then unlinked one by one; under
+  guard each \`unlinkat\` is judged, and the journal records it without keeping the file (it was
+  made since the checkpoint: a rollback removes it anyway). This is how a build's or git's
+  temporary files are deleted.
 - \`create-new\` (new): \`openat(O_WRONLY|O_CREAT|O_EXCL)\` + \`close\` of $CALLS new names in a
   fresh directory; under guard each new name is journaled, then created (ADDFD, or continued).
 
@@ -606,7 +615,7 @@ $(cat "$CALLS_MD")
 
 What guard adds (median under guard minus median bare), with the default settings / with
 \`GUARD_NO_ADDFD=1\`: unlink-missing +$ADD_UNLINK µs; open-write +$ADD_OPENW / +$ADD_OPENW_NOADDFD µs;
-unlink-existing +$ADD_UNLINKX / +$ADD_UNLINKX_NOADDFD µs; create-new +$ADD_CREATE / +$ADD_CREATE_NOADDFD µs;
+unlink-existing +$ADD_UNLINKX / +$ADD_UNLINKX_NOADDFD µs; unlink-made +$ADD_UNLINKM µs; create-new +$ADD_CREATE / +$ADD_CREATE_NOADDFD µs;
 open-read +$ADD_OPENR µs, getpid +$ADD_GETPID µs. Without SYNC_WAKE_UP: unlink-missing
 +$ADD_UNLINK_NOSYNC µs, open-write +$ADD_OPENW_NOSYNC µs. strace -f adds +$ADD_UNLINK_STRACE µs to
 unlink-missing.
@@ -614,7 +623,7 @@ unlink-missing.
 guard's own view of the same runs (its summary counts every judged call; the audit log's
 \`latency_us\` is the supervisor's time from reading a notification to having answered it and
 queued the audit event, for the loop's call: \`unlinkat\` for unlink-*, \`openat\` for the others;
-the audit log is rate-limited, so these medians come from the calls it kept; for unlink-existing
+the audit log is rate-limited, so these medians come from the calls it kept; for unlink-made
 they include the untimed creation's \`openat\`s in the judged count only):
 
 $(cat "$JUDGED_MD")
@@ -738,6 +747,12 @@ cat >>"$REPORT" <<NOTES
 - **Journaling a deletion is a move**: unlink-existing costs +$ADD_UNLINKX µs over a bare
   unlink; the file is renamed into the store, no data is copied (the store of the \`rm -rf\` run
   held $STORE_MB MB for the $TREE_DU_MB MB tree: the files themselves, moved).
+- **A file made since the checkpoint is deleted without a copy**: unlink-made costs
+  +$ADD_UNLINKM µs over a bare unlink (supervisor $SUP_UNLINKM µs per call, against
+  $SUP_UNLINKX µs for unlink-existing): the journal appends a \`dropped\` entry and guard performs
+  the unlink, with no rename into the store, no lease check and no stat of a store object. A
+  rollback removes such a file anyway (its \`created\` entry is undone with it); a file renamed
+  since it was made is kept like any other, so the rename can be undone.
 - **SYNC_WAKE_UP**: without it unlink-missing costs +$ADD_UNLINK_NOSYNC µs and open-write
   +$ADD_OPENW_NOSYNC µs (with it: +$ADD_UNLINK / +$ADD_OPENW); the difference is the
   cross-CPU wake-up of the supervisor and varies a lot with what else the two vCPUs are doing.

@@ -81,9 +81,24 @@ impl Journal {
         if st.kind == Kind::Dir {
             return Err(errno(libc::EISDIR));
         }
-        let seq = self.next_seq();
         self.content_saved.remove(&st.id());
         self.meta_saved.remove(&st.id());
+        if self.made.contains(&st.id()) {
+            // Made since the checkpoint: a rollback removes it anyway (see `Op::Dropped`).
+            let last = raw.st_nlink <= 1;
+            self.append(Op::Dropped {
+                path,
+                st: st.clone(),
+            })
+            .map_err(|e| journal_failed(&e))?;
+            as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false))?;
+            if last {
+                // The inode is gone, and its number may be given to anything.
+                self.made.remove(&st.id());
+            }
+            return Ok(());
+        }
+        let seq = self.next_seq();
         let record = |j: &mut Journal, sha256: Option<String>| {
             let op = Op::Deleted {
                 path,
@@ -155,8 +170,21 @@ impl Journal {
         Ok(())
     }
 
+    /// After guard created the file `abs` itself (an exclusive create, so the inode `file` is
+    /// new) under a name [`Journal::will_create`] recorded: until the next checkpoint, or a
+    /// rename of it, its writes, metadata changes and deletion keep nothing, as a rollback to
+    /// the checkpoint removes it anyway.
+    pub(crate) fn made_file(&mut self, abs: &Path, file: BorrowedFd<'_>) {
+        if self.covered_rel(abs).is_none() {
+            return;
+        }
+        if let Ok(st) = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&file)) {
+            self.made.insert(Stat::from_nix(&st).id());
+        }
+    }
+
     /// Before an open for writing or a truncate of an existing file: saves its content once
-    /// per checkpoint per inode. The journal reads `dir/name` itself with its own privileges
+    /// per checkpoint per inode (none for a file made since the checkpoint). The journal reads `dir/name` itself with its own privileges
     /// (see `copy.rs` for files guard may only write), so the caller needs no readable
     /// descriptor. Holes stay holes in the pre-image, and the size cap applies to the data a
     /// copy holds (a sparse file's allocated size).
@@ -186,7 +214,7 @@ impl Journal {
         let allocated = u64::try_from(raw.st_blocks)
             .unwrap_or(u64::MAX)
             .saturating_mul(512);
-        if st.kind != Kind::File {
+        if st.kind != Kind::File || self.made.contains(&st.id()) {
             return Ok(Saved::AlreadySaved);
         }
         if let Some(saved) = self.content_saved.get(&st.id()) {
@@ -282,7 +310,7 @@ impl Journal {
                 path: abs.to_path_buf(),
                 source,
             })?;
-        if self.meta_saved.contains(&st.id()) {
+        if self.meta_saved.contains(&st.id()) || self.made.contains(&st.id()) {
             return Ok(());
         }
         let id = st.id();
@@ -308,7 +336,7 @@ impl Journal {
                 path: abs.to_path_buf(),
                 source: e.into(),
             })?;
-        if self.meta_saved.contains(&st.id()) {
+        if self.meta_saved.contains(&st.id()) || self.made.contains(&st.id()) {
             return Ok(());
         }
         let id = st.id();

@@ -90,6 +90,8 @@ impl Journal {
                 }
             }
             Op::Deleted { path, st, .. } => self.restore(e.object(), path, st, e.seq, a),
+            // Nothing was kept: the file's `created` entry, undone next, removes it anyway.
+            Op::Dropped { .. } => Ok(()),
             Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
                 Some(now) if now.kind == Kind::Dir => Ok(()),
                 Some(_) => {

@@ -235,6 +235,10 @@ pub struct Journal {
     pub(crate) content_saved: HashMap<FileId, Saved>,
     /// Inodes whose metadata was recorded since the checkpoint.
     pub(crate) meta_saved: HashSet<FileId>,
+    /// Files guard itself created since the checkpoint, under a name it journaled as created,
+    /// and never renamed since ([`Journal::made_file`]): a rollback to the checkpoint removes them, so their
+    /// content, metadata and deletion need no copy.
+    pub(crate) made: HashSet<FileId>,
     /// Excluded paths that hold what was journaled (a directory renamed into an excluded
     /// path): journaled like any other path from then on.
     adopted: Vec<PathBuf>,
@@ -461,6 +465,7 @@ impl Journal {
             entries,
             content_saved: HashMap::new(),
             meta_saved: HashSet::new(),
+            made: HashSet::new(),
             adopted,
             checkpoint_time: None,
             last_dir: std::cell::RefCell::new(None),
@@ -567,6 +572,7 @@ impl Journal {
         })?;
         self.content_saved.clear();
         self.meta_saved.clear();
+        self.made.clear();
         self.checkpoint_time = Some(now());
         Ok(CheckpointId(id))
     }

@@ -53,6 +53,13 @@ pub(crate) enum Op {
         path: PathText,
         st: Stat,
     },
+    /// A file the run created since the last checkpoint (its inode `st` is one guard made
+    /// there, never renamed since) was deleted without a copy: every rollback that undoes this
+    /// entry also undoes the file's creation, so there is nothing to put back.
+    Dropped {
+        path: PathText,
+        st: Stat,
+    },
     /// `replaced`: what `to` held before; a non-directory was kept as `store/<seq>`, an empty
     /// directory is recreated from its metadata.
     Renamed {
@@ -160,6 +167,7 @@ impl Op {
             Op::Created { path, .. }
             | Op::Deleted { path, .. }
             | Op::Rmdir { path, .. }
+            | Op::Dropped { path, .. }
             | Op::Entered { path, .. }
             | Op::Modified { path, .. }
             | Op::Meta { path, .. }

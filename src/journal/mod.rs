@@ -25,6 +25,7 @@
 //! | `created` | `path`, \[`id`\], \[`obj`\] | with `id`: only if `path` holds that inode, back into `store/<obj>` (or removed: a copy or link of something kept); without: remove it (rmdir for a directory; a non-empty one is a conflict) |
 //! | `deleted` | `path`, `st`, \[`sha256`\], \[`obj`\] | the object (a file, node, symlink, or a whole directory tree) back to `path` if it exists and `path` does not |
 //! | `rmdir` | `path`, `st` | mkdir with the recorded metadata if `path` does not exist |
+//! | `dropped` | `path`, `st` | none: a file guard created since the last checkpoint and never renamed since, deleted without a copy; every rollback that undoes this entry undoes its `created` entry too |
 //! | `renamed` | `from`, `to`, `src` id, \[`replaced` st\], \[`boundary`\] | move `to` back if it is `src` (with `boundary` `to-left`: not at all); then restore what `to` held (`store/<seq>`, or an empty directory) |
 //! | `exchanged` | `from`, `to`, `from_id`, `to_id`, \[`adopted`\] | swap back if they are swapped |
 //! | `entered` | `path`, `src` id | something renamed in from outside the workspace: move it into the store if `path` holds `src` |

@@ -48,7 +48,9 @@ impl Journal {
                         _ => PreImage::Absent,
                     }
                 }
-                Op::Rmdir { path, .. } if above(path).is_some() => PreImage::Absent,
+                Op::Rmdir { path, .. } | Op::Dropped { path, .. } if above(path).is_some() => {
+                    PreImage::Absent
+                }
                 Op::Renamed { to, replaced, .. } if here(to) => match replaced {
                     Some(st) if st.kind != Kind::Dir => {
                         PreImage::Stored(store.join(Journal::object_name(e.seq)))

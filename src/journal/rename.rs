@@ -110,6 +110,12 @@ impl Journal {
         }
         let src = stat_at(a.dir, a.name)?.ok_or_else(|| errno(libc::ENOENT))?;
         let dst = stat_at(b.dir, b.name)?;
+        // The undo of a rename needs the inode back where the rename left it: a file made
+        // since the checkpoint is kept like any other from now on.
+        self.made.remove(&src.id());
+        if let Some(d) = &dst {
+            self.made.remove(&d.id());
+        }
         // A directory crossing the workspace's own edge: see the module doc.
         let crosses = matches!(fs, Side::Outside) || matches!(ts, Side::Outside);
         let dir_moves = src.kind == Kind::Dir

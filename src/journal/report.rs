@@ -78,7 +78,9 @@ impl Journal {
                 slot.1 |= content;
             };
             match &e.op {
-                Op::Created { path, .. } | Op::Entered { path, .. } => note(path, false, true),
+                Op::Created { path, .. } | Op::Entered { path, .. } | Op::Dropped { path, .. } => {
+                    note(path, false, true)
+                }
                 Op::Meta { path, .. } => note(path, true, false),
                 Op::Deleted { path, .. }
                 | Op::Rmdir { path, .. }

@@ -199,6 +199,7 @@ impl Journal {
     fn after_operation(&mut self) {
         self.content_saved.clear();
         self.meta_saved.clear();
+        self.made.clear();
         // Whatever exists now existed "before the next checkpoint" as far as a later rename
         // into an excluded path can tell.
         self.checkpoint_time = Some(now());

@@ -159,7 +159,8 @@ impl Journal {
                     .map_err(|err| fail("restore the metadata of", path, err))
             }
             // Not written as steps.
-            Op::Entered { .. } | Op::Unprotected { .. } => Ok(()),
+            // Never a step of an operation; nothing to put back either way.
+            Op::Entered { .. } | Op::Unprotected { .. } | Op::Dropped { .. } => Ok(()),
             Op::Checkpoint { .. }
             | Op::Begin { .. }
             | Op::RolledBack { .. }

@@ -123,7 +123,7 @@ fn present(st: &super::log::Stat, size: bool) -> Expect {
 /// `None`: nothing to verify.
 fn expect(e: &Entry, path: &PathText) -> Option<Expect> {
     Some(match &e.op {
-        Op::Created { .. } | Op::Entered { .. } => Expect::Absent,
+        Op::Created { .. } | Op::Entered { .. } | Op::Dropped { .. } => Expect::Absent,
         Op::Deleted { st, .. } => present(st, true),
         Op::Rmdir { st, .. } => present(st, false),
         Op::Modified { st, .. } => present(st, true),

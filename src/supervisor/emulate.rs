@@ -187,10 +187,14 @@ pub fn perform(
             Ok(false) => return Outcome::Failed(libc::EFBIG),
             Err(e) => Err(e),
         },
-        Act::Open { at, flags, .. } => {
-            if flags & libc::O_CREAT != 0 && at.kind.is_none() {
-                j.will_create(&at.path)
-            } else if at.kind == Some(Kind::File) {
+        Act::Open { at, flags, mode } if flags & libc::O_CREAT != 0 && at.kind.is_none() => {
+            if let Err(e) = j.will_create(&at.path) {
+                return journal_refused(&e);
+            }
+            return open(at, *flags, *mode, n, listener, inject, Some(j));
+        }
+        Act::Open { at, .. } => {
+            if at.kind == Some(Kind::File) {
                 match saved(j, at) {
                     Ok(true) => Ok(()),
                     Ok(false) => return Outcome::Failed(libc::EFBIG),
@@ -324,7 +328,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             })
         }
         Act::Truncate { at, len } => truncate(at, *len, n),
-        Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject),
+        Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject, None),
         Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
         // Performed by the network stage before it comes here (`supervisor::net`).
         Act::Net(_) => Outcome::Failed(libc::ENOSYS),
@@ -422,6 +426,10 @@ fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outco
     }
 }
 
+///
+/// `creating`: the journal that recorded this open's name as about to be created. guard then
+/// creates it exclusively (as the kernel would, opening the file instead if one appeared
+/// meanwhile), and tells the journal the inode it made (see [`Journal::made_file`]).
 fn open(
     at: &Target,
     flags: i32,
@@ -429,6 +437,7 @@ fn open(
     n: &Notif,
     listener: &Arc<Listener>,
     inject: Inject,
+    creating: Option<&mut Journal>,
 ) -> Outcome {
     if inject == Inject::Continue {
         return Outcome::Continue;
@@ -445,32 +454,44 @@ fn open(
     let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
     // The caller's mode as it gave it: the worker has the caller's umask.
     let mode = if creates { mode & 0o7777 } else { 0 };
+    let open_as = |flags: i32| match &at.pinned {
+        // Re-open the pipe pinned when the call was judged, through our own descriptor.
+        Some(pinned) => crate::sys::fs::openat(
+            None,
+            format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
+            OFlag::from_bits_retain(flags),
+            Mode::empty(),
+        ),
+        None => crate::sys::fs::openat(
+            Some(at.parent.as_fd()),
+            &*at.call_name(),
+            OFlag::from_bits_retain(flags),
+            Mode::from_bits_truncate(mode),
+        ),
+    };
+    // Whether this open made the file: only an exclusive create proves it.
+    let exclusive = creating.is_some() && at.pinned.is_none() && flags & libc::O_CREAT != 0;
     let opened = creds::as_caller(|| {
-        match &at.pinned {
-            // Re-open the pipe pinned when the call was judged, through our own descriptor.
-            Some(pinned) => crate::sys::fs::openat(
-                None,
-                format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
-                OFlag::from_bits_retain(ours),
-                Mode::empty(),
-            ),
-            None => crate::sys::fs::openat(
-                Some(at.parent.as_fd()),
-                &*at.call_name(),
-                OFlag::from_bits_retain(ours),
-                Mode::from_bits_truncate(mode),
-            ),
+        if !exclusive || flags & libc::O_EXCL != 0 {
+            return open_as(ours)
+                .map(|fd| (fd, exclusive))
+                .map_err(io::Error::from);
+        }
+        match open_as(ours | libc::O_EXCL) {
+            // A file appeared since the walk: the caller's open (without O_EXCL) opens it.
+            Err(nix::errno::Errno::EEXIST) => open_as(ours).map(|fd| (fd, false)),
+            other => other.map(|fd| (fd, true)),
         }
         .map_err(io::Error::from)
     });
-    let fd = match opened {
-        Ok(fd) => fd,
+    let (fd, made) = match opened {
+        Ok(opened) => opened,
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
     if matches!(inject, Inject::AddFdSend | Inject::AddFd) {
         super::warm::before_injection();
     }
-    match inject {
+    let outcome = match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
             Ok(_) => Outcome::Answered,
             Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
@@ -480,5 +501,11 @@ fn open(
             Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
         },
         Inject::Continue => Outcome::Continue,
+    };
+    // After the answer, off the caller's path; the journal's lock is still held, so no other
+    // call on this file is judged before it is known as made.
+    if let (true, Some(j)) = (made, creating) {
+        j.made_file(&at.path, fd.as_fd());
     }
+    outcome
 }

@@ -391,3 +391,42 @@ fn hard_links_are_restored_as_one_inode_with_its_content() {
         "shared content\n"
     );
 }
+
+/// A file one command makes and deletes again keeps nothing: no copy of its content, its
+/// metadata or the file itself goes to the store (a rollback to the command's checkpoint
+/// removes it anyway). A file that existed before, or that the command renamed, is kept as
+/// before, and a rollback and its undo are exact either way.
+#[test]
+fn files_made_and_deleted_by_one_command_keep_nothing_and_roll_back_exactly() {
+    let w = Workspace::new();
+    w.write("keep.txt", "kept\n");
+    w.write("src/lib.rs", "pub fn f() {}\n");
+    let before = w.state();
+    // The inner shell is one command (a direct child of the run's root): one checkpoint.
+    let script = "echo 1 > a && echo 2 >> a && chmod 600 a && ln a b && rm a b \
+                  && echo c > c && mv c d && rm d \
+                  && echo e > e && : > t && truncate -s 0 t && rm t && rm keep.txt";
+    w.exec(&["agent"])
+        .run(&["sh", "-c", &format!("sh -c '{script}'")])
+        .expect_code(0);
+    assert!(w.ws.join("e").exists() && !w.ws.join("keep.txt").exists());
+    let log = newest_log(&w);
+    let ops_on = |path: &str| -> Vec<String> {
+        log.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a log line"))
+            .filter(|v| v["path"] == path || v["to"] == path || v["from"] == path)
+            .map(|v| v["op"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(ops_on("a"), ["created", "dropped"], "{log}");
+    assert_eq!(ops_on("b"), ["created", "dropped"], "{log}");
+    assert_eq!(ops_on("t"), ["created", "dropped"], "{log}");
+    // Renamed since it was made: its deletion is kept, so the rename can be undone.
+    assert_eq!(ops_on("d"), ["renamed", "deleted"], "{log}");
+    assert_eq!(ops_on("keep.txt"), ["deleted"], "{log}");
+    let after = w.state();
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "rollback of a command that made and deleted files");
+    w.guard().arg("undo").output().expect_code(0);
+    after.assert_restored(&w.ws, "undo of that rollback");
+}

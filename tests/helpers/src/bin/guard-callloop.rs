@@ -13,9 +13,13 @@
 //!   `guard-callloop-PID/`, then close: the open is trapped and judged (close is not).
 //! - `open-read`: openat(O_RDONLY) of the same file, then close: never trapped, for contrast.
 //! - `getpid`: the raw getpid system call, never trapped: the baseline.
-//! - `unlink-existing`: creates N files (plus the warm-up's) in a fresh directory
-//!   `guard-callloop-PID/`, outside the timed part, then unlinks them one by one: each unlinkat
+//! - `prepare`: creates the N files (plus the warm-up's) that `unlink-existing` deletes, in
+//!   `guard-callloop-files/` (run it before `guard exec`, so they exist before the run).
+//! - `unlink-existing`: unlinks the files `prepare` made one by one: under guard each unlinkat
 //!   is trapped, and guard moves the file into its journal's store.
+//! - `unlink-made`: creates N files (plus the warm-up's) in a fresh directory
+//!   `guard-callloop-PID/`, outside the timed part, then unlinks them one by one: under guard
+//!   each unlinkat is trapped; files made since the checkpoint are deleted without a copy.
 //! - `create-new`: openat(O_WRONLY|O_CREAT|O_EXCL) of N new names in a fresh directory
 //!   `guard-callloop-PID/`, then close: guard journals each new name and creates the file.
 //! - `sendmsg-connected`: sendmsg of 16 bytes without a destination on a UDP socket connected
@@ -77,7 +81,7 @@ fn open_close(flags: i32) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// The name of file `i` in the directory of `unlink-existing` and `create-new`.
+/// The name of file `i` in the directory of the numbered loops.
 fn numbered(dir: &str, i: u32) -> std::ffi::CString {
     std::ffi::CString::new(format!("{dir}/f{i}")).expect("no NUL in the name")
 }
@@ -115,23 +119,54 @@ fn scratch_dir(op: &str) -> String {
     dir
 }
 
-/// `unlink-existing` and `create-new`: each call works on its own name, so the loop cannot
-/// reuse `call()`.
+/// The directory of the files `prepare` makes for `unlink-existing`.
+const PREPARED: &str = "guard-callloop-files";
+
+/// How many calls the numbered loops make before the clock starts.
+fn warm_up(n: u32) -> u32 {
+    (n / 20).max(10)
+}
+
+/// `prepare`: the files `unlink-existing` deletes, in a directory of their own.
+fn prepare(n: u32) {
+    let cdir = std::ffi::CString::new(PREPARED).expect("no NUL in the name");
+    if unsafe { libc::mkdir(cdir.as_ptr(), 0o755) } != 0 {
+        fail("prepare", "mkdir guard-callloop-files");
+    }
+    for i in 0..warm_up(n) + n {
+        if let Err(what) = create(&numbered(PREPARED, i)) {
+            fail("prepare", what);
+        }
+    }
+}
+
+/// `unlink-existing`, `unlink-made` and `create-new`: each call works on its own name, so the
+/// loop cannot reuse `call()`.
 fn numbered_loop(op: &str, n: u32) -> f64 {
-    let dir = scratch_dir(op);
-    let warm = (n / 20).max(10);
+    let dir = if op == "unlink-existing" {
+        if !std::path::Path::new(PREPARED).is_dir() {
+            eprintln!("guard-callloop: unlink-existing: run `guard-callloop prepare {n}` first");
+            exit(2);
+        }
+        PREPARED.to_string()
+    } else {
+        scratch_dir(op)
+    };
+    let warm = warm_up(n);
     let total = warm + n;
     let names: Vec<_> = (0..total).map(|i| numbered(&dir, i)).collect();
-    let step: fn(&CStr) -> Result<(), &'static str> = if op == "unlink-existing" {
-        // The files to unlink, created before the clock starts.
-        for name in &names {
-            if let Err(what) = create(name) {
-                fail(op, what);
+    let step: fn(&CStr) -> Result<(), &'static str> = match op {
+        "unlink-existing" => unlink,
+        "unlink-made" => {
+            // The files to unlink, created before the clock starts.
+            for name in &names {
+                if let Err(what) = create(name) {
+                    fail(op, what);
+                }
             }
+            unlink
         }
-        unlink
-    } else {
-        create
+        _ => create,
     };
     for name in &names[..warm as usize] {
         if let Err(what) = step(name) {
@@ -199,7 +234,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
         eprintln!(
-            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|unlink-existing|create-new|sendmsg-connected|send-connected N"
+            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|prepare|unlink-existing|unlink-made|create-new|sendmsg-connected|send-connected N"
         );
         exit(2);
     }
@@ -212,7 +247,11 @@ fn main() {
         eprintln!("guard-callloop: N must be a positive integer");
         exit(2);
     }
-    if op == "unlink-existing" || op == "create-new" {
+    if op == "prepare" {
+        prepare(n);
+        return;
+    }
+    if matches!(op, "unlink-existing" | "unlink-made" | "create-new") {
         let ns = numbered_loop(op, n);
         println!("{op} {n} {ns:.1}");
         return;
