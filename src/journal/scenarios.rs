@@ -1,13 +1,16 @@
 //! End-to-end journal scenarios: mutate a varied tree through the hooks exactly as the
 //! supervisor does, roll back, and prove the tree digest is what it was.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::os::fd::AsFd as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use super::fsops::stat_at;
+use super::log::Op;
 use super::*;
+use crate::audit::PathText;
 use crate::policy::{OnDeny, OnFailure, TransactionPolicy};
 
 fn policy(exclude: &[&str], max: u64) -> TransactionPolicy {
@@ -863,4 +866,81 @@ fn renames_out_of_and_into_the_workspace_and_exchanges_come_back() {
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(full_digest(&e), before, "copy mode: {force_copy}");
     }
+}
+
+/// A file guard made since the checkpoint: deleted without a copy, whatever was written to it,
+/// and a rollback still restores the tree exactly, through a crash in between (the entry
+/// written, the unlink not done) and after a rename (which makes it an ordinary kept file).
+#[test]
+fn files_made_since_the_checkpoint_are_dropped_and_still_roll_back() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    let made = |j: &mut Journal, abs: &Path| {
+        create(j, abs, b"made");
+        let f = File::open(abs).expect("open");
+        j.made_file(abs, f.as_fd());
+    };
+    let (a, b, c, d) = (
+        e.ws.join("a"),
+        e.ws.join("b"),
+        e.ws.join("src/c"),
+        e.ws.join("src/d"),
+    );
+    made(&mut j, &a);
+    assert_eq!(write(&mut j, &a, b"rewritten"), Saved::AlreadySaved);
+    meta(&mut j, &a, 0o600);
+    // A second name: its own `created` entry; the inode stays made until its last name goes.
+    j.will_create(&b).expect("will_create");
+    fs::hard_link(&a, &b).expect("link");
+    del(&mut j, &a).expect("delete");
+    del(&mut j, &b).expect("delete");
+    // Renamed since it was made: kept like any other file.
+    made(&mut j, &c);
+    ren(&mut j, &c, &d, 0).expect("rename");
+    del(&mut j, &d).expect("delete");
+    // The entry is written, then a crash before the unlink: the file is still there.
+    made(&mut j, &e.ws.join("crash"));
+    let ops: Vec<&str> = j
+        .entries
+        .iter()
+        .map(|x| match &x.op {
+            Op::Created { .. } => "created",
+            Op::Dropped { .. } => "dropped",
+            Op::Deleted { .. } => "deleted",
+            Op::Renamed { .. } => "renamed",
+            Op::Checkpoint { .. } => "checkpoint",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "checkpoint",
+            "created",
+            "created",
+            "dropped",
+            "dropped",
+            "created",
+            "renamed",
+            "deleted",
+            "created"
+        ]
+    );
+    j.append(Op::Dropped {
+        path: PathText::from("crash"),
+        st: stat_at(j.ws(), OsStr::new("crash"))
+            .expect("stat")
+            .expect("there"),
+    })
+    .expect("append");
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open");
+    j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert_eq!(digest(&e), before);
+    // The reopened journal knows no made file: it keeps what it deletes.
+    j.checkpoint("again", None).expect("checkpoint");
+    assert!(j.made.is_empty());
 }
