@@ -42,9 +42,20 @@ impl Journal {
         (!self.is_excluded(rel)).then(|| PathText::from(rel))
     }
 
-    /// Removes a leftover store object `seq` (a crash can leave one behind).
+    /// Removes store object `seq`, made for an entry that was not logged (or whose call
+    /// failed). Should that fail, the next object made under this seq looks first.
     pub(crate) fn clear_object(&self, seq: u64) {
-        let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
+        if copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq))).is_err() {
+            self.maybe_leftovers.set(true);
+        }
+    }
+
+    /// Before making store object `seq`: removes a leftover of that name, if the store may
+    /// hold one (see `maybe_leftovers`: a crash can leave one behind).
+    pub(crate) fn clear_leftover(&self, seq: u64) {
+        if self.maybe_leftovers.get() {
+            let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
+        }
     }
 
     /// Copies `dir/name` of any kind (a directory with its tree) to `store/<seq>`.
@@ -55,7 +66,7 @@ impl Journal {
         st: &Stat,
         seq: u64,
     ) -> io::Result<Option<String>> {
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         if st.kind != Kind::Dir {
             let obj = Self::object_name(seq);
             return copy::copy_entry(dir, name, self.store(), OsStr::new(&obj), st, false, true);
@@ -239,7 +250,7 @@ impl Journal {
             return Ok(Saved::AlreadySaved);
         }
         let seq = self.next_seq();
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let copy = || -> io::Result<()> {
             let flags = nix::fcntl::OFlag::O_WRONLY
