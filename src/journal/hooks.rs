@@ -11,7 +11,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::path::Path;
 
 use super::copy;
@@ -154,24 +154,57 @@ impl Journal {
         let Some(path) = self.covered_rel(abs) else {
             return Ok(());
         };
-        let inspect = |source| JournalError::Inspect {
+        match fsops::parent_of(self.ws(), Path::new(path.as_os_str())) {
+            Ok((dir, name)) => self.will_create_named(path, dir.as_fd(), &name, abs),
+            // The parent is missing: the create will fail, and an entry for it is harmless.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                self.append(Op::Created {
+                    path,
+                    id: None,
+                    obj: None,
+                })?;
+                Ok(())
+            }
+            Err(source) => Err(JournalError::Inspect {
+                path: abs.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// [`Journal::will_create`] of `abs`, which is `name` in the open directory `dir` (the
+    /// directory the create is made in: no lookup of it by path).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Journal::will_create`].
+    pub fn will_create_in(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+    ) -> Result<(), JournalError> {
+        match self.covered_rel(abs) {
+            Some(path) => self.will_create_named(path, dir, name, abs),
+            None => Ok(()),
+        }
+    }
+
+    fn will_create_named(
+        &mut self,
+        path: PathText,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+    ) -> Result<(), JournalError> {
+        let taken = stat_at(dir, name).map_err(|source| JournalError::Inspect {
             path: abs.to_path_buf(),
             source,
-        };
-        match fsops::parent_of(self.ws(), Path::new(path.as_os_str())) {
-            Ok((dir, name)) => {
-                if stat_at(std::os::fd::AsFd::as_fd(&dir), &name)
-                    .map_err(inspect)?
-                    .is_some()
-                {
-                    return Err(JournalError::Exists {
-                        path: abs.to_path_buf(),
-                    });
-                }
-            }
-            // The parent is missing: the create will fail, and an entry for it is harmless.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
-            Err(e) => return Err(inspect(e)),
+        })?;
+        if taken.is_some() {
+            return Err(JournalError::Exists {
+                path: abs.to_path_buf(),
+            });
         }
         self.append(Op::Created {
             path,
