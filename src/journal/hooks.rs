@@ -11,7 +11,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::path::Path;
 
 use super::copy;
@@ -42,9 +42,20 @@ impl Journal {
         (!self.is_excluded(rel)).then(|| PathText::from(rel))
     }
 
-    /// Removes a leftover store object `seq` (a crash can leave one behind).
+    /// Removes store object `seq`, made for an entry that was not logged (or whose call
+    /// failed). Should that fail, the next object made under this seq looks first.
     pub(crate) fn clear_object(&self, seq: u64) {
-        let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
+        if copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq))).is_err() {
+            self.maybe_leftovers.set(true);
+        }
+    }
+
+    /// Before making store object `seq`: removes a leftover of that name, if the store may
+    /// hold one (see `maybe_leftovers`: a crash can leave one behind).
+    pub(crate) fn clear_leftover(&self, seq: u64) {
+        if self.maybe_leftovers.get() {
+            let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
+        }
     }
 
     /// Copies `dir/name` of any kind (a directory with its tree) to `store/<seq>`.
@@ -55,7 +66,7 @@ impl Journal {
         st: &Stat,
         seq: u64,
     ) -> io::Result<Option<String>> {
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         if st.kind != Kind::Dir {
             let obj = Self::object_name(seq);
             return copy::copy_entry(dir, name, self.store(), OsStr::new(&obj), st, false, true);
@@ -143,24 +154,57 @@ impl Journal {
         let Some(path) = self.covered_rel(abs) else {
             return Ok(());
         };
-        let inspect = |source| JournalError::Inspect {
+        match fsops::parent_of(self.ws(), Path::new(path.as_os_str())) {
+            Ok((dir, name)) => self.will_create_named(path, dir.as_fd(), &name, abs),
+            // The parent is missing: the create will fail, and an entry for it is harmless.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                self.append(Op::Created {
+                    path,
+                    id: None,
+                    obj: None,
+                })?;
+                Ok(())
+            }
+            Err(source) => Err(JournalError::Inspect {
+                path: abs.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// [`Journal::will_create`] of `abs`, which is `name` in the open directory `dir` (the
+    /// directory the create is made in: no lookup of it by path).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Journal::will_create`].
+    pub fn will_create_in(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+    ) -> Result<(), JournalError> {
+        match self.covered_rel(abs) {
+            Some(path) => self.will_create_named(path, dir, name, abs),
+            None => Ok(()),
+        }
+    }
+
+    fn will_create_named(
+        &mut self,
+        path: PathText,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+    ) -> Result<(), JournalError> {
+        let taken = stat_at(dir, name).map_err(|source| JournalError::Inspect {
             path: abs.to_path_buf(),
             source,
-        };
-        match fsops::parent_of(self.ws(), Path::new(path.as_os_str())) {
-            Ok((dir, name)) => {
-                if stat_at(std::os::fd::AsFd::as_fd(&dir), &name)
-                    .map_err(inspect)?
-                    .is_some()
-                {
-                    return Err(JournalError::Exists {
-                        path: abs.to_path_buf(),
-                    });
-                }
-            }
-            // The parent is missing: the create will fail, and an entry for it is harmless.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
-            Err(e) => return Err(inspect(e)),
+        })?;
+        if taken.is_some() {
+            return Err(JournalError::Exists {
+                path: abs.to_path_buf(),
+            });
         }
         self.append(Op::Created {
             path,
@@ -239,7 +283,7 @@ impl Journal {
             return Ok(Saved::AlreadySaved);
         }
         let seq = self.next_seq();
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let copy = || -> io::Result<()> {
             let flags = nix::fcntl::OFlag::O_WRONLY

@@ -239,6 +239,11 @@ pub struct Journal {
     /// and never renamed since ([`Journal::made_file`]): a rollback to the checkpoint removes them, so their
     /// content, metadata and deletion need no copy.
     pub(crate) made: HashSet<FileId>,
+    /// Whether the store may hold an object no entry accounts for, named by a seq not yet in
+    /// the log: left by a crash (so a journal opened again assumes so), or by a failed
+    /// removal. A journal made by this process starts with an empty store, and needs no look
+    /// for one before each object it makes (`clear_leftover`).
+    pub(crate) maybe_leftovers: std::cell::Cell<bool>,
     /// Excluded paths that hold what was journaled (a directory renamed into an excluded
     /// path): journaled like any other path from then on.
     adopted: Vec<PathBuf>,
@@ -404,6 +409,7 @@ impl Journal {
         let store = dir.join("store");
         let store_fd = open_dir(&store).map_err(read_err(&store))?;
         let mut j = Self::assemble(dir, header, store_fd, log, entries)?;
+        j.maybe_leftovers.set(true);
         // Rebuild the per-checkpoint sets, should the run go on.
         let since = j.entries.iter().rposition(|e| {
             matches!(
@@ -466,6 +472,8 @@ impl Journal {
             content_saved: HashMap::new(),
             meta_saved: HashSet::new(),
             made: HashSet::new(),
+            // A fresh store is empty; `open` says otherwise.
+            maybe_leftovers: std::cell::Cell::new(false),
             adopted,
             checkpoint_time: None,
             last_dir: std::cell::RefCell::new(None),

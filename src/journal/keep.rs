@@ -94,7 +94,7 @@ impl Journal {
         seq: u64,
         record: impl FnOnce(&mut Journal, Option<String>) -> io::Result<()>,
     ) -> io::Result<()> {
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
         if self.way(dir, name, st, Some(raw)) == Way::Inode {
@@ -131,7 +131,7 @@ impl Journal {
         st: &Stat,
         seq: u64,
     ) -> io::Result<Option<String>> {
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
         if self.way(dir, name, st, None) == Way::Inode

@@ -431,7 +431,7 @@ impl Journal {
         let current = copy::open_readable(dir, &name).map_err(fail("read", rel))?;
         let now = Stat::from_meta(&current.metadata().map_err(fail("inspect", rel))?);
         let seq = self.next_seq();
-        self.clear_object(seq);
+        self.clear_leftover(seq);
         let save = || -> io::Result<()> {
             let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
             let o = Self::object_name(seq);

@@ -164,7 +164,7 @@ pub fn perform(
         Act::Link { to: at, .. }
         | Act::Symlink { at, .. }
         | Act::Mkdir { at, .. }
-        | Act::Mknod { at, .. } => j.will_create(&at.path),
+        | Act::Mknod { at, .. } => j.will_create_in(at.parent.as_fd(), &at.name, &at.path),
         Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::PathMeta { at, .. } => {
             if at.kind.is_none() {
                 // Nothing there: the call fails as the kernel would, with nothing to record.
@@ -188,7 +188,7 @@ pub fn perform(
             Err(e) => Err(e),
         },
         Act::Open { at, flags, mode } if flags & libc::O_CREAT != 0 && at.kind.is_none() => {
-            if let Err(e) = j.will_create(&at.path) {
+            if let Err(e) = j.will_create_in(at.parent.as_fd(), &at.name, &at.path) {
                 return journal_refused(&e);
             }
             return open(at, *flags, *mode, n, listener, inject, Some(j));
