@@ -167,9 +167,19 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
     Ok(out)
 }
 
+/// The file under the state directory that names the oldest run whose journal was kept by
+/// the last prune: every older run had none left (see [`prune`]).
+const PRUNE_MARK: &str = "prune-mark";
+
 /// Keeps the journals of the newest `keep` runs and removes the other runs' `journal/`
 /// directories (their audit logs and summaries stay). A run still running, or interrupted and
 /// not yet recovered, is never touched.
+///
+/// Each run looks at the runs no older than the oldest journal the last prune kept (its
+/// `prune-mark`), not at every run the state directory ever held: run directories stay, so
+/// that would be one look per past run at every start. Run ids grow with time and a journal is
+/// only made by a new run, so no run older than the mark can have one. (A run started while
+/// the clock was set back could; its journal is then left, never lost.)
 ///
 /// # Errors
 ///
@@ -177,8 +187,11 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
 /// removed before it stay removed).
 pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
     let mut report = PruneReport::default();
+    let mark = std::fs::read_to_string(state.join(PRUNE_MARK)).ok();
+    let mark = mark.as_deref().map(str::trim).filter(|m| !m.is_empty());
     let with_journal: Vec<RunDir> = list_runs(state)
         .into_iter()
+        .take_while(|r| mark.is_none_or(|m| r.id.as_str() >= m))
         .filter(|r| r.path.join("journal").is_dir())
         .collect();
     for (i, run) in with_journal.into_iter().enumerate() {
@@ -196,7 +209,28 @@ pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
         })?;
         report.removed.push(run.id);
     }
+    // The oldest journal left; with none, nothing older than the newest run has one.
+    if let Some(oldest) = report
+        .kept
+        .last()
+        .cloned()
+        .or_else(|| list_runs(state).into_iter().next().map(|r| r.id))
+    {
+        write_mark(state, &oldest);
+    }
     Ok(report)
+}
+
+/// Replaces the prune mark (written aside and renamed, so a reader sees the old or the new
+/// one). A mark that cannot be written only makes the next prune look further back.
+fn write_mark(state: &Path, id: &str) {
+    let tmp = state.join(format!("{PRUNE_MARK}.{}", std::process::id()));
+    let written = std::fs::write(&tmp, format!("{id}\n"))
+        .and_then(|()| std::fs::rename(&tmp, state.join(PRUNE_MARK)));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::debug!("cannot write {}: {e}", state.join(PRUNE_MARK).display());
+    }
 }
 
 /// Gives the owner write and search permission on every directory under `dir` (recorded

@@ -944,3 +944,37 @@ fn files_made_since_the_checkpoint_are_dropped_and_still_roll_back() {
     j.checkpoint("again", None).expect("checkpoint");
     assert!(j.made.is_empty());
 }
+
+/// A prune looks back only as far as the oldest journal the last one kept: older runs, which
+/// had none left, are not looked at again, and newer ones are pruned as before.
+#[test]
+fn prune_looks_back_only_to_the_oldest_journal_it_kept() {
+    let e = env();
+    let state = e.run.join("state");
+    let pol = policy(&[], 1 << 20);
+    let run_with_journal = |i: usize, st: &str| {
+        let run = fake_run(&state, &format!("2026020{i}T000000Z-0001"), &e.ws, st, 1);
+        let mut j = Journal::create(&run.path, &e.ws, &pol, false).expect("create");
+        j.checkpoint("start", None).expect("checkpoint");
+        run
+    };
+    let runs: Vec<_> = (0..4).map(|i| run_with_journal(i, "ended")).collect();
+    let report = prune(&state, 2).expect("prune");
+    assert_eq!(report.removed, [runs[1].id.clone(), runs[0].id.clone()]);
+    let mark = fs::read_to_string(state.join("prune-mark")).expect("mark");
+    assert_eq!(mark.trim(), runs[2].id, "the oldest journal kept");
+    // Something older than the mark is not looked at again (a journal there could only come
+    // from a clock set back: it is left, not lost).
+    fs::create_dir(runs[0].path.join("journal")).expect("mkdir");
+    let newer: Vec<_> = (4..6).map(|i| run_with_journal(i, "ended")).collect();
+    let report = prune(&state, 2).expect("prune again");
+    assert_eq!(report.kept, [newer[1].id.clone(), newer[0].id.clone()]);
+    assert_eq!(report.removed, [runs[3].id.clone(), runs[2].id.clone()]);
+    assert!(runs[0].path.join("journal").exists());
+    let mark = fs::read_to_string(state.join("prune-mark")).expect("mark");
+    assert_eq!(mark.trim(), newer[0].id);
+    // Without a mark, every run is looked at.
+    fs::remove_file(state.join("prune-mark")).expect("rm mark");
+    let report = prune(&state, 2).expect("prune without a mark");
+    assert_eq!(report.removed, [runs[0].id.clone()]);
+}
