@@ -158,12 +158,7 @@ impl Journal {
             Ok((dir, name)) => self.will_create_named(path, dir.as_fd(), &name, abs),
             // The parent is missing: the create will fail, and an entry for it is harmless.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                self.append(Op::Created {
-                    path,
-                    id: None,
-                    obj: None,
-                })?;
-                Ok(())
+                self.record_created(path)
             }
             Err(source) => Err(JournalError::Inspect {
                 path: abs.to_path_buf(),
@@ -206,12 +201,17 @@ impl Journal {
                 path: abs.to_path_buf(),
             });
         }
+        self.record_created(path)
+    }
+
+    /// Appends that `path` is about to be created (by a call guard performs).
+    fn record_created(&mut self, path: PathText) -> Result<(), JournalError> {
         self.append(Op::Created {
             path,
             id: None,
             obj: None,
-        })?;
-        Ok(())
+        })
+        .map(|_| ())
     }
 
     /// After guard created the file `abs` itself (an exclusive create, so the inode `file` is
