@@ -1,25 +1,28 @@
 //! [`tree_digest`]: one sha256 over a workspace tree, the proof that a rollback restored it.
 //!
-//! The tree is walked once, relative to directory descriptors (no path is resolved twice),
-//! and the files' contents are hashed by a few threads at once; the digest is then computed
-//! in name order, so it does not depend on how the work was shared.
+//! The tree is walked once, relative to directory descriptors (no path is resolved twice).
+//! The walk hands each regular file to a few hashing threads as soon as it lists it, so the
+//! listing and the hashing overlap; a thread opens the file, takes its mode from the open
+//! descriptor (no second lookup of the name) and hashes it. The digest is then computed in
+//! name order, so it does not depend on how the work was shared.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use nix::dir::Type;
 use nix::fcntl::OFlag;
 use sha2::{Digest as _, Sha256};
 
 use super::fsops;
 use super::journal::{compile_exclude, excluded};
-use super::log::Kind;
+use super::log::{Kind, Stat};
 
 /// The digest of the tree under `root`: every entry's relative name, type, permission bits
 /// (0o7777), file content (sha256) and symlink target, directories included (so empty ones
@@ -32,145 +35,285 @@ use super::log::Kind;
 pub fn tree_digest(root: &Path, exclude: &[String]) -> io::Result<String> {
     let set = compile_exclude(exclude).map_err(io::Error::other)?;
     let root_fd = Arc::new(File::open(root).map(OwnedFd::from)?);
-    let mut items = Vec::new();
-    let mut files = Vec::new();
-    walk(&root_fd, Path::new(""), &set, &mut items, &mut files)?;
-    let sums = hash_all(&files)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let (tx, rx) = mpsc::channel::<FileRef>();
+    let rx = Mutex::new(rx);
+    let (items, looked) = std::thread::scope(|s| -> io::Result<_> {
+        let rx = &rx;
+        let hashers: Vec<_> = (0..threads)
+            .map(|_| s.spawn(move || look_at_files(rx)))
+            .collect();
+        let mut walk = Walk {
+            set: &set,
+            items: Vec::new(),
+            files: 0,
+            tx,
+        };
+        let walked = walk.dir(&root_fd, Path::new(""));
+        let Walk {
+            items, files, tx, ..
+        } = walk;
+        // The hashers end when the list does.
+        drop(tx);
+        let mut looked: Vec<Option<Looked>> = (0..files).map(|_| None).collect();
+        let mut failed = None;
+        for h in hashers {
+            match h.join() {
+                Ok(Ok(part)) => part.into_iter().for_each(|(i, l)| looked[i] = Some(l)),
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(_) => failed = failed.or(Some(io::Error::other("hashing thread panicked"))),
+            }
+        }
+        walked?;
+        failed.map_or(Ok((items, looked)), Err)
+    })?;
     let mut h = Sha256::new();
     for item in &items {
-        match item {
-            Item::Entry {
-                rel,
-                kind,
-                mode,
-                detail,
-            } => {
-                let bytes = rel.as_bytes();
-                h.update((bytes.len() as u64).to_le_bytes());
-                h.update(bytes);
-                h.update(kind);
-                h.update(mode.to_le_bytes());
-                match detail {
-                    Detail::File(i) => h.update(sums[*i].as_bytes()),
-                    Detail::Link(t) => {
-                        let t = t.as_bytes();
-                        h.update((t.len() as u64).to_le_bytes());
-                        h.update(t);
-                    }
-                    Detail::Dir => {}
-                    Detail::Node(rdev) => h.update(rdev.to_le_bytes()),
-                }
+        let Item::Entry { rel, what } = item else {
+            h.update(b"/end");
+            continue;
+        };
+        let (kind, mode, detail) = match what {
+            What::Known { kind, mode, detail } => (*kind, *mode, detail),
+            What::File(i) => {
+                let l = looked[*i]
+                    .as_ref()
+                    .ok_or_else(|| io::Error::other("a file was listed but not hashed"))?;
+                (l.kind, l.mode, &l.detail)
             }
-            Item::End => h.update(b"/end"),
+        };
+        let bytes = rel.as_bytes();
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+        h.update(kind);
+        h.update(mode.to_le_bytes());
+        match detail {
+            Detail::Sum(sum) => h.update(sum.as_bytes()),
+            Detail::Link(t) => {
+                let t = t.as_bytes();
+                h.update((t.len() as u64).to_le_bytes());
+                h.update(t);
+            }
+            Detail::Dir => {}
+            Detail::Node(rdev) => h.update(rdev.to_le_bytes()),
         }
     }
     Ok(fsops::hex(&h.finalize()))
 }
 
 enum Detail {
-    /// Index into the list of files to hash.
-    File(usize),
+    /// A file's content, sha256 in hex.
+    Sum(String),
     Link(OsString),
     Dir,
     Node(u64),
 }
 
-/// What the digest takes in, in order: an entry, or the end of a directory's entries.
-enum Item {
-    Entry {
-        rel: OsString,
+/// An entry's type, permission bits and detail, as the digest takes them in.
+struct Looked {
+    kind: &'static [u8],
+    mode: u32,
+    detail: Detail,
+}
+
+enum What {
+    Known {
         kind: &'static [u8],
         mode: u32,
         detail: Detail,
     },
+    /// A file handed to the hashers, by its index in the order the walk listed files.
+    File(usize),
+}
+
+/// What the digest takes in, in order: an entry, or the end of a directory's entries.
+enum Item {
+    Entry { rel: OsString, what: What },
     End,
 }
 
-/// A file to hash: its directory and name.
-type FileRef = (Arc<OwnedFd>, OsString);
+/// A file to hash: its index, its directory and its name.
+type FileRef = (usize, Arc<OwnedFd>, OsString);
 
-fn walk(
-    dir: &Arc<OwnedFd>,
-    rel: &Path,
-    set: &globset::GlobSet,
-    items: &mut Vec<Item>,
-    files: &mut Vec<FileRef>,
-) -> io::Result<()> {
-    let mut names = fsops::list_dir(dir.as_fd(), std::ffi::OsStr::new("."))?;
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for name in names {
-        let child = rel.join(&name);
-        if excluded(set, &child) {
-            continue;
-        }
-        let st = fsops::stat_at(dir.as_fd(), &name)?
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
-        let (kind, detail): (&'static [u8], Detail) = match st.kind {
-            Kind::Dir => (b"d", Detail::Dir),
-            Kind::Symlink => (b"l", Detail::Link(fsops::readlink_at(dir.as_fd(), &name)?)),
-            Kind::File => {
-                files.push((Arc::clone(dir), name.clone()));
-                (b"f", Detail::File(files.len() - 1))
+struct Walk<'a> {
+    set: &'a globset::GlobSet,
+    items: Vec<Item>,
+    /// Files handed to the hashers so far.
+    files: usize,
+    tx: mpsc::Sender<FileRef>,
+}
+
+impl Walk<'_> {
+    fn dir(&mut self, dir: &Arc<OwnedFd>, rel: &Path) -> io::Result<()> {
+        let mut names = list_typed(dir.as_fd())?;
+        names.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, listed) in names {
+            let child = rel.join(&name);
+            if excluded(self.set, &child) {
+                continue;
             }
-            _ => (b"o", Detail::Node(st.rdev)),
-        };
-        let is_dir = st.kind == Kind::Dir;
-        items.push(Item::Entry {
-            rel: child.clone().into_os_string(),
-            kind,
-            mode: st.mode,
-            detail,
-        });
-        if is_dir {
-            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
-            let sub = Arc::new(fsops::open_at(dir.as_fd(), &name, flags, 0)?);
-            walk(&sub, &child, set, items, files)?;
-            items.push(Item::End);
-        }
-    }
-    Ok(())
-}
-
-/// The sha256 (hex) of every file, by a few threads sharing the list.
-fn hash_all(files: &[FileRef]) -> io::Result<Vec<String>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(files.len().max(1));
-    let next = AtomicUsize::new(0);
-    let work = || -> io::Result<Vec<(usize, String)>> {
-        let mut buf = vec![0u8; 1 << 16];
-        let mut out = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some((dir, name)) = files.get(i) else {
-                return Ok(out);
+            let rel_name = child.clone().into_os_string();
+            if listed == Some(Type::File) {
+                self.hand_over(dir, name);
+                self.items.push(Item::Entry {
+                    rel: rel_name,
+                    what: What::File(self.files - 1),
+                });
+                continue;
+            }
+            // A directory is opened (to walk it) and its mode read from the descriptor.
+            let sub = match listed {
+                Some(Type::Directory) => open_dir(dir.as_fd(), &name)?,
+                _ => None,
             };
-            let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
-            let file = File::from(fsops::open_at(dir.as_fd(), name, flags, 0)?);
-            out.push((i, hash(&file, &mut buf)?));
+            let st = match &sub {
+                Some(fd) => fstat(fd.as_fd())?,
+                None => fsops::stat_at(dir.as_fd(), &name)?
+                    .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?,
+            };
+            let what = match st.kind {
+                Kind::File => {
+                    self.hand_over(dir, name.clone());
+                    What::File(self.files - 1)
+                }
+                Kind::Dir => What::Known {
+                    kind: b"d",
+                    mode: st.mode,
+                    detail: Detail::Dir,
+                },
+                _ => known(dir.as_fd(), &name, &st)?,
+            };
+            self.items.push(Item::Entry {
+                rel: rel_name,
+                what,
+            });
+            if st.kind == Kind::Dir {
+                let sub = match sub {
+                    Some(fd) => fd,
+                    None => open_dir(dir.as_fd(), &name)?
+                        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOTDIR))?,
+                };
+                self.dir(&Arc::new(sub), &child)?;
+                self.items.push(Item::End);
+            }
         }
-    };
-    let parts: Vec<io::Result<Vec<(usize, String)>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("hashing thread panicked")))
-            })
-            .collect()
-    });
-    let mut sums = vec![String::new(); files.len()];
-    for part in parts {
-        for (i, sum) in part? {
-            sums[i] = sum;
-        }
+        Ok(())
     }
-    Ok(sums)
+
+    fn hand_over(&mut self, dir: &Arc<OwnedFd>, name: OsString) {
+        // The hashers outlive the walk, so a send cannot fail while it runs.
+        let _ = self.tx.send((self.files, Arc::clone(dir), name));
+        self.files += 1;
+    }
 }
 
-fn hash(file: &File, buf: &mut [u8]) -> io::Result<String> {
+/// A symlink's target or a special file's device number (not opened: opening a device can
+/// act on it).
+fn known(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<What> {
+    Ok(match st.kind {
+        Kind::Symlink => What::Known {
+            kind: b"l",
+            mode: st.mode,
+            detail: Detail::Link(fsops::readlink_at(dir, name)?),
+        },
+        _ => What::Known {
+            kind: b"o",
+            mode: st.mode,
+            detail: Detail::Node(st.rdev),
+        },
+    })
+}
+
+/// `dir/name` opened as a directory, `None` when it is no directory (any more).
+fn open_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<OwnedFd>> {
+    match fsops::open_at(dir, name, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
+    Ok(Stat::from_nix(&nix::sys::stat::fstat(fd.as_raw_fd())?))
+}
+
+/// The names in `dir` with the type the listing gives (`None` where the file system gives
+/// none), without `.` and `..`.
+fn list_typed(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, Option<Type>)>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut d = nix::dir::Dir::openat(
+        Some(dir.as_raw_fd()),
+        ".",
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let mut out = Vec::new();
+    for e in d.iter() {
+        let e = e?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push((OsStr::from_bytes(n).to_owned(), e.file_type()));
+        }
+    }
+    Ok(out)
+}
+
+/// A hashing thread: takes files off the list until it is closed.
+fn look_at_files(rx: &Mutex<mpsc::Receiver<FileRef>>) -> io::Result<Vec<(usize, Looked)>> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = Vec::new();
+    loop {
+        let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok((i, dir, name)) = next else {
+            return Ok(out);
+        };
+        out.push((i, look_at_file(dir.as_fd(), &name, &mut buf)?));
+    }
+}
+
+/// A file the walk listed as regular: opened without following a symlink and without
+/// blocking, its type and mode read from the descriptor, its content hashed. What is no
+/// regular file by then is taken as it is now, by its name.
+fn look_at_file(dir: BorrowedFd<'_>, name: &OsStr, buf: &mut [u8]) -> io::Result<Looked> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    let file = match fsops::open_at(dir, name, flags, 0) {
+        Ok(fd) => File::from(fd),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => {
+            // Now a symlink, or a socket.
+            let st = fsops::stat_at(dir, name)?
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+            return match known(dir, name, &st)? {
+                What::Known { kind, mode, detail } if st.kind != Kind::File => {
+                    Ok(Looked { kind, mode, detail })
+                }
+                _ => Err(e),
+            };
+        }
+        Err(e) => return Err(e),
+    };
+    let st = fstat(file.as_fd())?;
+    match st.kind {
+        Kind::File => Ok(Looked {
+            kind: b"f",
+            mode: st.mode,
+            detail: Detail::Sum(hash(&file, st.size, buf)?),
+        }),
+        // Replaced by a directory while the tree was being walked.
+        Kind::Dir => Err(io::Error::from_raw_os_error(libc::EISDIR)),
+        _ => Ok(Looked {
+            kind: b"o",
+            mode: st.mode,
+            detail: Detail::Node(st.rdev),
+        }),
+    }
+}
+
+/// The sha256 (hex) of `file`'s content. A short read at or past the `size` its descriptor
+/// showed is its end: the read that would return 0 is saved (one system call per file, most
+/// files being smaller than `buf`). A file that grew since is read on to its new end.
+fn hash(file: &File, size: u64, buf: &mut [u8]) -> io::Result<String> {
     let mut h = Sha256::new();
     let mut off = 0u64;
     loop {
@@ -180,6 +323,9 @@ fn hash(file: &File, buf: &mut [u8]) -> io::Result<String> {
         }
         h.update(&buf[..n]);
         off += n as u64;
+        if n < buf.len() && off >= size {
+            break;
+        }
     }
     Ok(fsops::hex(&h.finalize()))
 }
@@ -207,6 +353,49 @@ mod tests {
         assert_ne!(d2, d1);
         std::fs::write(root.join("a/f"), b"z").expect("write");
         assert_ne!(tree_digest(root, &ex).expect("digest"), d2);
+    }
+
+    #[test]
+    fn files_around_the_read_size_and_special_files_digest_by_what_they_are() {
+        // Sizes at and around the 64 KiB read, where the short read ends the file; a fifo and
+        // a symlink listed among them; the same tree digested by hand must agree.
+        let ws = tempfile::tempdir().expect("tempdir");
+        let root = ws.path();
+        let sizes = [0usize, 1, 65_535, 65_536, 65_537, 200_000];
+        let mut h = Sha256::new();
+        let entry = |h: &mut Sha256, rel: &[u8], kind: &[u8], mode: u32| {
+            h.update((rel.len() as u64).to_le_bytes());
+            h.update(rel);
+            h.update(kind);
+            h.update(mode.to_le_bytes());
+        };
+        for (i, n) in sizes.iter().enumerate() {
+            let content: Vec<u8> = (0..*n).map(|b| (b * 7 + i) as u8).collect();
+            let name = format!("f{i}");
+            std::fs::write(root.join(&name), &content).expect("write");
+            std::fs::set_permissions(
+                root.join(&name),
+                std::os::unix::fs::PermissionsExt::from_mode(0o644),
+            )
+            .expect("chmod");
+            entry(&mut h, name.as_bytes(), b"f", 0o644);
+            h.update(fsops::hex(&Sha256::digest(&content)).as_bytes());
+        }
+        nix::unistd::mkfifo(
+            &root.join("p"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        entry(&mut h, b"p", b"o", 0o600);
+        h.update(0u64.to_le_bytes());
+        std::os::unix::fs::symlink("f0", root.join("s")).expect("symlink");
+        entry(&mut h, b"s", b"l", 0o777);
+        h.update(2u64.to_le_bytes());
+        h.update(b"f0");
+        assert_eq!(
+            tree_digest(root, &[]).expect("digest"),
+            fsops::hex(&h.finalize())
+        );
     }
 
     #[test]

@@ -177,7 +177,7 @@ fn every_mutation_rolls_back_to_the_same_digest() {
         if force_copy {
             assert_eq!(j.mode(), StoreMode::Copy);
         } else {
-            assert!(matches!(j.mode(), StoreMode::Move { .. }));
+            assert!(matches!(j.mode(), StoreMode::Move));
         }
         let cp = j.checkpoint("run start", Some(1)).expect("checkpoint");
         mutate_everything(&mut j, &e.ws);
