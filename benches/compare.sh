@@ -406,6 +406,13 @@ log "rm -rf of the tree and rollback: $REPS_RM repetitions"
 export GUARD_STATE_DIR="$WORK/state-rm" GUARD_KEEP_RUNS=100000
 mkdir -p "$GUARD_STATE_DIR"
 RMWS="$WORK/rmws" SMALLWS="$WORK/smallws"
+NO_MASS_DELETE="$WORK/no-mass-delete.toml"
+cat >"$NO_MASS_DELETE" <<'TOML'
+name = "no-mass-delete"
+description = "benchmark: the mass-deletion rule off, so an --atomic rm -rf runs to its end"
+[transaction]
+mass-delete = { action = "allow" }
+TOML
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 : >"$RAW/rm.tsv"
 CHECKS_OK=0 CHECKS=0 UNDONE="" STORE_MB="" CHECK_FAIL=""
@@ -438,11 +445,21 @@ for ((r = 1; r <= REPS_RM; r++)); do
     UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*: \([0-9]*\) change(s) undone.*/\1/p')
     check_restored "$r"
     # --atomic: the same rm -rf in a run that then fails, so guard rolls the whole run back
-    # before it exits (the digest at the start, the deletions, the rollback, the check).
+    # before it exits (the digest at the start, the deletions, the rollback, the check). The
+    # agent profile's mass-deletion rule would stop this rm -rf half-way (--atomic makes the
+    # rule a denial); a profile layered on top switches the rule off, so all of it runs.
     t=$(date +%s%N)
-    (cd "$RMWS" && "$GUARD" exec -w "$RMWS" --atomic -- sh -c 'rm -rf tree; exit 3') >/dev/null 2>&1 || true
+    out=$(cd "$RMWS" && "$GUARD" exec -w "$RMWS" -p agent -p "$NO_MASS_DELETE" --atomic -- sh -c 'rm -rf tree; exit 3' 2>&1 >/dev/null) || true
     printf 'rm-atomic\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
+    ATOMIC_UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*(\([0-9]*\) change(s) undone).*/\1/p')
     check_restored "atomic-$r"
+    sync
+    # The same with the agent profile as it is: the rule stops the run at half the workspace.
+    t=$(date +%s%N)
+    out=$(cd "$RMWS" && "$GUARD" exec -w "$RMWS" --atomic -- sh -c 'rm -rf tree; exit 3' 2>&1 >/dev/null) || true
+    printf 'rm-atomic-stopped\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
+    STOPPED_UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*(\([0-9]*\) change(s) undone).*/\1/p')
+    check_restored "atomic-stopped-$r"
     sync
     # For contrast: the rollback of a run that deleted one file, in the 10k-file workspace and
     # in a one-file workspace (what scales with the workspace, not with the entries).
@@ -460,7 +477,7 @@ done
 rm -rf "$RMWS" "$SMALLWS"
 unset GUARD_KEEP_RUNS
 declare -A RMED=() RLO=() RHI=()
-for k in rm-bare rm-guard rollback rm-atomic rollback-1-big rollback-1-small cp git; do
+for k in rm-bare rm-guard rollback rm-atomic rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
     read -r med lo hi < <(awk -F'\t' -v k="$k" '$1==k {print $3}' "$RAW/rm.tsv" | sort -g | awk '{v[NR]=$1} END {
         med = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2
         print med, v[1], v[NR] }')
@@ -469,12 +486,13 @@ done
 RM_MD="$WORK/rm.md"
 {
     printf '| what (%s repetitions) | median ms | min ms | max ms |\n|---|---:|---:|---:|\n' "$REPS_RM"
-    for k in rm-bare rm-guard rollback rm-atomic rollback-1-big rollback-1-small cp git; do
+    for k in rm-bare rm-guard rollback rm-atomic rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
         case $k in
         rm-bare) d='`rm -rf tree`, bare' ;;
         rm-guard) d='`guard exec -- rm -rf tree` (whole run: start, rm, seal)' ;;
         rollback) d='`guard rollback RUN` of that run' ;;
-        rm-atomic) d='`guard exec --atomic -- sh -c "rm -rf tree; exit 3"` (whole run: digest, rm, rollback at exit, check)' ;;
+        rm-atomic) d="\`guard exec -p agent -p no-mass-delete.toml --atomic -- sh -c \"rm -rf tree; exit 3\"\` (whole run: digest, rm of all $ATOMIC_UNDONE entries, rollback at exit, check)" ;;
+        rm-atomic-stopped) d="\`guard exec --atomic -- sh -c \"rm -rf tree; exit 3\"\` (agent's mass-deletion rule stops it: $STOPPED_UNDONE entries deleted, then rolled back and checked)" ;;
         rollback-1-big) d='`guard rollback` of a run that deleted 1 file, in the 10k-file workspace' ;;
         rollback-1-small) d='`guard rollback` of a run that deleted 1 file, in a 1-file workspace' ;;
         cp) d='`cp -a tree copy` (the naive snapshot)' ;;
@@ -767,9 +785,11 @@ cat >>"$REPORT" <<NOTES
   with the workspace (no digest of the tree unless \`--verify\` is given): rolling back a
   one-file deletion takes ${RMED[rollback-1-big]} ms in the 10k-file workspace against
   ${RMED[rollback-1-small]} ms in a one-file workspace. The \`--atomic\` run does it all in one
-  command: a digest of the whole tree at the start, the ${UNDONE} judged deletions, the rollback
+  command: a digest of the whole tree at the start, the ${ATOMIC_UNDONE} judged deletions, the rollback
   when the command fails, and a second digest to prove the tree is back:
-  ${RMED[rm-atomic]} ms. For context, \`cp -a\` of the tree (the naive snapshot, taken
+  ${RMED[rm-atomic]} ms. That run layers a profile that switches the agent profile's
+  mass-deletion rule off: with the rule on, \`--atomic\` makes it a denial, and the run is
+  stopped after ${STOPPED_UNDONE} deletions and rolled back, in ${RMED[rm-atomic-stopped]} ms. For context, \`cp -a\` of the tree (the naive snapshot, taken
   before every run) costs ${RMED[cp]} ms and a first \`git add -A && git commit\` ${RMED[git]} ms;
   guard's journal costs nothing up front and pays per change.
 - **Audit writes are off the hot path**: the supervisor only counts the decision and queues the
