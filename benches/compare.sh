@@ -675,11 +675,12 @@ $(cat "$RM_MD")
 \`decide/*\` (\`benches/decide.rs\`): the pure policy decision on the \`agent\` profile.
 \`per-call/*\` (\`benches/per_call.rs\`): a notification made up in the benchmark's own process
 taken through the supervisor's stages (decode; read: one process_vm_readv; resolve: the walk
-through /proc/PID and the pinned parent directory; decide + react; record: the audit event), as
-the supervisor does for a trapped call, without the kernel's round trip, the id check, the
-caller's credentials or performing the call. The \`unlinkat missing name\` rows are prefixes of
-the stages: their differences are what each stage costs. The last row is the audit writer
-thread's share (one decision to its JSON line), off the hot path.
+through /proc/PID and the pinned parent directory; decide + react; record: the decision's facts
+handed to the audit writer), as the supervisor does for a trapped call, without the kernel's
+round trip, the id check, the caller's credentials or performing the call. The \`unlinkat
+missing name\` rows are prefixes of the stages: their differences are what each stage costs.
+The last row is the audit writer thread's share, off the hot path: the facts to an event, and
+the event to its JSON line.
 
 $(cat "$DECIDE_MD")
 

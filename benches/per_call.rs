@@ -2,7 +2,8 @@
 //! notification made up here (this process as the caller, the path in this process's memory)
 //! goes through decode, read (process_vm_readv of our own memory), resolve (the real walk of a
 //! real workspace, through /proc/PID), decide + react (the `agent` profile) and record (the
-//! audit event handed to the writer thread), as `supervisor::handle` takes it. Each prefix of
+//! decision's facts handed to the writer thread, which builds the audit event from them), as
+//! `supervisor::handle` takes it. Each prefix of
 //! the stages is timed for `unlinkat` of a missing name, so the differences say what each stage
 //! costs; the other calls are timed whole. Not measured here: receiving and answering the
 //! notification, the id check, the caller's credentials, performing the call, the journal.
@@ -96,13 +97,20 @@ fn bench_per_call(c: &mut Criterion) {
             b.iter(|| per_call.run(black_box(n), Stage::Record))
         });
     }
-    // The audit writer thread's share: one decision event to its JSON line.
-    let Reached::Event(event) = per_call.run(&unlink_missing, Stage::Record) else {
-        panic!("unlinkat of a missing name makes an audit event");
-    };
-    let event = Event::Decision(*event);
+    // The audit writer thread's share: the decision's facts to an event, and the event to its
+    // JSON line.
     group.bench_function("audit line of a decision (writer thread)", |b| {
-        b.iter(|| encode(black_box(&event), "20261202T000000.000000Z-bench"))
+        b.iter_batched(
+            || match per_call.run(&unlink_missing, Stage::Record) {
+                Reached::Event(build) => build,
+                _ => panic!("unlinkat of a missing name makes an audit event"),
+            },
+            |build| {
+                let event = Event::Decision(build());
+                encode(black_box(&event), "20261202T000000.000000Z-bench")
+            },
+            criterion::BatchSize::SmallInput,
+        )
     });
     group.finish();
 }

@@ -112,6 +112,8 @@ pub struct AuditStats {
 
 enum Msg {
     Event(Timestamp, Box<Event>),
+    /// A decision whose event the writer thread builds (see [`AuditWriter::decision_with`]).
+    Decision(Timestamp, Box<dyn FnOnce() -> Decision + Send>),
     Finish(Box<RunEnd>),
 }
 
@@ -257,27 +259,52 @@ impl AuditHandle {
 
     /// Counts `d` under its verdict, then queues it if the rate limit for its verdict allows.
     pub fn decision(&self, d: Decision) {
-        self.shared.counts[d.verdict as usize].fetch_add(1, Ordering::Relaxed);
-        let limit = if d.verdict.is_denial() {
+        if self.admit(d.verdict) {
+            self.send(Event::Decision(d));
+        }
+    }
+
+    /// [`decision`](Self::decision) for a caller on a hot path: `verdict` is counted and
+    /// rate-limited now, and `build` makes the event on the writer thread, with the time
+    /// stamped now. The caller hands over what it holds instead of converting it (names to
+    /// text, numbers to names) while a sandboxed call waits.
+    pub fn decision_with(
+        &self,
+        verdict: Verdict,
+        build: impl FnOnce() -> Decision + Send + 'static,
+    ) {
+        if self.admit(verdict) {
+            self.send_msg(|time| Msg::Decision(time, Box::new(build)));
+        }
+    }
+
+    /// Counts a decision under `verdict`; whether the rate limit for it lets it be written.
+    fn admit(&self, verdict: Verdict) -> bool {
+        self.shared.counts[verdict as usize].fetch_add(1, Ordering::Relaxed);
+        let limit = if verdict.is_denial() {
             &self.shared.denials
         } else {
             &self.shared.decisions
         };
-        if limit.admit() {
-            self.send(Event::Decision(d));
-        } else {
+        let admitted = limit.admit();
+        if !admitted {
             self.shared.rate_limited.fetch_add(1, Ordering::Relaxed);
         }
+        admitted
     }
 
     fn send(&self, event: Event) {
+        self.send_msg(|time| Msg::Event(time, Box::new(event)));
+    }
+
+    fn send_msg(&self, msg: impl FnOnce(Timestamp) -> Msg) {
         let shared = &self.shared;
         if shared.queued.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
             shared.queued.fetch_sub(1, Ordering::Relaxed);
             shared.overflow.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let msg = Msg::Event(Timestamp::now(), Box::new(event));
+        let msg = msg(Timestamp::now());
         if self.tx.send(msg).is_err() {
             shared.queued.fetch_sub(1, Ordering::Relaxed);
             shared.overflow.fetch_add(1, Ordering::Relaxed);
@@ -356,6 +383,10 @@ impl WriterThread {
                     Msg::Event(time, event) => {
                         self.shared.queued.fetch_sub(1, Ordering::Relaxed);
                         self.write(&event, time)
+                    }
+                    Msg::Decision(time, build) => {
+                        self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                        self.write(&Event::Decision(build()), time)
                     }
                     Msg::Finish(end) => return self.finish(*end),
                 }

@@ -1,8 +1,8 @@
 //! The supervisor's per-call work without the kernel's round trip, for `benches/per_call.rs`:
 //! a notification built by the benchmark (its own pid, registers pointing into its own
 //! memory) goes down the same stages `handle` takes it through, up to a chosen one: decode,
-//! read, resolve, decide (with `policy::react`), record (the audit event the writer thread is
-//! handed). Nothing is answered, validated or performed, and the caller's credentials are not
+//! read, resolve, decide (with `policy::react`), record (what the writer thread is handed: the
+//! decision's facts, from which it builds the audit event). Nothing is answered, validated or performed, and the caller's credentials are not
 //! taken on: those need a trapped task. Timing each prefix says what each stage costs.
 //!
 //! Not part of the library's interface (hidden from its documentation); it exists so that a
@@ -38,14 +38,14 @@ pub struct PerCall {
 }
 
 /// How far a call went.
-#[derive(Debug, PartialEq, Eq)]
 pub enum Reached {
     /// The stage asked for was done; the call would be judged.
     Stage(Stage),
     /// The resolve stage let the call through unjudged (or carries it without a decision).
     Unjudged,
-    /// The audit event, built (the last stage).
-    Event(Box<audit::Decision>),
+    /// What the writer thread is handed (the last stage): calling it builds the audit event,
+    /// the writer thread's share.
+    Event(Box<dyn FnOnce() -> audit::Decision + Send>),
 }
 
 impl PerCall {
@@ -94,8 +94,9 @@ impl PerCall {
             return Reached::Stage(last);
         }
         let who = self.procs.get(n.pid);
-        let record = Record::of(who, n, &judged, &verdict, reaction);
+        let record = Record::of(who, n, judged, verdict, reaction);
         self.seq += 1;
-        Reached::Event(Box::new(record.into_event(self.seq, 0)))
+        let seq = self.seq;
+        Reached::Event(Box::new(move || record.into_event(seq, 0)))
     }
 }

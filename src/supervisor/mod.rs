@@ -338,7 +338,8 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
     let (policy, verdict) = judge::decide(core, n.pid, &judged);
     let repeat = explain::is_repeat(core, n.pid, &judged, &verdict);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
-    let mut record = Record::new(core, &n, &judged, &verdict, reaction);
+    let who = Record::who(core, &n, &judged);
+    let mut notes = Vec::new();
     let answer = match (
         react::react(core, n.pid, &judged, &verdict, reaction),
         &judged,
@@ -348,9 +349,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
                 // Its credentials are computed anew, and its process's other threads end.
                 core.callers.exec(n.pid);
             }
-            if let Some(note) = explain::landlock_refuses_exec(core, n.pid, r, &policy) {
-                record.note(Some(note));
-            }
+            notes.extend(explain::landlock_refuses_exec(core, n.pid, r, &policy));
             let caller = if r.act.creates_with_mode() {
                 core.callers.caller(n.pid, true)
             } else {
@@ -361,7 +360,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
                     let (answer, note) = creds::for_caller(caller, || {
                         perform::perform(core, &n, r, tx, inject, &policy)
                     });
-                    record.note(note);
+                    notes.extend(note);
                     answer
                 }
                 // The caller is gone (its /proc entry with it): nothing to answer.
@@ -381,6 +380,8 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         answer::answer(core, n.id, a);
     }
     if !repeat {
+        let mut record = Record::of(who, &n, judged, verdict, reaction);
+        notes.into_iter().for_each(|note| record.note(Some(note)));
         record::record(core, record, start);
     }
 }

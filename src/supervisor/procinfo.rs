@@ -6,17 +6,20 @@
 //! bounds the damage of pid reuse, which would need the whole pid space to wrap within it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TTL: Duration = Duration::from_secs(1);
 const MAX_ENTRIES: usize = 4096;
 
+/// Shared, so that a cache hit on every judged call copies two pointers, not two strings.
 #[derive(Debug, Clone)]
 pub struct ProcInfo {
     /// Raw bytes: a process may name itself anything (prctl PR_SET_NAME).
-    pub comm: std::ffi::OsString,
-    pub exe: Option<PathBuf>,
+    pub comm: Arc<OsStr>,
+    pub exe: Option<Arc<Path>>,
 }
 
 #[derive(Debug, Default)]
@@ -40,10 +43,12 @@ impl ProcCache {
                     if b.last() == Some(&b'\n') {
                         b.pop();
                     }
-                    std::os::unix::ffi::OsStringExt::from_vec(b)
+                    Arc::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
                 })
-                .unwrap_or_default(),
-            exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+                .unwrap_or_else(|_| Arc::from(OsStr::new(""))),
+            exe: std::fs::read_link(format!("/proc/{pid}/exe"))
+                .ok()
+                .map(Arc::from),
         };
         if self.entries.len() >= MAX_ENTRIES {
             self.entries
@@ -72,7 +77,7 @@ mod tests {
         let me = std::process::id();
         let info = c.get(me);
         assert!(!info.comm.is_empty());
-        assert_eq!(info.exe, std::env::current_exe().ok());
+        assert_eq!(info.exe.as_deref(), std::env::current_exe().ok().as_deref());
         c.forget(me);
         assert!(c.entries.is_empty());
     }

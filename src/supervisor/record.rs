@@ -2,9 +2,10 @@
 //! caller's `comm` and executable, read before the call is answered: afterwards the process
 //! may be gone), what it was, the verdict as carried out, and how long it took.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::audit;
@@ -17,52 +18,45 @@ use super::{lock, Core, Judged};
 /// The facts of one decision, before they become an audit event.
 pub(super) struct Record {
     pid: u32,
-    comm: OsString,
+    comm: Arc<OsStr>,
     syscall: &'static str,
     op: Option<&'static str>,
     path: Option<PathBuf>,
     path2: Option<PathBuf>,
     argv: Option<Vec<OsString>>,
-    exe: Option<PathBuf>,
+    exe: Option<Arc<Path>>,
     cwd: Option<PathBuf>,
-    addr: Option<String>,
+    addr: Option<policy::NetAddr>,
     name: Option<String>,
     verdict: Verdict,
 }
 
 impl Record {
-    /// The record of `judged`, a call by the caller of `n`, with `verdict` carried out as
-    /// `reaction`. Reads who the caller is: call it before answering.
-    pub(super) fn new(
-        core: &Core,
-        n: &Notif,
-        judged: &Judged,
-        verdict: &Verdict,
-        reaction: Reaction,
-    ) -> Record {
-        let who = {
-            let mut procs = lock(&core.procs);
-            let who = procs.get(n.pid);
-            if let Judged::Call(r) = judged {
-                if r.op == policy::Op::Exec {
-                    // Its name and executable are about to change.
-                    procs.forget(n.pid);
-                }
+    /// Who made the call of `n` (its name and executable), for its record. Call it before
+    /// answering: afterwards the process may be gone.
+    pub(super) fn who(core: &Core, n: &Notif, judged: &Judged) -> ProcInfo {
+        let mut procs = lock(&core.procs);
+        let who = procs.get(n.pid);
+        if let Judged::Call(r) = judged {
+            if r.op == policy::Op::Exec {
+                // Its name and executable are about to change.
+                procs.forget(n.pid);
             }
-            who
-        };
-        Record::of(who, n, judged, verdict, reaction)
+        }
+        who
     }
 
-    /// The record of `judged` by the caller `who` (its name and executable, read already).
+    /// The record of `judged` by the caller `who`, with `verdict` carried out as `reaction`.
+    /// It takes the facts over instead of copying them: build it once the call is answered.
+    /// What the record does not keep (the call's pinned descriptors) is dropped here, on the
+    /// supervisor's thread.
     pub(super) fn of(
         who: ProcInfo,
         n: &Notif,
-        judged: &Judged,
-        verdict: &Verdict,
+        judged: Judged,
+        mut verdict: Verdict,
         reaction: Reaction,
     ) -> Record {
-        let mut verdict = verdict.clone();
         verdict.action = reaction.recorded(verdict.action);
         match judged {
             Judged::Failed(f) => Record {
@@ -79,20 +73,23 @@ impl Record {
                 name: None,
                 verdict,
             },
-            Judged::Call(r) => Record {
-                pid: n.pid,
-                comm: who.comm,
-                syscall: r.syscall,
-                op: Some(r.op.as_str()),
-                path: r.path.clone(),
-                path2: r.path2.clone(),
-                argv: (!r.argv.is_empty()).then(|| r.argv.clone()),
-                exe: r.exe.clone().or(who.exe),
-                cwd: r.cwd.clone(),
-                addr: r.addr.as_ref().map(format_addr),
-                name: r.name.clone(),
-                verdict,
-            },
+            Judged::Call(r) => {
+                let r = *r;
+                Record {
+                    pid: n.pid,
+                    comm: who.comm,
+                    syscall: r.syscall,
+                    op: Some(r.op.as_str()),
+                    path: r.path,
+                    path2: r.path2,
+                    argv: (!r.argv.is_empty()).then_some(r.argv),
+                    exe: r.exe.map(Arc::from).or(who.exe),
+                    cwd: r.cwd,
+                    addr: r.addr,
+                    name: r.name,
+                    verdict,
+                }
+            }
         }
     }
 
@@ -132,27 +129,33 @@ impl Record {
         });
     }
 
+    /// The verdict as the audit log names it.
+    fn audit_verdict(&self) -> audit::Verdict {
+        match self.verdict.action {
+            _ if self.verdict.is_kernel_error() => audit::Verdict::Error,
+            Action::Allow => audit::Verdict::Allow,
+            Action::Deny => audit::Verdict::Deny,
+            Action::Risky => audit::Verdict::Risky,
+            Action::Kill => audit::Verdict::Kill,
+        }
+    }
+
     pub(super) fn into_event(self, seq: u64, latency_us: u64) -> audit::Decision {
+        let verdict = self.audit_verdict();
         audit::Decision {
             seq,
             pid: self.pid,
-            comm: self.comm.into(),
-            exe: self.exe.map(Into::into),
+            comm: audit::PathText::from(&*self.comm),
+            exe: self.exe.map(|e| audit::PathText::from(&*e)),
             syscall: self.syscall.to_string(),
             op: self.op.unwrap_or("unknown").to_string(),
             path: self.path.map(Into::into),
             path2: self.path2.map(Into::into),
             argv: self.argv.map(|a| a.into_iter().map(Into::into).collect()),
-            addr: self.addr,
+            addr: self.addr.as_ref().map(format_addr),
             name: self.name,
             cwd: self.cwd.map(Into::into),
-            verdict: match self.verdict.action {
-                _ if self.verdict.is_kernel_error() => audit::Verdict::Error,
-                Action::Allow => audit::Verdict::Allow,
-                Action::Deny => audit::Verdict::Deny,
-                Action::Risky => audit::Verdict::Risky,
-                Action::Kill => audit::Verdict::Kill,
-            },
+            verdict,
             errno: (self.verdict.errno != 0).then(|| audit::errno_name(self.verdict.errno)),
             rule: self.verdict.rule.to_string(),
             reason: self.verdict.reason,
@@ -161,11 +164,13 @@ impl Record {
     }
 }
 
-/// Hand `r` to the audit writer; `start`: when the notification was received.
+/// Hand `r` to the audit writer; `start`: when the notification was received. The event is
+/// built from `r` on the writer thread, while the caller goes on.
 pub(super) fn record(core: &Core, r: Record, start: Instant) {
     let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
     let latency_us = start.elapsed().as_micros() as u64;
-    core.audit.decision(r.into_event(seq, latency_us));
+    core.audit
+        .decision_with(r.audit_verdict(), move || r.into_event(seq, latency_us));
 }
 
 pub(super) fn format_addr(a: &policy::NetAddr) -> String {
