@@ -6,7 +6,9 @@
 #   bash benches/compare.sh --baseline /path/to/old/guard     # and a before/after table
 #   bash benches/compare.sh --quick                           # a smoke run (small counts)
 #
-# Without --write the report is printed on stdout only. Sections:
+# Without --write the report is printed on stdout only; after --write docs/benchmarks.md,
+# `python3 benches/readme_figures.py docs/benchmarks.md README.md` copies the figures into the
+# README. Sections:
 # 1. start-up cost of `true` bare and under each tool (hyperfine);
 # 2. fixed cost of a transaction (an empty run: journal begin + seal) on a one-file workspace
 #    and on a 10,000-file tree, and with --atomic (which digests the tree at start);

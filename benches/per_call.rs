@@ -3,9 +3,8 @@
 //! goes through decode, read (process_vm_readv of our own memory), resolve (the real walk of a
 //! real workspace, through /proc/PID), decide + react (the `agent` profile) and record (the
 //! decision's facts handed to the writer thread, which builds the audit event from them), as
-//! `supervisor::handle` takes it. Each prefix of
-//! the stages is timed for `unlinkat` of a missing name, so the differences say what each stage
-//! costs; the other calls are timed whole. Not measured here: receiving and answering the
+//! `supervisor::handle` takes it. Each prefix of the stages is timed for `unlinkat` of a missing
+//! name, so the differences say what each stage costs; the other calls are timed whole. Not measured here: receiving and answering the
 //! notification, the id check, the caller's credentials, performing the call, the journal.
 
 use std::ffi::CString;

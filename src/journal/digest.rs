@@ -9,9 +9,8 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -75,14 +74,11 @@ pub fn tree_digest(root: &Path, exclude: &[String]) -> io::Result<String> {
             h.update(b"/end");
             continue;
         };
-        let (kind, mode, detail) = match what {
-            What::Known { kind, mode, detail } => (*kind, *mode, detail),
-            What::File(i) => {
-                let l = looked[*i]
-                    .as_ref()
-                    .ok_or_else(|| io::Error::other("a file was listed but not hashed"))?;
-                (l.kind, l.mode, &l.detail)
-            }
+        let Looked { kind, mode, detail } = match what {
+            What::Known(l) => l,
+            What::File(i) => looked[*i]
+                .as_ref()
+                .ok_or_else(|| io::Error::other("a file was listed but not hashed"))?,
         };
         let bytes = rel.as_bytes();
         h.update((bytes.len() as u64).to_le_bytes());
@@ -119,11 +115,7 @@ struct Looked {
 }
 
 enum What {
-    Known {
-        kind: &'static [u8],
-        mode: u32,
-        detail: Detail,
-    },
+    Known(Looked),
     /// A file handed to the hashers, by its index in the order the walk listed files.
     File(usize),
 }
@@ -147,7 +139,7 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn dir(&mut self, dir: &Arc<OwnedFd>, rel: &Path) -> io::Result<()> {
-        let mut names = list_typed(dir.as_fd())?;
+        let mut names = fsops::list_dir_typed(dir.as_fd(), OsStr::new("."))?;
         names.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (name, listed) in names {
             let child = rel.join(&name);
@@ -156,10 +148,10 @@ impl Walk<'_> {
             }
             let rel_name = child.clone().into_os_string();
             if listed == Some(Type::File) {
-                self.hand_over(dir, name);
+                let what = What::File(self.hand_over(dir, name));
                 self.items.push(Item::Entry {
                     rel: rel_name,
-                    what: What::File(self.files - 1),
+                    what,
                 });
                 continue;
             }
@@ -169,21 +161,18 @@ impl Walk<'_> {
                 _ => None,
             };
             let st = match &sub {
-                Some(fd) => fstat(fd.as_fd())?,
+                Some(fd) => fsops::fstat(fd.as_fd())?,
                 None => fsops::stat_at(dir.as_fd(), &name)?
                     .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?,
             };
             let what = match st.kind {
-                Kind::File => {
-                    self.hand_over(dir, name.clone());
-                    What::File(self.files - 1)
-                }
-                Kind::Dir => What::Known {
+                Kind::File => What::File(self.hand_over(dir, name.clone())),
+                Kind::Dir => What::Known(Looked {
                     kind: b"d",
                     mode: st.mode,
                     detail: Detail::Dir,
-                },
-                _ => known(dir.as_fd(), &name, &st)?,
+                }),
+                _ => What::Known(special(dir.as_fd(), &name, &st)?),
             };
             self.items.push(Item::Entry {
                 rel: rel_name,
@@ -202,26 +191,25 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn hand_over(&mut self, dir: &Arc<OwnedFd>, name: OsString) {
-        // The hashers outlive the walk, so a send cannot fail while it runs.
+    /// Queues `dir/name` for the hashers; returns its index.
+    fn hand_over(&mut self, dir: &Arc<OwnedFd>, name: OsString) -> usize {
+        // The receiver outlives the walk, so a send cannot fail while it runs.
         let _ = self.tx.send((self.files, Arc::clone(dir), name));
         self.files += 1;
+        self.files - 1
     }
 }
 
-/// A symlink's target or a special file's device number (not opened: opening a device can
-/// act on it).
-fn known(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<What> {
-    Ok(match st.kind {
-        Kind::Symlink => What::Known {
-            kind: b"l",
-            mode: st.mode,
-            detail: Detail::Link(fsops::readlink_at(dir, name)?),
-        },
-        _ => What::Known {
-            kind: b"o",
-            mode: st.mode,
-            detail: Detail::Node(st.rdev),
+/// A symlink (its target) or a special file (its device number; not opened: opening a device
+/// can act on it), `st` being its stat.
+fn special(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<Looked> {
+    Ok(Looked {
+        kind: if st.kind == Kind::Symlink { b"l" } else { b"o" },
+        mode: st.mode,
+        detail: if st.kind == Kind::Symlink {
+            Detail::Link(fsops::readlink_at(dir, name)?)
+        } else {
+            Detail::Node(st.rdev)
         },
     })
 }
@@ -233,31 +221,6 @@ fn open_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<OwnedFd>> {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
-    Ok(Stat::from_nix(&nix::sys::stat::fstat(fd.as_raw_fd())?))
-}
-
-/// The names in `dir` with the type the listing gives (`None` where the file system gives
-/// none), without `.` and `..`.
-fn list_typed(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, Option<Type>)>> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut d = nix::dir::Dir::openat(
-        Some(dir.as_raw_fd()),
-        ".",
-        flags,
-        nix::sys::stat::Mode::empty(),
-    )?;
-    let mut out = Vec::new();
-    for e in d.iter() {
-        let e = e?;
-        let n = e.file_name().to_bytes();
-        if n != b"." && n != b".." {
-            out.push((OsStr::from_bytes(n).to_owned(), e.file_type()));
-        }
-    }
-    Ok(out)
 }
 
 /// A hashing thread: takes files off the list until it is closed.
@@ -284,55 +247,38 @@ fn look_at_file(dir: BorrowedFd<'_>, name: &OsStr, buf: &mut [u8]) -> io::Result
             // Now a symlink, or a socket.
             let st = fsops::stat_at(dir, name)?
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
-            return match known(dir, name, &st)? {
-                What::Known { kind, mode, detail } if st.kind != Kind::File => {
-                    Ok(Looked { kind, mode, detail })
-                }
-                _ => Err(e),
+            return match st.kind {
+                Kind::File | Kind::Dir => Err(e),
+                _ => special(dir, name, &st),
             };
         }
         Err(e) => return Err(e),
     };
-    let st = fstat(file.as_fd())?;
+    let st = fsops::fstat(file.as_fd())?;
     match st.kind {
         Kind::File => Ok(Looked {
             kind: b"f",
             mode: st.mode,
-            detail: Detail::Sum(hash(&file, st.size, buf)?),
+            detail: Detail::Sum(fsops::hash_file_sized(&file, st.size, buf)?),
         }),
         // Replaced by a directory while the tree was being walked.
         Kind::Dir => Err(io::Error::from_raw_os_error(libc::EISDIR)),
-        _ => Ok(Looked {
-            kind: b"o",
-            mode: st.mode,
-            detail: Detail::Node(st.rdev),
-        }),
+        _ => special(dir, name, &st),
     }
-}
-
-/// The sha256 (hex) of `file`'s content. A short read at or past the `size` its descriptor
-/// showed is its end: the read that would return 0 is saved (one system call per file, most
-/// files being smaller than `buf`). A file that grew since is read on to its new end.
-fn hash(file: &File, size: u64, buf: &mut [u8]) -> io::Result<String> {
-    let mut h = Sha256::new();
-    let mut off = 0u64;
-    loop {
-        let n = file.read_at(buf, off)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        off += n as u64;
-        if n < buf.len() && off >= size {
-            break;
-        }
-    }
-    Ok(fsops::hex(&h.finalize()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One entry as the digest's format says: name length, name, kind, mode (the tests'
+    /// own writing of the format, apart from the code under test).
+    fn by_hand(h: &mut Sha256, rel: &[u8], kind: &[u8], mode: u32) {
+        h.update((rel.len() as u64).to_le_bytes());
+        h.update(rel);
+        h.update(kind);
+        h.update(mode.to_le_bytes());
+    }
 
     #[test]
     fn digest_sees_content_modes_links_and_empty_dirs_but_not_excluded() {
@@ -363,12 +309,6 @@ mod tests {
         let root = ws.path();
         let sizes = [0usize, 1, 65_535, 65_536, 65_537, 200_000];
         let mut h = Sha256::new();
-        let entry = |h: &mut Sha256, rel: &[u8], kind: &[u8], mode: u32| {
-            h.update((rel.len() as u64).to_le_bytes());
-            h.update(rel);
-            h.update(kind);
-            h.update(mode.to_le_bytes());
-        };
         for (i, n) in sizes.iter().enumerate() {
             let content: Vec<u8> = (0..*n).map(|b| (b * 7 + i) as u8).collect();
             let name = format!("f{i}");
@@ -378,7 +318,7 @@ mod tests {
                 std::os::unix::fs::PermissionsExt::from_mode(0o644),
             )
             .expect("chmod");
-            entry(&mut h, name.as_bytes(), b"f", 0o644);
+            by_hand(&mut h, name.as_bytes(), b"f", 0o644);
             h.update(fsops::hex(&Sha256::digest(&content)).as_bytes());
         }
         nix::unistd::mkfifo(
@@ -386,10 +326,10 @@ mod tests {
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .expect("mkfifo");
-        entry(&mut h, b"p", b"o", 0o600);
+        by_hand(&mut h, b"p", b"o", 0o600);
         h.update(0u64.to_le_bytes());
         std::os::unix::fs::symlink("f0", root.join("s")).expect("symlink");
-        entry(&mut h, b"s", b"l", 0o777);
+        by_hand(&mut h, b"s", b"l", 0o777);
         h.update(2u64.to_le_bytes());
         h.update(b"f0");
         assert_eq!(
@@ -416,14 +356,8 @@ mod tests {
         )
         .expect("chmod");
         let mut h = Sha256::new();
-        let entry = |h: &mut Sha256, rel: &[u8], kind: &[u8], mode: u32| {
-            h.update((rel.len() as u64).to_le_bytes());
-            h.update(rel);
-            h.update(kind);
-            h.update(mode.to_le_bytes());
-        };
-        entry(&mut h, b"d", b"d", 0o750);
-        entry(&mut h, b"d/f", b"f", 0o640);
+        by_hand(&mut h, b"d", b"d", 0o750);
+        by_hand(&mut h, b"d/f", b"f", 0o640);
         h.update(fsops::hex(&Sha256::digest(b"hi")).as_bytes());
         h.update(b"/end");
         assert_eq!(

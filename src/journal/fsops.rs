@@ -32,6 +32,11 @@ pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stat>> {
     }
 }
 
+/// fstat(2) of an open descriptor.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
+    Ok(Stat::from_nix(&nix::sys::stat::fstat(fd.as_raw_fd())?))
+}
+
 /// fstatat(AT_SYMLINK_NOFOLLOW), the raw result (with ctime), `None` when absent.
 pub fn raw_stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
     match nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -122,6 +127,18 @@ pub fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, OsStr
 
 /// The names in the directory `dir/name` (without `.` and `..`).
 pub fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<OsString>> {
+    Ok(list_dir_typed(dir, name)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect())
+}
+
+/// [`list_dir`] with the type each entry is listed with (`None` where the filesystem gives
+/// none): a hint that can be out of date, never a stat.
+pub fn list_dir_typed(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+) -> io::Result<Vec<(OsString, Option<nix::dir::Type>)>> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut d = nix::dir::Dir::openat(Some(dir.as_raw_fd()), name, flags, Mode::empty())?;
     let mut out = Vec::new();
@@ -129,7 +146,7 @@ pub fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<OsString>> 
         let e = e?;
         let n = e.file_name().to_bytes();
         if n != b"." && n != b".." {
-            out.push(OsStr::from_bytes(n).to_owned());
+            out.push((OsStr::from_bytes(n).to_owned(), e.file_type()));
         }
     }
     Ok(out)
@@ -208,17 +225,27 @@ pub fn mknod_at(dir: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<()> 
 
 /// The sha256 of a file's content from its start, lowercase hex.
 pub fn hash_file(file: &File) -> io::Result<String> {
+    hash_file_sized(file, u64::MAX, &mut vec![0u8; 1 << 16])
+}
+
+/// [`hash_file`] reading through `buf`, for a file whose descriptor showed `size` bytes: a
+/// short read at or past `size` is its end, which saves the read that would return 0 (one
+/// system call per file when most files are smaller than `buf`). A file that grew since is
+/// read on to its new end; with `u64::MAX`, every file is read until a read returns 0.
+pub fn hash_file_sized(file: &File, size: u64, buf: &mut [u8]) -> io::Result<String> {
     use std::os::unix::fs::FileExt as _;
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
     let mut off = 0u64;
     loop {
-        let n = file.read_at(&mut buf, off)?;
+        let n = file.read_at(buf, off)?;
         if n == 0 {
             break;
         }
         h.update(&buf[..n]);
         off += n as u64;
+        if n < buf.len() && off >= size {
+            break;
+        }
     }
     Ok(hex(&h.finalize()))
 }

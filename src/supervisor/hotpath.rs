@@ -2,8 +2,9 @@
 //! a notification built by the benchmark (its own pid, registers pointing into its own
 //! memory) goes down the same stages `handle` takes it through, up to a chosen one: decode,
 //! read, resolve, decide (with `policy::react`), record (what the writer thread is handed: the
-//! decision's facts, from which it builds the audit event). Nothing is answered, validated or performed, and the caller's credentials are not
-//! taken on: those need a trapped task. Timing each prefix says what each stage costs.
+//! decision's facts, from which it builds the audit event). Nothing is answered, validated or
+//! performed, and the caller's credentials are not taken on: those need a trapped task. Timing
+//! each prefix says what each stage costs.
 //!
 //! Not part of the library's interface (hidden from its documentation); it exists so that a
 //! regression of the hot path shows up in `cargo bench`.

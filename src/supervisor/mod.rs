@@ -381,7 +381,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
     }
     if !repeat {
         let mut record = Record::of(who, &n, judged, verdict, reaction);
-        notes.into_iter().for_each(|note| record.note(Some(note)));
+        notes.into_iter().for_each(|note| record.note(note));
         record::record(core, record, start);
     }
 }

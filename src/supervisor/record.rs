@@ -119,10 +119,7 @@ impl Record {
     }
 
     /// Add what happened while performing the call (e.g. written without a pre-image).
-    pub(super) fn note(&mut self, note: Option<String>) {
-        let Some(note) = note else {
-            return;
-        };
+    pub(super) fn note(&mut self, note: String) {
         self.verdict.reason = Some(match self.verdict.reason.take() {
             Some(r) => format!("{r}; {note}"),
             None => note,
