@@ -81,7 +81,7 @@ fn guard_alive(pid: u32) -> bool {
         Err(e) => e == nix::errno::Errno::EPERM,
     };
     alive
-        && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        && crate::sys::process::read_proc_text(format!("/proc/{pid}/comm"))
             .is_ok_and(|c| c.trim_end().starts_with("guard"))
 }
 
