@@ -37,6 +37,10 @@ fn bench_decide(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500))
         .sample_size(30);
+    // Once per run, before the command starts: parse, layer and compile the profile.
+    group.bench_function("load the agent profile", |b| {
+        b.iter(|| load(black_box(&["agent".to_string()]), &vars).expect("loads"))
+    });
     group.bench_function("write in workspace", |b| {
         let req = Request {
             path: Some(&inside),

@@ -24,11 +24,17 @@ pub fn stderr_color() -> bool {
 }
 
 /// Sets up `tracing` diagnostics on stderr at `level` (`warn` when the level does not parse).
+///
+/// A plain level, not `tracing-subscriber`'s per-module directives: those pull in the
+/// compilation of regular expressions into full DFAs, which every glob set of a profile then
+/// paid for at each start.
 pub fn init_diagnostics(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let level = level
+        .trim()
+        .parse::<tracing_subscriber::filter::LevelFilter>()
+        .unwrap_or(tracing_subscriber::filter::LevelFilter::WARN);
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(stderr_color())
         .with_target(false)

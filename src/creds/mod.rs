@@ -57,7 +57,7 @@ impl Creds {
 
     /// The credentials of thread `tid`, from /proc/TID/status.
     pub fn of_thread(tid: u32) -> io::Result<Creds> {
-        let text = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+        let text = crate::sys::process::read_proc_text(format!("/proc/{tid}/status"))?;
         Creds::parse(&text).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

@@ -164,9 +164,21 @@ impl RunDir {
         })
     }
 
-    /// The run ended (or was recovered): drop its active marker.
+    /// The run ended (or was recovered, or an operation on it ended): drop its active marker.
+    /// A run that has a journal is listed in the index of journals instead (see
+    /// [`journal_runs`]): the marker is renamed there, so no file is made.
     pub fn mark_inactive(&self, state: &Path) {
-        let _ = std::fs::remove_file(state.join("active").join(&self.id));
+        let active = state.join("active").join(&self.id);
+        if self.path.join("journal").is_dir() {
+            let kept = state.join(JOURNALS).join(&self.id);
+            // Without a marker to move (an operation that never set one), an empty file says
+            // the same. Without an index yet, the next prune makes it from the run directories,
+            // this run's among them.
+            if std::fs::rename(&active, &kept).is_ok() || std::fs::write(&kept, b"").is_ok() {
+                return;
+            }
+        }
+        let _ = std::fs::remove_file(&active);
     }
 
     /// The run's audit log (`audit.jsonl`).
@@ -266,6 +278,29 @@ pub fn active_runs(state: &Path) -> Vec<RunDir> {
         .unwrap_or_default();
     out.sort_by(|a, b| b.id.cmp(&a.id));
     out
+}
+
+/// The directory under the state directory that lists, by an empty file named by the run id,
+/// every ended run that still has a journal. Pruning reads it instead of every run directory
+/// the state directory ever held (run directories stay after their journal is pruned).
+pub(super) const JOURNALS: &str = "journals";
+
+/// The ended runs listed in the index of journals (see [`JOURNALS`]), newest first; `None`
+/// when there is no index yet (a state directory from an older guard, or a fresh one).
+pub(super) fn journal_runs(state: &Path) -> Option<Vec<RunDir>> {
+    let listing = std::fs::read_dir(state.join(JOURNALS)).ok()?;
+    let mut out: Vec<RunDir> = listing
+        .flatten()
+        .filter_map(|e| {
+            let id = e.file_name().to_str()?.to_string();
+            (!id.starts_with('.')).then(|| RunDir {
+                path: state.join("runs").join(&id),
+                id,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.id.cmp(&a.id));
+    Some(out)
 }
 
 /// The run that `guard log`, `diff` and `rollback` take when none is named: the newest one

@@ -1,10 +1,11 @@
 //! Journals across runs: crash recovery ([`recover`]), retention ([`prune`]), and the lock
 //! that keeps two guard processes from operating on one journal at once.
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::Path;
 
 use super::journal::{Journal, JournalError};
-use super::rundir::{list_runs, RunDir, RunMeta};
+use super::rundir::{active_runs, journal_runs, list_runs, RunDir, RunMeta, JOURNALS};
 
 /// One interrupted run that [`recover`] restored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +81,7 @@ fn guard_alive(pid: u32) -> bool {
         Err(e) => e == nix::errno::Errno::EPERM,
     };
     alive
-        && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        && crate::sys::process::read_proc_text(format!("/proc/{pid}/comm"))
             .is_ok_and(|c| c.trim_end().starts_with("guard"))
 }
 
@@ -167,19 +168,19 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
     Ok(out)
 }
 
-/// The file under the state directory that names the oldest run whose journal was kept by
-/// the last prune: every older run had none left (see [`prune`]).
+/// The file under the state directory that named the oldest run whose journal the last prune
+/// kept, before the index of journals (see [`super::rundir::JOURNALS`]): a state directory
+/// made by an older guard is indexed from the runs no older than it.
 const PRUNE_MARK: &str = "prune-mark";
 
 /// Keeps the journals of the newest `keep` runs and removes the other runs' `journal/`
 /// directories (their audit logs and summaries stay). A run still running, or interrupted and
-/// not yet recovered, is never touched.
+/// not yet recovered, is never touched; it counts among the newest `keep`.
 ///
-/// Each run looks at the runs no older than the oldest journal the last prune kept (its
-/// `prune-mark`), not at every run the state directory ever held: run directories stay, so
-/// that would be one look per past run at every start. Run ids grow with time and a journal is
-/// only made by a new run, so no run older than the mark can have one. (A run started while
-/// the clock was set back could; its journal is then left, never lost.)
+/// The runs looked at are those in the index of journals (the ended runs that still have
+/// one) and the active runs, both short lists, not every run the state directory ever held:
+/// run directories stay, so that would be one look per past run at every start. The first
+/// prune on a state directory without an index makes it (see [`index_journals`]).
 ///
 /// # Errors
 ///
@@ -187,14 +188,19 @@ const PRUNE_MARK: &str = "prune-mark";
 /// removed before it stay removed).
 pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
     let mut report = PruneReport::default();
-    let mark = std::fs::read_to_string(state.join(PRUNE_MARK)).ok();
-    let mark = mark.as_deref().map(str::trim).filter(|m| !m.is_empty());
-    let with_journal: Vec<RunDir> = list_runs(state)
-        .into_iter()
-        .take_while(|r| mark.is_none_or(|m| r.id.as_str() >= m))
-        .filter(|r| r.path.join("journal").is_dir())
-        .collect();
-    for (i, run) in with_journal.into_iter().enumerate() {
+    let indexed = journal_runs(state).unwrap_or_else(|| index_journals(state));
+    let mut runs: Vec<RunDir> = indexed.into_iter().chain(active_runs(state)).collect();
+    runs.sort_by(|a, b| b.id.cmp(&a.id));
+    runs.dedup_by(|a, b| a.id == b.id);
+    let with_journal = runs.into_iter().filter(|r| {
+        let there = r.path.join("journal").is_dir();
+        if !there {
+            // Removed by hand, or by a prune running at the same time: out of the index.
+            let _ = std::fs::remove_file(state.join(JOURNALS).join(&r.id));
+        }
+        there
+    });
+    for (i, run) in with_journal.enumerate() {
         // Only runs beyond the newest `keep` have their metadata read.
         let busy = |m: RunMeta| m.state == "running" || m.state == STATE_ROLLING_BACK;
         if i < keep || run.read_meta().map_or(true, busy) {
@@ -207,29 +213,50 @@ pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
             path: dir.clone(),
             source,
         })?;
+        let _ = std::fs::remove_file(state.join(JOURNALS).join(&run.id));
         report.removed.push(run.id);
-    }
-    // The oldest journal left; with none, nothing older than the newest run has one.
-    if let Some(oldest) = report
-        .kept
-        .last()
-        .cloned()
-        .or_else(|| list_runs(state).into_iter().next().map(|r| r.id))
-    {
-        write_mark(state, &oldest);
     }
     Ok(report)
 }
 
-/// Replaces the prune mark (written aside and renamed, so a reader sees the old or the new
-/// one). A mark that cannot be written only makes the next prune look further back.
-fn write_mark(state: &Path, id: &str) {
-    let tmp = state.join(format!("{PRUNE_MARK}.{}", std::process::id()));
-    let written = std::fs::write(&tmp, format!("{id}\n"))
-        .and_then(|()| std::fs::rename(&tmp, state.join(PRUNE_MARK)));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        tracing::debug!("cannot write {}: {e}", state.join(PRUNE_MARK).display());
+/// Makes the index of journals of a state directory that has none: one empty file for each
+/// run with a journal, written in a directory of its own and renamed into place, so a reader
+/// sees no index or a whole one. Only runs no older than the old prune mark are looked at (no
+/// older run had a journal left). When another guard made the index first, that one is used.
+fn index_journals(state: &Path) -> Vec<RunDir> {
+    let mark = std::fs::read_to_string(state.join(PRUNE_MARK)).ok();
+    let mark = mark.as_deref().map(str::trim).filter(|m| !m.is_empty());
+    let found: Vec<RunDir> = list_runs(state)
+        .into_iter()
+        .take_while(|r| mark.is_none_or(|m| r.id.as_str() >= m))
+        .filter(|r| r.path.join("journal").is_dir())
+        .collect();
+    let index = state.join(JOURNALS);
+    let tmp = state.join(format!(".{JOURNALS}.{}", std::process::id()));
+    let made = std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&tmp)
+        .and_then(|()| {
+            found
+                .iter()
+                .try_for_each(|r| std::fs::write(tmp.join(&r.id), b""))
+        })
+        .and_then(|()| std::fs::rename(&tmp, &index));
+    match made {
+        Ok(()) => {
+            let _ = std::fs::remove_file(state.join(PRUNE_MARK));
+            found
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            match journal_runs(state) {
+                Some(theirs) => theirs,
+                None => {
+                    tracing::debug!("cannot make {}: {e}", index.display());
+                    found
+                }
+            }
+        }
     }
 }
 

@@ -945,10 +945,12 @@ fn files_made_since_the_checkpoint_are_dropped_and_still_roll_back() {
     assert!(j.made.is_empty());
 }
 
-/// A prune looks back only as far as the oldest journal the last one kept: older runs, which
-/// had none left, are not looked at again, and newer ones are pruned as before.
+/// A prune reads the index of journals, not every run directory: the first one on a state
+/// directory without an index makes it (from the runs no older than an older guard's prune
+/// mark), runs that end are listed as they end, and a journal not in the index is not looked
+/// at.
 #[test]
-fn prune_looks_back_only_to_the_oldest_journal_it_kept() {
+fn prune_reads_the_index_of_journals_not_every_run() {
     let e = env();
     let state = e.run.join("state");
     let pol = policy(&[], 1 << 20);
@@ -958,23 +960,51 @@ fn prune_looks_back_only_to_the_oldest_journal_it_kept() {
         j.checkpoint("start", None).expect("checkpoint");
         run
     };
-    let runs: Vec<_> = (0..4).map(|i| run_with_journal(i, "ended")).collect();
+    let indexed = |state: &Path| {
+        let mut ids: Vec<String> = fs::read_dir(state.join("journals"))
+            .expect("index")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        ids.sort();
+        ids
+    };
+    // A state directory from an older guard: a prune mark, a journal older than it (which
+    // the old prune would not have left), and no index.
+    let old = run_with_journal(0, "ended");
+    let runs: Vec<_> = (1..5).map(|i| run_with_journal(i, "ended")).collect();
+    fs::write(state.join("prune-mark"), format!("{}\n", runs[0].id)).expect("mark");
     let report = prune(&state, 2).expect("prune");
+    assert_eq!(report.kept, [runs[3].id.clone(), runs[2].id.clone()]);
     assert_eq!(report.removed, [runs[1].id.clone(), runs[0].id.clone()]);
-    let mark = fs::read_to_string(state.join("prune-mark")).expect("mark");
-    assert_eq!(mark.trim(), runs[2].id, "the oldest journal kept");
-    // Something older than the mark is not looked at again (a journal there could only come
-    // from a clock set back: it is left, not lost).
-    fs::create_dir(runs[0].path.join("journal")).expect("mkdir");
-    let newer: Vec<_> = (4..6).map(|i| run_with_journal(i, "ended")).collect();
+    assert_eq!(indexed(&state), [runs[2].id.clone(), runs[3].id.clone()]);
+    assert!(
+        !state.join("prune-mark").exists(),
+        "the index replaces the mark"
+    );
+    assert!(
+        old.path.join("journal").exists(),
+        "older than the mark: not looked at"
+    );
+    // Runs that end are indexed as they end; a running one is never pruned, and counts among
+    // the newest.
+    let running = run_with_journal(5, "running");
+    running.mark_active(&state).expect("active");
+    let newer: Vec<_> = (6..8).map(|i| run_with_journal(i, "ended")).collect();
+    newer.iter().for_each(|r| r.mark_inactive(&state));
     let report = prune(&state, 2).expect("prune again");
-    assert_eq!(report.kept, [newer[1].id.clone(), newer[0].id.clone()]);
+    assert_eq!(
+        report.kept,
+        [newer[1].id.clone(), newer[0].id.clone(), running.id.clone()]
+    );
     assert_eq!(report.removed, [runs[3].id.clone(), runs[2].id.clone()]);
-    assert!(runs[0].path.join("journal").exists());
-    let mark = fs::read_to_string(state.join("prune-mark")).expect("mark");
-    assert_eq!(mark.trim(), newer[0].id);
-    // Without a mark, every run is looked at.
-    fs::remove_file(state.join("prune-mark")).expect("rm mark");
-    let report = prune(&state, 2).expect("prune without a mark");
-    assert_eq!(report.removed, [runs[0].id.clone()]);
+    assert_eq!(indexed(&state), [newer[0].id.clone(), newer[1].id.clone()]);
+    // A journal removed by hand leaves the index at the next prune.
+    fs::remove_dir_all(newer[0].path.join("journal")).expect("rm journal");
+    let report = prune(&state, 2).expect("prune after a removal");
+    assert_eq!(report.kept, [newer[1].id.clone(), running.id.clone()]);
+    assert_eq!(indexed(&state), [newer[1].id.clone()]);
+    // Without an index or a mark, every run is looked at.
+    fs::remove_dir_all(state.join("journals")).expect("rm index");
+    let report = prune(&state, 2).expect("prune without an index");
+    assert_eq!(report.removed, std::slice::from_ref(&old.id));
 }

@@ -141,7 +141,7 @@ impl RunTree {
 
 /// A process that exists and is not a zombie.
 fn is_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    crate::sys::process::read_proc_text(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
             s.rsplit_once(')')
@@ -197,7 +197,7 @@ fn parent_map() -> HashMap<i32, i32> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Ok(stat) = crate::sys::process::read_proc_text(format!("/proc/{pid}/stat")) else {
             continue;
         };
         // The comm field may contain spaces and parentheses: parse after the last ')'.
@@ -229,7 +229,7 @@ fn children_once(pid: i32) -> Option<Vec<i32>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut out = Vec::new();
     for task in tasks.flatten() {
-        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        let text = crate::sys::process::read_proc_text(task.path().join("children")).ok()?;
         out.extend(
             text.split_whitespace()
                 .filter_map(|s| s.parse::<i32>().ok()),

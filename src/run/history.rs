@@ -175,12 +175,19 @@ impl RunRecord {
         self.meta.as_ref().map(|m| m.workspace.as_path())
     }
 
-    pub(super) fn journal(&self) -> Result<Journal, HistoryError> {
-        if !self.dir.join("journal").is_dir() {
-            return Err(HistoryError::NoJournal {
+    /// [`HistoryError::NoJournal`] unless the run still has a journal.
+    pub(super) fn require_journal(&self) -> Result<(), HistoryError> {
+        if self.dir.join("journal").is_dir() {
+            Ok(())
+        } else {
+            Err(HistoryError::NoJournal {
                 run: self.id.clone(),
-            });
+            })
         }
+    }
+
+    pub(super) fn journal(&self) -> Result<Journal, HistoryError> {
+        self.require_journal()?;
         Journal::open(&self.dir).map_err(|source| self.journal_error(source))
     }
 

@@ -115,6 +115,8 @@ impl History {
                 pid: meta.guard_pid,
             });
         }
+        // A pruned run is told as such, not as a lock file that cannot be opened.
+        run.require_journal()?;
         let _lock = journal::lock_journal(&dir.path).map_err(|e| run.journal_error(e))?;
         let mut j = run.journal()?;
         let checkpoint = match operation {

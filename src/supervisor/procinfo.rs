@@ -38,7 +38,7 @@ impl ProcCache {
             }
         }
         let info = ProcInfo {
-            comm: std::fs::read(format!("/proc/{pid}/comm"))
+            comm: crate::sys::process::read_proc(format!("/proc/{pid}/comm"))
                 .map(|mut b| {
                     if b.last() == Some(&b'\n') {
                         b.pop();

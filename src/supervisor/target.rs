@@ -274,7 +274,7 @@ fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
 }
 
 fn tgid_of(tid: u32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
+    crate::sys::process::read_proc_text(format!("/proc/{tid}/status"))
         .ok()?
         .lines()
         .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))

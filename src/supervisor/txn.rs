@@ -14,7 +14,7 @@ use crate::journal::{CheckpointId, Journal};
 
 /// The parent of `pid`, from /proc/PID/stat.
 pub fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = crate::sys::process::read_proc_text(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     rest.split_whitespace().nth(1)?.parse().ok()
 }
@@ -171,7 +171,7 @@ fn kill_subtree(pid: u32) {
 
 /// A process that exists and is not a zombie.
 fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    crate::sys::process::read_proc_text(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
             s.rsplit_once(')')

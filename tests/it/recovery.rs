@@ -262,3 +262,61 @@ fn the_next_run_on_a_workspace_names_an_interrupted_run() {
         "v1\n"
     );
 }
+
+/// The journals of runs beyond the newest `GUARD_KEEP_RUNS` are pruned as runs start, from
+/// the index of journals (`$STATE/journals`), and `guard prune` prunes further; every run's
+/// audit log stays, and a pruned run can no longer be rolled back.
+#[test]
+fn old_journals_are_pruned_as_runs_start_and_by_guard_prune() {
+    let w = Workspace::new();
+    for i in 0..5 {
+        w.exec(&["agent"])
+            .env("GUARD_KEEP_RUNS", "2")
+            .run(&["sh", "-c", &format!("echo {i} > f{i}.txt")])
+            .expect_code(0);
+    }
+    let mut runs: Vec<std::path::PathBuf> = std::fs::read_dir(w.state.join("runs"))
+        .expect("runs")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 5);
+    let with_journal = |runs: &[std::path::PathBuf]| -> Vec<bool> {
+        runs.iter().map(|r| r.join("journal").is_dir()).collect()
+    };
+    let indexed = || -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(w.state.join("journals"))
+            .expect("the index of journals")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        ids.sort();
+        ids
+    };
+    let id = |r: &std::path::PathBuf| r.file_name().unwrap().to_string_lossy().into_owned();
+    // The fifth run pruned while it ran: its own journal and the newest other one are kept.
+    assert_eq!(with_journal(&runs), [false, false, false, true, true]);
+    assert_eq!(indexed(), [id(&runs[3]), id(&runs[4])]);
+    assert_eq!(
+        std::fs::read_dir(w.state.join("active"))
+            .expect("active")
+            .count(),
+        0
+    );
+    assert!(runs.iter().all(|r| r.join("audit.jsonl").is_file()));
+
+    let out = w.guard().args(["prune", "--keep", "1"]).output();
+    out.expect_code(0);
+    assert_eq!(with_journal(&runs), [false, false, false, false, true]);
+    assert_eq!(indexed(), [id(&runs[4])]);
+    let out = w.guard().args(["rollback", &id(&runs[3])]).output();
+    assert_ne!(out.code(), 0, "a pruned run cannot be rolled back");
+    assert!(
+        out.stderr().contains("no journal"),
+        "the refusal says why: {}",
+        out.stderr()
+    );
+    // The newest run is still whole: rolling it back removes only its file.
+    w.guard().arg("rollback").output().expect_code(0);
+    assert!(!w.ws.join("f4.txt").exists());
+    assert!(w.ws.join("f3.txt").exists());
+}

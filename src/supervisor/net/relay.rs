@@ -260,7 +260,7 @@ fn record(
     verdict: Verdict,
     start: Instant,
 ) {
-    let comm = std::fs::read(format!("/proc/{}/comm", client.pid))
+    let comm = crate::sys::process::read_proc(format!("/proc/{}/comm", client.pid))
         .map(|mut b| {
             while b.last() == Some(&b'\n') {
                 b.pop();

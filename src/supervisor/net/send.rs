@@ -94,7 +94,7 @@ fn tgid_of(pid: u32) -> Option<u32> {
 
 /// The numbers of a `/proc/PID/status` line (`Uid:`: real, effective, saved, filesystem).
 fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let text = crate::sys::process::read_proc_text(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix(key))?;
     Some(
         line.split_whitespace()
