@@ -146,6 +146,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         guard_pid: std::process::id(),
         state: "running".into(),
         status: None,
+        tmp: Some(d.tmp.clone()),
     };
 
     // 6. Process-wide settings the caller asked for, then fork while single-threaded.
