@@ -186,22 +186,40 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         BitFlags::EMPTY
     };
 
-    // Open the roots before creating anything, so a missing root costs nothing. A root that
-    // holds a hidden path is granted entry by entry around it (see `hide.rs`).
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(handled_fs)
+        .map_err(ConfineError::Ruleset)?;
+    if !handled_net.is_empty() {
+        ruleset = ruleset
+            .handle_access(handled_net)
+            .map_err(ConfineError::Ruleset)?;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(ConfineError::Ruleset)?;
+    }
+    let mut created = ruleset.create().map_err(ConfineError::Ruleset)?;
+
+    // Each root is added as it is opened (its descriptor closed with the rule), so a profile
+    // needs one descriptor at a time whatever its size: the `fs.hide` expansion alone makes
+    // hundreds of rules, more than a low `ulimit -n` allows open at once. A root that holds a
+    // hidden path is granted entry by entry around it (see `hide.rs`).
     let hidden = super::hide::Hidden::new(&policy.fs.hide);
-    let mut roots: Vec<(PathFd, PathBuf, BitFlags<AccessFs>)> = Vec::new();
-    let mut unix_dirs: Vec<(PathFd, PathBuf)> = Vec::new();
     let mut hid = 0usize;
+    let mut grants = Vec::new();
     for (path, list) in fs_roots(policy) {
         let access = match list {
             RootList::Read => read_access,
             RootList::Write => write_access,
         };
-        let mut grants = Vec::new();
         hid += hidden.grant(path, access, &mut grants);
-        for (p, a) in grants {
+        for (p, a) in grants.drain(..) {
             match open_root(&p)? {
-                Some(fd) => roots.push((fd, p, a)),
+                Some(fd) => {
+                    created = created
+                        .add_rule(PathBeneath::new(fd, a))
+                        .map_err(|source| ConfineError::AddRule { path: p, source })?;
+                }
                 None => report.skipped_paths.push(p),
             }
         }
@@ -216,33 +234,11 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         // Unix sockets that net.connect names outside the roots stay reachable by path.
         for dir in unix_socket_dirs(policy) {
             if let Some(fd) = open_root(&dir)? {
-                unix_dirs.push((fd, dir));
+                created = created
+                    .add_rule(PathBeneath::new(fd, AccessFs::ResolveUnix))
+                    .map_err(|source| ConfineError::AddRule { path: dir, source })?;
             }
         }
-    }
-
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(handled_fs)
-        .map_err(ConfineError::Ruleset)?;
-    if !handled_net.is_empty() {
-        ruleset = ruleset
-            .handle_access(handled_net)
-            .map_err(ConfineError::Ruleset)?;
-    }
-    if !scopes.is_empty() {
-        ruleset = ruleset.scope(scopes).map_err(ConfineError::Ruleset)?;
-    }
-    let mut created = ruleset.create().map_err(ConfineError::Ruleset)?;
-    for (fd, path, access) in roots {
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|source| ConfineError::AddRule { path, source })?;
-    }
-    for (fd, path) in unix_dirs {
-        created = created
-            .add_rule(PathBeneath::new(fd, AccessFs::ResolveUnix))
-            .map_err(|source| ConfineError::AddRule { path, source })?;
     }
     for (port, access) in ports {
         created = created

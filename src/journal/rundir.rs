@@ -82,6 +82,10 @@ pub struct RunMeta {
     pub state: String,
     /// guard's exit status once the run has ended.
     pub status: Option<i32>,
+    /// The run's private temporary directory (`$TMPDIR/guard-<id>`), removed when the run
+    /// ends, or by `guard recover` when guard was killed. Absent from older runs' metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp: Option<PathBuf>,
 }
 
 /// One run's directory.
@@ -238,6 +242,7 @@ impl RunDir {
                 guard_pid: std::process::id(),
                 state: "failed".into(),
                 status: None,
+                tmp: None,
             },
         };
         if let Err(e) = self.write_meta(&meta) {

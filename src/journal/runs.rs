@@ -162,10 +162,31 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
         meta.state = settled.to_string();
         run.write_meta(&meta)?;
         run.mark_inactive(state);
+        remove_private_tmp(&run, &meta);
         tracing::info!(run = %run.id, undone = rec.entries_undone, "recovered an interrupted run");
         out.push(rec);
     }
     Ok(out)
+}
+
+/// Removes the private temporary directory a killed run left (its guard could not), if
+/// `run.json` names one and it is what guard made: a directory, not a symlink, named
+/// `guard-<run id>`.
+fn remove_private_tmp(run: &RunDir, meta: &RunMeta) {
+    let Some(tmp) = meta.tmp.as_deref() else {
+        return;
+    };
+    let ours = tmp
+        .file_name()
+        .is_some_and(|n| *n == *format!("guard-{}", run.id));
+    let is_dir = std::fs::symlink_metadata(tmp).is_ok_and(|m| m.is_dir());
+    if !ours || !is_dir {
+        return;
+    }
+    make_removable(tmp);
+    if let Err(e) = std::fs::remove_dir_all(tmp) {
+        tracing::warn!("cannot remove {}: {e}", tmp.display());
+    }
 }
 
 /// The file under the state directory that named the oldest run whose journal the last prune

@@ -645,6 +645,7 @@ fn fake_run(state: &Path, id: &str, ws: &Path, run_state: &str, pid: u32) -> Run
         guard_pid: pid,
         state: run_state.to_string(),
         status: None,
+        tmp: None,
     })
     .expect("meta");
     run

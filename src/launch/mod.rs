@@ -58,12 +58,13 @@ pub struct LaunchSpec {
     pub protect_init: bool,
 }
 
-/// A started child whose listener has reached the parent.
+/// A started child.
 #[derive(Debug)]
 pub struct Spawned {
     /// The sandbox's init (guard's child) and everything under it.
     pub tree: RunTree,
-    /// The seccomp listener, until the supervisor takes it.
+    /// The seccomp listener, from [`Spawned::receive_listener`] until the supervisor takes
+    /// it.
     pub listener: Option<OwnedFd>,
     status: OwnedFd,
 }
@@ -107,7 +108,8 @@ pub enum LaunchError {
 #[derive(Debug)]
 pub struct ExecFailed(pub io::Error);
 
-/// Fork the child, confine it, and receive its listener fd.
+/// Fork the child, which confines itself; [`Spawned::receive_listener`] then waits for its
+/// listener fd.
 ///
 /// The process must be single-threaded (checked: [`LaunchError::Threads`]): the child does
 /// more than async-signal-safe work before it execs. Signals blocked by the caller (see
@@ -147,20 +149,9 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                     return Err(LaunchError::Pidfd { pid: child, source });
                 }
             };
-            let listener = match child::receive_listener(parent_sock.as_fd(), pidfd.as_fd()) {
-                Ok(fd) => fd,
-                Err(e) => {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(child),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                    reap();
-                    return Err(e);
-                }
-            };
             Ok(Spawned {
                 tree: RunTree::new(child, pidfd),
-                listener: Some(listener),
+                listener: None,
                 status: parent_sock,
             })
         }
@@ -168,6 +159,29 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
 }
 
 impl Spawned {
+    /// Waits for the child to confine itself and hand over its seccomp listener, and keeps
+    /// it in [`Spawned::listener`]. Until then the child is on its own (Landlock, the filter),
+    /// so whatever the caller does between [`spawn`] and this call runs alongside. When the
+    /// child failed or vanished, it is killed and reaped, and the error says at which step.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::Child`] naming the step of the child's that failed,
+    /// [`LaunchError::ChildVanished`], or [`LaunchError::Channel`].
+    pub fn receive_listener(&mut self) -> Result<(), LaunchError> {
+        match child::receive_listener(self.status.as_fd(), self.tree.pidfd()) {
+            Ok(fd) => {
+                self.listener = Some(fd);
+                Ok(())
+            }
+            Err(e) => {
+                self.tree.kill();
+                let _ = self.tree.reap();
+                Err(e)
+            }
+        }
+    }
+
     /// The pid of the command itself (the sandbox's init forked it): the run's root process.
     pub fn command_pid(&self) -> Result<libc::pid_t, LaunchError> {
         child::receive_command_pid(self.status.as_fd())

@@ -146,8 +146,8 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         guard_pid: std::process::id(),
         state: "running".into(),
         status: None,
+        tmp: Some(d.tmp.clone()),
     };
-    d.run_dir.write_meta(&meta)?;
 
     // 6. Process-wide settings the caller asked for, then fork while single-threaded.
     let process = ProcessState::enter(b.forward_signals, b.subreaper)?;
@@ -166,13 +166,19 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             .map(|c| cstring(c.as_os_str().as_bytes().to_vec())),
     };
     let mut spawned = launch::spawn(spec)?;
-    // Older journals are pruned while the command starts and runs; the run joins it at its end.
-    let pruning = super::prune::Pruning::start(&d.state, b.keep_runs);
     let tree = spawned.tree.clone();
     let abandon = |tree: &RunTree| {
         tree.kill();
         let _ = tree.reap();
     };
+    // While the child confines itself (Landlock, the filter): run.json, the pruning of older
+    // journals (which goes on while the command runs; the run joins it at its end) and the
+    // audit writer. The command cannot start before the supervisor answers its execve.
+    if let Err(e) = d.run_dir.write_meta(&meta) {
+        abandon(&tree);
+        return Err(e.into());
+    }
+    let pruning = super::prune::Pruning::start(&d.state, b.keep_runs);
 
     // 7. Threads: audit writer, then the supervisor.
     let mut sinks = vec![d.run_dir.audit_log()];
@@ -189,7 +195,12 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             return Err(e.into());
         }
     };
-    let listener_fd = spawned.listener.take().expect("spawn returns the listener");
+    // The child is confined once its listener is here (or says which step failed).
+    spawned.receive_listener()?;
+    let listener_fd = spawned
+        .listener
+        .take()
+        .expect("receive_listener keeps the listener");
     let listener = sys::Listener::new(listener_fd, sizes);
     let caps = features::probe_listener(&listener, b.features.sync_wake_up);
     let features = features.with_listener(Some(&caps), &b.features);

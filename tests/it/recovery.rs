@@ -219,6 +219,16 @@ fn recover_after_guard_is_killed_at_random_moments_restores_the_workspace() {
         {
             undone += 1;
         }
+        // The killed guard could not remove its private temporary directory; recover does.
+        for id in out
+            .stdout()
+            .lines()
+            .filter_map(|l| l.strip_prefix("recovered run "))
+            .filter_map(|l| l.split(':').next())
+        {
+            let tmp = std::env::temp_dir().join(format!("guard-{id}"));
+            assert!(!tmp.exists(), "{story}: {} is left", tmp.display());
+        }
         // Recovery is done once: a second pass finds nothing left to do.
         let again = w.guard().arg("recover").arg("-w").arg(&w.ws).output();
         again.expect_code(0);

@@ -113,3 +113,53 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
         assert_eq!(probe_result(&out), "ok", "{profile}: /etc/passwd");
     }
 }
+
+/// The `fs.hide` expansion makes hundreds of Landlock rules; guard adds each as it opens its
+/// root, so a run starts, and hides what it must, under an open-file limit far below that
+/// (it used to fail with "Too many open files" before the command started).
+#[test]
+fn a_low_open_file_limit_still_starts_a_run_that_hides_the_secrets() {
+    let w = Workspace::new();
+    let probe = w.probe();
+    let g = w.exec(&["agent"]);
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg("--nofile=32:32")
+        .arg("--")
+        .arg(g.cmd.get_program())
+        .args(g.cmd.get_args())
+        .arg("--");
+    for (k, v) in g.cmd.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = g.cmd.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let script = format!(
+        "{probe} read /etc/passwd; {probe} read /etc/shadow; echo made > made.txt",
+        probe = probe
+    );
+    let out = crate::util::Out(cmd.args(["sh", "-c", &script]).output().expect("prlimit"));
+    assert_eq!(out.code(), 0, "{}", out.stderr());
+    let results: Vec<String> = out.stdout().lines().map(str::to_string).collect();
+    assert_eq!(
+        results.first().map(String::as_str),
+        Some("ok"),
+        "/etc/passwd: {results:?}"
+    );
+    if std::path::Path::new("/etc/shadow").exists() {
+        assert_eq!(
+            results.get(1).map(String::as_str),
+            Some("errno 13 EACCES"),
+            "/etc/shadow: {results:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("made.txt"))
+            .ok()
+            .as_deref(),
+        Some("made\n")
+    );
+}
