@@ -9,7 +9,8 @@
 # Without --write the report is printed on stdout only; after --write docs/benchmarks.md,
 # `python3 benches/readme_figures.py docs/benchmarks.md README.md` copies the figures into the
 # README. Sections:
-# 1. start-up cost of `true` bare and under each tool (hyperfine);
+# 1. start-up cost of `true` bare and under each tool (hyperfine), and of guard in a state
+#    directory that has seen PAST_RUNS (2000) runs;
 # 2. fixed cost of a transaction (an empty run: journal begin + seal) on a one-file workspace
 #    and on a 10,000-file tree, and with --atomic (which digests the tree at start);
 # 3. cost of one system call, trapped and judged by guard or not, with guard-callloop
@@ -29,7 +30,8 @@
 # sandlock and nono are looked for on PATH and in ~/.cargo/bin (`cargo install sandlock-cli
 # nono-cli`). Knobs (environment): CALLS (calls per loop, 20000), REPS (repetitions per cell,
 # 3), RUNS (hyperfine runs, 30), REPS_RM (repetitions of section 4, 3), REPS_W (repetitions of
-# each peer workload, 3), SKIP_CRITERION=1. The defaults finish in about 15 minutes on 2 CPUs.
+# each peer workload, 3), PAST_RUNS (runs made before the start-up row in a used state
+# directory, 2000), SKIP_CRITERION=1. The defaults finish in about 15 minutes on 2 CPUs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,7 +48,7 @@ done
 [[ -z $BASELINE || -x $BASELINE ]] || { echo "--baseline $BASELINE is not an executable" >&2; exit 2; }
 cd "$ROOT"
 if [[ -n $QUICK ]]; then
-    : "${CALLS:=2000}" "${REPS:=1}" "${RUNS:=5}" "${REPS_RM:=1}" "${REPS_W:=1}" "${SKIP_CRITERION:=1}"
+    : "${CALLS:=2000}" "${REPS:=1}" "${RUNS:=5}" "${REPS_RM:=1}" "${REPS_W:=1}" "${SKIP_CRITERION:=1}" "${PAST_RUNS:=50}"
 fi
 CALLS=${CALLS:-20000}
 REPS=${REPS:-3}
@@ -178,6 +180,42 @@ if avail hyperfine; then
                 "$RAW/startup.json"
         done
     } >"$STARTUP_MD"
+    # A state directory that has seen many runs (run directories stay; their journals are
+    # pruned): made by PAST_RUNS real runs, then the same start-up measured in it, for this
+    # build and (with --baseline) the old one, each in its own copy of the directory.
+    PAST_RUNS=${PAST_RUNS:-2000}
+    log "start-up with $PAST_RUNS past runs in the state directory"
+    MANY="$WORK/state-many"
+    mkdir -p "$MANY"
+    for ((i = 0; i < PAST_RUNS; i++)); do
+        GUARD_STATE_DIR="$MANY" "$GUARD" exec -w "$WS" -- true || { echo "past run $i failed" >&2; exit 1; }
+    done
+    many_names=("guard (agent), $PAST_RUNS past runs")
+    many_bins=("$GUARD")
+    if [[ -n $BASELINE ]]; then
+        many_names+=("baseline guard (agent), $PAST_RUNS past runs")
+        many_bins+=("$BASELINE")
+    fi
+    {
+        echo
+        echo "The same \`guard exec -- true\` with a state directory that has seen $PAST_RUNS runs"
+        echo "before (made by running it that many times; run directories stay, journals beyond the"
+        echo "newest 20 are pruned). Each row has its own copy of that directory and its own hyperfine"
+        echo "run (\`GUARD_STATE_DIR\` differs), one after the other."
+        echo
+        echo "| what | mean ms | median ms | min ms | stddev ms |"
+        echo "|---|---:|---:|---:|---:|"
+    } >>"$STARTUP_MD"
+    for i in "${!many_bins[@]}"; do
+        dir="$WORK/state-many-$i"
+        rm -rf "$dir" && cp -a "$MANY" "$dir"
+        (cd "$WS" && GUARD_STATE_DIR="$dir" hyperfine -N --warmup 5 --runs "$RUNS" --style basic \
+            --export-json "$RAW/startup-many-$i.json" -n "${many_names[$i]}" \
+            "${many_bins[$i]} exec -w $WS -- true") >&2
+        jq -r '.results[0] | "| \(.command) | \(.mean*1000*100|round/100) | \(.median*1000*100|round/100) | \(.min*1000*100|round/100) | \(.stddev*1000*100|round/100) |"' \
+            "$RAW/startup-many-$i.json" >>"$STARTUP_MD"
+        rm -rf "$dir"
+    done
 else
     echo "Skipped: hyperfine not available: ${NA[hyperfine]}." >"$STARTUP_MD"
 fi
