@@ -270,14 +270,7 @@ fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
     else {
         return false;
     };
-    owner == tid || tgid_of(tid) == Some(owner)
-}
-
-fn tgid_of(tid: u32) -> Option<u32> {
-    crate::sys::process::read_proc_text(format!("/proc/{tid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
+    owner == tid || sys::process::tgid_of(tid).ok() == Some(owner)
 }
 
 /// `/proc/self` and `/proc/thread-self` mean the caller, not guard: rewrite them to the

@@ -323,16 +323,20 @@ pub fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
     String::from_utf8(read_proc(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The thread group (process) that thread `tid` belongs to, from its `/proc` status; ESRCH
+/// when the status has no `Tgid:` line.
+pub fn tgid_of(tid: u32) -> io::Result<u32> {
+    read_proc_text(format!("/proc/{tid}/status"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
+}
+
 /// A pidfd for the thread group that thread `tid` belongs to: `pidfd_open` wants a thread
 /// group leader (before Linux 6.9), and seccomp notifications carry thread ids.
 pub fn pidfd_for_thread(tid: u32) -> io::Result<OwnedFd> {
-    let tgid = read_proc_text(format!("/proc/{tid}/status"))?
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Tgid:")
-                .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
-        })
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let tgid = libc::pid_t::try_from(tgid_of(tid)?)
+        .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
     pidfd_open(tgid)
 }
 

@@ -88,10 +88,6 @@ pub(super) fn duplicate(pid: u32, sock: i32) -> io::Result<(OwnedFd, OwnedFd, i3
     Ok((pidfd, dup, stype))
 }
 
-fn tgid_of(pid: u32) -> Option<u32> {
-    status_field(pid, "Tgid:").and_then(|v| v.first().copied())
-}
-
 /// The numbers of a `/proc/PID/status` line (`Uid:`: real, effective, saved, filesystem).
 fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
     let text = crate::sys::process::read_proc_text(format!("/proc/{pid}/status")).ok()?;
@@ -145,7 +141,10 @@ fn translate_control(
             let own = |key: &str, v: u32| {
                 status_field(pid, key).is_some_and(|ids| ids.iter().take(3).any(|&i| i == v))
             };
-            if Some(cpid) != tgid_of(pid) || !own("Uid:", uid) || !own("Gid:", gid) {
+            if Some(cpid) != crate::sys::process::tgid_of(pid).ok()
+                || !own("Uid:", uid)
+                || !own("Gid:", gid)
+            {
                 return Err(io::Error::from_raw_os_error(libc::EPERM));
             }
         }
@@ -480,7 +479,7 @@ fn answer_later(state: &NetState, n: &Notif, outcome: Outcome) {
     };
     let _ = state.listener.respond(n.id, val, error, false);
     if pipe {
-        let tgid = tgid_of(n.pid).unwrap_or(n.pid);
+        let tgid = crate::sys::process::tgid_of(n.pid).unwrap_or(n.pid);
         let _ = crate::sys::process::tgkill(tgid, n.pid, libc::SIGPIPE);
     }
 }
