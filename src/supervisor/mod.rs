@@ -262,12 +262,10 @@ impl Supervisor {
                 // stop): nothing is left to judge. Meanwhile, the standbys are started once a
                 // call is slow; they leave on their own when the run is over.
                 let mut standbys = false;
-                loop {
-                    match primary_ended.recv_timeout(receive::SLOW) {
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                        // Ended, or panicked (the sender is gone).
-                        _ => break,
-                    }
+                // Until it ends, or panics (the sender is then gone).
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    primary_ended.recv_timeout(receive::SLOW)
+                {
                     if !standbys && receive::someone_slow(&core, usize::MAX) {
                         standbys = true;
                         for i in 1..receive::WORKERS {
