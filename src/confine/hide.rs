@@ -15,6 +15,7 @@
 //! a symlink among the entries is not granted itself (the path it points to is judged where
 //! it leads).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -27,9 +28,10 @@ const MAX_DEPTH: usize = 8;
 /// The compiled `fs.hide` patterns.
 pub struct Hidden {
     set: GlobSet,
-    /// The deepest directory each pattern's hidden entries lie in: that directory and its
-    /// ancestors are the ones to expand.
-    dirs: Vec<PathBuf>,
+    /// The directories to expand: the deepest directory each pattern's hidden entries lie
+    /// in, and every directory above it. A set, since every entry of an expanded directory
+    /// is looked up in it (hundreds in `/etc` and `/dev`).
+    expand: HashSet<PathBuf>,
 }
 
 /// The components of `glob` up to the first one with glob syntax.
@@ -50,7 +52,7 @@ impl Hidden {
     /// nothing.
     pub fn new(patterns: &[String]) -> Hidden {
         let mut b = GlobSetBuilder::new();
-        let mut dirs = Vec::new();
+        let mut expand = HashSet::new();
         for p in patterns {
             if let Ok(g) = GlobBuilder::new(p).literal_separator(true).build() {
                 b.add(g);
@@ -65,12 +67,14 @@ impl Hidden {
                 } else {
                     Some(a)
                 };
-                dirs.extend(dir);
+                for d in dir.iter().flat_map(|d| d.ancestors()) {
+                    expand.insert(d.to_path_buf());
+                }
             }
         }
         Hidden {
             set: b.build().unwrap_or_else(|_| GlobSet::empty()),
-            dirs,
+            expand,
         }
     }
 
@@ -101,7 +105,7 @@ impl Hidden {
         if self.set.is_match(path) {
             return 1;
         }
-        let below = self.dirs.iter().any(|d| d.starts_with(path));
+        let below = self.expand.contains(path);
         if !below || depth >= MAX_DEPTH {
             out.push((path.to_path_buf(), access));
             return 0;

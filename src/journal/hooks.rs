@@ -45,7 +45,12 @@ impl Journal {
     /// Removes store object `seq`, made for an entry that was not logged (or whose call
     /// failed). Should that fail, the next object made under this seq looks first.
     pub(crate) fn clear_object(&self, seq: u64) {
-        if copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq))).is_err() {
+        let name = Self::object_name(seq);
+        if self
+            .store()
+            .and_then(|store| copy::remove_tree(store, OsStr::new(&name)))
+            .is_err()
+        {
             self.maybe_leftovers.set(true);
         }
     }
@@ -54,7 +59,10 @@ impl Journal {
     /// hold one (see `maybe_leftovers`: a crash can leave one behind).
     pub(crate) fn clear_leftover(&self, seq: u64) {
         if self.maybe_leftovers.get() {
-            let _ = copy::remove_tree(self.store(), OsStr::new(&Self::object_name(seq)));
+            let name = Self::object_name(seq);
+            let _ = self
+                .store()
+                .and_then(|store| copy::remove_tree(store, OsStr::new(&name)));
         }
     }
 
@@ -69,10 +77,16 @@ impl Journal {
         self.clear_leftover(seq);
         if st.kind != Kind::Dir {
             let obj = Self::object_name(seq);
-            return copy::copy_entry(dir, name, self.store(), OsStr::new(&obj), st, false, true);
+            return copy::copy_entry(dir, name, self.store()?, OsStr::new(&obj), st, false, true);
         }
         let obj = Self::object_name(seq);
-        copy::copy_tree(dir, name, self.store(), OsStr::new(&obj), self.header.fsync)?;
+        copy::copy_tree(
+            dir,
+            name,
+            self.store()?,
+            OsStr::new(&obj),
+            self.header.fsync,
+        )?;
         Ok(None)
     }
 
@@ -290,7 +304,7 @@ impl Journal {
                 | nix::fcntl::OFlag::O_CREAT
                 | nix::fcntl::OFlag::O_EXCL;
             let dst = std::fs::File::from(fsops::open_at(
-                self.store(),
+                self.store()?,
                 OsStr::new(&obj),
                 flags,
                 0o600,

@@ -225,8 +225,11 @@ pub struct Journal {
     pub(crate) header: Header,
     pub(crate) workspace: PathBuf,
     pub(crate) ws_fd: OwnedFd,
-    pub(crate) store_fd: OwnedFd,
-    pub(crate) log: LogWriter,
+    /// The journal's files (store, log, header), made at the first entry that is not a
+    /// checkpoint: a run that changes nothing leaves no journal on disk (see [`Journal::disk`]).
+    disk: std::cell::OnceCell<Disk>,
+    /// `log.jsonl`, once made.
+    log_path: PathBuf,
     exclude: GlobSet,
     pub(crate) entries: Vec<Entry>,
     /// Inodes whose content pre-image (or unprotected record) was taken since the checkpoint.
@@ -250,6 +253,12 @@ pub struct Journal {
     /// The directory a rollback step last worked in (steps come in runs that share one);
     /// forgotten whenever a step moves or removes a directory.
     pub(crate) last_dir: std::cell::RefCell<Option<(PathBuf, std::sync::Arc<OwnedFd>)>>,
+}
+
+/// The open files of a journal that exists on disk.
+struct Disk {
+    store_fd: OwnedFd,
+    log: LogWriter,
 }
 
 fn mkdir_private(p: &Path) -> Result<(), JournalError> {
@@ -339,27 +348,17 @@ impl Journal {
         force_copy: bool,
     ) -> Result<Journal, JournalError> {
         let dir = run_dir.join("journal");
-        let store = dir.join("store");
-        mkdir_private(&store)?;
-        // Callers rename what they delete into it with their own credentials (keep.rs).
-        std::fs::set_permissions(
-            &store,
-            std::os::unix::fs::PermissionsExt::from_mode(super::keep::STORE_MODE),
-        )
-        .map_err(|source| JournalError::Create {
-            path: store.clone(),
-            source,
-        })?;
         let create_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| JournalError::Create { path, source }
         };
+        // The store will lie in the run directory: moves into it work when that is on the
+        // workspace's filesystem.
         let ws_meta = std::fs::metadata(workspace).map_err(create_err(workspace))?;
-        let store_meta = std::fs::metadata(&store).map_err(create_err(&store))?;
-        let store_fd = open_dir(&store).map_err(create_err(&store))?;
+        let run_meta = std::fs::metadata(run_dir).map_err(create_err(run_dir))?;
         let mode = if force_copy
             || std::os::unix::fs::MetadataExt::dev(&ws_meta)
-                != std::os::unix::fs::MetadataExt::dev(&store_meta)
+                != std::os::unix::fs::MetadataExt::dev(&run_meta)
         {
             StoreMode::Copy
         } else {
@@ -373,13 +372,47 @@ impl Journal {
             fsync,
             mode,
         };
-        let path = dir.join("journal.json");
-        let text = serde_json::to_vec_pretty(&header).map_err(io::Error::other);
+        Self::assemble(dir, header, None, Vec::new())
+    }
+
+    /// The journal's files, made now if they are not yet: the store, then the log with the
+    /// entries so far (the checkpoints taken before the first change), then `journal.json`,
+    /// which a recovery looks for first, so a journal it finds has a log and a store.
+    fn disk(&self) -> Result<&Disk, JournalError> {
+        if let Some(d) = self.disk.get() {
+            return Ok(d);
+        }
+        let create_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| JournalError::Create { path, source }
+        };
+        let store = self.dir.join("store");
+        mkdir_private(&store)?;
+        // Callers rename what they delete into it with their own credentials (keep.rs).
+        std::fs::set_permissions(
+            &store,
+            std::os::unix::fs::PermissionsExt::from_mode(super::keep::STORE_MODE),
+        )
+        .map_err(create_err(&store))?;
+        let store_fd = open_dir(&store).map_err(create_err(&store))?;
+        let log = LogWriter::open(&self.log_path, self.header.fsync)
+            .map_err(create_err(&self.log_path))?;
+        for e in &self.entries {
+            log.append(e).map_err(|source| JournalError::Append {
+                path: self.log_path.clone(),
+                source,
+            })?;
+        }
+        let path = self.dir.join("journal.json");
+        let text = serde_json::to_vec_pretty(&self.header).map_err(io::Error::other);
         text.and_then(|t| std::fs::write(&path, t))
             .map_err(create_err(&path))?;
-        let log_path = dir.join("log.jsonl");
-        let log = LogWriter::open(&log_path, fsync).map_err(create_err(&log_path))?;
-        Self::assemble(dir, header, store_fd, log, Vec::new())
+        Ok(self.disk.get_or_init(|| Disk { store_fd, log }))
+    }
+
+    /// Whether the journal exists on disk: false until the run's first change.
+    pub fn on_disk(&self) -> bool {
+        self.disk.get().is_some()
     }
 
     /// Opens the journal of an existing run (for rollback, diff or recovery). A torn last log
@@ -400,11 +433,11 @@ impl Journal {
             .map_err(read_err(&path))?;
         let log_path = dir.join("log.jsonl");
         let (entries, valid) = read_log(&log_path).map_err(read_err(&log_path))?;
-        let mut log = LogWriter::open(&log_path, header.fsync).map_err(read_err(&log_path))?;
+        let log = LogWriter::open(&log_path, header.fsync).map_err(read_err(&log_path))?;
         log.truncate_to(valid).map_err(read_err(&log_path))?;
         let store = dir.join("store");
         let store_fd = open_dir(&store).map_err(read_err(&store))?;
-        let mut j = Self::assemble(dir, header, store_fd, log, entries)?;
+        let mut j = Self::assemble(dir, header, Some(Disk { store_fd, log }), entries)?;
         j.maybe_leftovers.set(true);
         // Rebuild the per-checkpoint sets, should the run go on.
         let since = j.entries.iter().rposition(|e| {
@@ -433,8 +466,7 @@ impl Journal {
     fn assemble(
         dir: PathBuf,
         header: Header,
-        store_fd: OwnedFd,
-        log: LogWriter,
+        disk: Option<Disk>,
         entries: Vec<Entry>,
     ) -> Result<Journal, JournalError> {
         let workspace = PathBuf::from(header.workspace.clone());
@@ -458,12 +490,12 @@ impl Journal {
             .collect();
         Ok(Journal {
             exclude: exclude_set(&header.exclude)?,
+            log_path: dir.join("log.jsonl"),
             dir,
             header,
             workspace,
             ws_fd,
-            store_fd,
-            log,
+            disk: disk.map(std::cell::OnceCell::from).unwrap_or_default(),
             entries,
             content_saved: HashMap::new(),
             meta_saved: HashSet::new(),
@@ -493,7 +525,7 @@ impl Journal {
 
     /// The path of `log.jsonl`.
     pub fn log_path(&self) -> &Path {
-        self.log.path()
+        &self.log_path
     }
 
     /// `abs` relative to the workspace, when it lies strictly inside it.
@@ -525,25 +557,38 @@ impl Journal {
         self.entries.last().map_or(1, |e| e.seq + 1)
     }
 
-    /// Appends `op` as the next entry; returns its seq.
+    /// Appends `op` as the next entry; returns its seq. A checkpoint taken before the first
+    /// change is kept in memory only: it reaches the log with that change (see
+    /// [`Journal::disk`]).
     pub(crate) fn append(&mut self, op: Op) -> Result<u64, JournalError> {
         let entry = Entry {
             seq: self.next_seq(),
             op,
         };
-        self.log
-            .append(&entry)
-            .map_err(|source| JournalError::Append {
-                path: self.log.path().to_path_buf(),
-                source,
-            })?;
+        let waits = matches!(entry.op, Op::Checkpoint { .. }) && !self.on_disk();
+        if !waits {
+            self.disk()?
+                .log
+                .append(&entry)
+                .map_err(|source| JournalError::Append {
+                    path: self.log_path.clone(),
+                    source,
+                })?;
+        }
         let seq = entry.seq;
         self.entries.push(entry);
         Ok(seq)
     }
 
-    pub(crate) fn store(&self) -> BorrowedFd<'_> {
-        self.store_fd.as_fd()
+    /// The store, made now if the journal is not on disk yet.
+    pub(crate) fn store(&self) -> io::Result<BorrowedFd<'_>> {
+        match self.disk() {
+            Ok(d) => Ok(d.store_fd.as_fd()),
+            Err(JournalError::Create { source, .. } | JournalError::Append { source, .. }) => {
+                Err(source)
+            }
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
     }
 
     pub(crate) fn ws(&self) -> BorrowedFd<'_> {
@@ -607,7 +652,7 @@ impl Journal {
             })
             .ok_or_else(|| JournalError::NoCheckpoint {
                 id,
-                path: self.log.path().to_path_buf(),
+                path: self.log_path.clone(),
             })
     }
 

@@ -100,7 +100,7 @@ impl Journal {
         if self.way(dir, name, st, Some(raw)) == Way::Inode {
             record(self, None)?;
             let moved = as_caller_creating_nothing(|| {
-                fsops::rename_at(dir, name, self.store(), obj, RenameFlags::empty())
+                fsops::rename_at(dir, name, self.store()?, obj, RenameFlags::empty())
             });
             match moved {
                 // Another mount of the same filesystem: the rename cannot reach the store.
@@ -135,7 +135,7 @@ impl Journal {
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
         if self.way(dir, name, st, None) == Way::Inode
-            && fsops::link_at(dir, name, self.store(), obj).is_ok()
+            && fsops::link_at(dir, name, self.store()?, obj).is_ok()
         {
             return Ok(None);
         }
@@ -150,7 +150,7 @@ impl Journal {
         obj: &OsStr,
         st: &Stat,
     ) -> io::Result<Option<String>> {
-        copy::copy_entry(dir, name, self.store(), obj, st, self.header.fsync, true)
+        copy::copy_entry(dir, name, self.store()?, obj, st, self.header.fsync, true)
     }
 }
 

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::sys::stat::FileStat;
 use serde::{Deserialize, Serialize};
@@ -294,7 +294,6 @@ impl Stat {
 
 /// The append side of the log.
 pub(crate) struct LogWriter {
-    path: PathBuf,
     file: File,
     fsync: bool,
 }
@@ -306,22 +305,14 @@ impl LogWriter {
             .create(true)
             .mode(0o600)
             .open(path)?;
-        Ok(LogWriter {
-            path: path.to_path_buf(),
-            file,
-            fsync,
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(LogWriter { file, fsync })
     }
 
     /// Appends one line with one write(2) (O_APPEND), then fsyncs when asked.
-    pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
+    pub fn append(&self, entry: &Entry) -> io::Result<()> {
         let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
         line.push(b'\n');
-        let n = self.file.write(&line)?;
+        let n = (&self.file).write(&line)?;
         if n != line.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -335,7 +326,7 @@ impl LogWriter {
     }
 
     /// Cuts a torn last line so the next append starts on a fresh line.
-    pub fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+    pub fn truncate_to(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
 }
@@ -380,7 +371,7 @@ mod tests {
     fn entries_round_trip_and_a_torn_last_line_is_ignored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("log.jsonl");
-        let mut w = LogWriter::open(&path, false).expect("open");
+        let w = LogWriter::open(&path, false).expect("open");
         let e = Entry {
             seq: 1,
             op: Op::Created {

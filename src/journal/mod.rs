@@ -4,7 +4,8 @@
 //!
 //! Layout: `$STATE/runs/<run id>/{run.json, audit.jsonl, summary.json, journal/}`. Run ids sort
 //! by start time. The state directory must lie outside every write root of the sandbox.
-//! `journal/` holds `journal.json` (workspace, exclude globs, size cap, fsync, store mode),
+//! `journal/` is made at the run's first change, with the checkpoints taken before it (a run
+//! that changes nothing leaves none, and costs no files beyond its run directory). It holds `journal.json` (workspace, exclude globs, size cap, fsync, store mode),
 //! `log.jsonl`, `store/` (pre-images, one object per entry, named by a `seq`), `seal.json`
 //! (the state the run, or the last operation, left: `seal.rs`) and `lock` (held by the guard
 //! process operating on the journal).

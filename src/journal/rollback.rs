@@ -109,6 +109,11 @@ impl Journal {
     ) -> Result<RollbackReport, JournalError> {
         self.refuse_if_interrupted()?;
         let after = self.checkpoint_seq(to)?;
+        if !self.on_disk() {
+            // No change yet (the first one makes the journal): nothing to roll back, and no
+            // reason to make a journal to say so.
+            return Ok(RollbackReport::default());
+        }
         let mut plan = self.live_changes_after(after);
         plan.reverse();
         let begin = Op::Begin {

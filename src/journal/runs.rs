@@ -210,18 +210,25 @@ const PRUNE_MARK: &str = "prune-mark";
 pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
     let mut report = PruneReport::default();
     let indexed = journal_runs(state).unwrap_or_else(|| index_journals(state));
-    let mut runs: Vec<RunDir> = indexed.into_iter().chain(active_runs(state)).collect();
+    let active = active_runs(state);
+    let active_ids: std::collections::HashSet<String> =
+        active.iter().map(|r| r.id.clone()).collect();
+    let mut runs: Vec<RunDir> = indexed.into_iter().chain(active).collect();
     runs.sort_by(|a, b| b.id.cmp(&a.id));
     runs.dedup_by(|a, b| a.id == b.id);
-    let with_journal = runs.into_iter().filter(|r| {
-        let there = r.path.join("journal").is_dir();
-        if !there {
-            // Removed by hand, or by a prune running at the same time: out of the index.
+    // The runs that hold a journal, newest first. A run still going counts whether or not its
+    // journal exists yet (it is made at the run's first change), as it did when every run made
+    // one at its start. An indexed run without one had it removed by hand, or by a prune
+    // running at the same time: it leaves the index.
+    let mut with_journal = Vec::with_capacity(runs.len());
+    for r in runs {
+        if active_ids.contains(&r.id) || r.path.join("journal").is_dir() {
+            with_journal.push(r);
+        } else {
             let _ = std::fs::remove_file(state.join(JOURNALS).join(&r.id));
         }
-        there
-    });
-    for (i, run) in with_journal.enumerate() {
+    }
+    for (i, run) in with_journal.into_iter().enumerate() {
         // Only runs beyond the newest `keep` have their metadata read.
         let busy = |m: RunMeta| m.state == "running" || m.state == STATE_ROLLING_BACK;
         if i < keep || run.read_meta().map_or(true, busy) {
@@ -230,10 +237,14 @@ pub fn prune(state: &Path, keep: usize) -> Result<PruneReport, JournalError> {
         }
         let dir = run.path.join("journal");
         make_removable(&dir);
-        std::fs::remove_dir_all(&dir).map_err(|source| JournalError::Create {
-            path: dir.clone(),
-            source,
-        })?;
+        match std::fs::remove_dir_all(&dir) {
+            // An ended run still marked active that changed nothing: no journal to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            other => other.map_err(|source| JournalError::Create {
+                path: dir.clone(),
+                source,
+            })?,
+        }
         let _ = std::fs::remove_file(state.join(JOURNALS).join(&run.id));
         report.removed.push(run.id);
     }

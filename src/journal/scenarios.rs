@@ -214,6 +214,42 @@ fn every_mutation_rolls_back_to_the_same_digest() {
 }
 
 #[test]
+fn a_journal_reaches_the_disk_with_the_first_change_and_not_before() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let dir = e.run.join("journal");
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let start = j.checkpoint("run start", None).expect("checkpoint");
+    j.checkpoint("a command", Some(7)).expect("checkpoint");
+    // Checkpoints, a seal and a rollback with nothing to undo make no file.
+    j.seal().expect("seal");
+    let report = j.rollback(start, &mut |_, _| {}).expect("rollback");
+    assert_eq!(report.entries_undone, 0);
+    assert!(
+        !j.on_disk() && !dir.exists(),
+        "a journal with no change made files"
+    );
+    // The first change brings the journal to the disk: its checkpoints first, then the change.
+    del(&mut j, &e.ws.join("README")).expect("delete");
+    assert!(j.on_disk());
+    assert!(dir.join("journal.json").is_file() && dir.join("store").is_dir());
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open");
+    let checkpoints: Vec<_> = j
+        .checkpoints()
+        .into_iter()
+        .map(|(_, reason, changes)| (reason, changes))
+        .collect();
+    assert_eq!(
+        checkpoints,
+        [("run start".to_string(), 0), ("a command".to_string(), 0)]
+    );
+    j.rollback(start, &mut |_, _| {}).expect("rollback");
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
 fn errors_leave_no_entry_that_undoes_anything() {
     let e = env();
     varied_tree(&e.ws);
@@ -959,6 +995,9 @@ fn prune_reads_the_index_of_journals_not_every_run() {
         let run = fake_run(&state, &format!("2026020{i}T000000Z-0001"), &e.ws, st, 1);
         let mut j = Journal::create(&run.path, &e.ws, &pol, false).expect("create");
         j.checkpoint("start", None).expect("checkpoint");
+        // A journal reaches the disk with the run's first change; its store brings it there
+        // just the same.
+        j.store().expect("store");
         run
     };
     let indexed = |state: &Path| {

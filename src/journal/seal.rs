@@ -220,6 +220,10 @@ impl Journal {
     /// [`JournalError::Inspect`] when a path cannot be examined, [`JournalError::Create`] when
     /// the seal cannot be written, [`JournalError::Append`] when its log entry cannot.
     pub fn seal(&mut self) -> Result<(), JournalError> {
+        if !self.on_disk() {
+            // The run changed nothing: there is no journal, and nothing for a rollback to check.
+            return Ok(());
+        }
         let n = self.write_seal()?;
         self.append(Op::Sealed { paths: n })?;
         Ok(())

@@ -181,7 +181,7 @@ impl Journal {
             match fsops::rename_at(
                 dir,
                 name,
-                self.store(),
+                self.store()?,
                 target,
                 RenameFlags::RENAME_NOREPLACE,
             ) {
@@ -189,7 +189,7 @@ impl Journal {
                 other => return other,
             }
         }
-        copy::copy_tree(dir, name, self.store(), target, self.header.fsync)?;
+        copy::copy_tree(dir, name, self.store()?, target, self.header.fsync)?;
         copy::remove_tree(dir, name)
     }
 
@@ -220,7 +220,7 @@ impl Journal {
         object: &OsStr,
         a: &mut Apply,
     ) -> Option<(PathText, FileId)> {
-        let want = stat_at(self.store(), object).ok().flatten()?;
+        let want = stat_at(self.store().ok()?, object).ok().flatten()?;
         let want_hash = OnceCell::new();
         let holds = |cand: &PathText, id: FileId| {
             if cand == rel {
@@ -233,7 +233,7 @@ impl Journal {
                 s.id() == id && s.kind == want.kind && s.size == want.size && s.mode == want.mode
             });
             same && (want.kind != Kind::File || {
-                let w = want_hash.get_or_init(|| hash_of(self.store(), object));
+                let w = want_hash.get_or_init(|| hash_of(self.store().ok()?, object));
                 w.is_some() && *w == hash_of(dir.as_fd(), &name)
             })
         };
@@ -274,8 +274,8 @@ impl Journal {
         let orig = a.now_id(st.id(), seq - 1);
         let oname = Self::object_name(obj);
         let oname = OsStr::new(&oname);
-        let Some(object) =
-            stat_at(self.store(), oname).map_err(fail("inspect the saved copy of", rel))?
+        let Some(object) = (self.store().and_then(|store| stat_at(store, oname)))
+            .map_err(fail("inspect the saved copy of", rel))?
         else {
             return Err(Unstash::Missing);
         };
@@ -317,7 +317,8 @@ impl Journal {
                 obj: Some(obj),
             })?;
             let flags = RenameFlags::RENAME_NOREPLACE;
-            match fsops::rename_at(self.store(), oname, dir, &name, flags) {
+            let store = self.store().map_err(fail("open the store for", rel))?;
+            match fsops::rename_at(store, oname, dir, &name, flags) {
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
                 Ok(()) => {
                     if object.id() != orig {
@@ -338,7 +339,9 @@ impl Journal {
             id: None,
             obj: None,
         })?;
-        copy::copy_tree(self.store(), oname, dir, &tmp, false).map_err(fail("copy", rel))?;
+        (self.store())
+            .and_then(|store| copy::copy_tree(store, oname, dir, &tmp, false))
+            .map_err(fail("copy", rel))?;
         let copied = stat_at(dir, &tmp)
             .map_err(fail("inspect", &tmp_rel))?
             .ok_or_else(|| format!("{} vanished", tmp_rel.display()))?;
@@ -351,7 +354,8 @@ impl Journal {
             .map_err(fail("restore", rel))?;
         a.links.insert(orig, (rel.clone(), copied.id()));
         a.copies.record(seq, copied.id());
-        copy::remove_tree(self.store(), oname)
+        (self.store())
+            .and_then(|store| copy::remove_tree(store, oname))
             .map_err(fail("drop the saved copy of", rel))
             .map_err(Unstash::Failed)
     }
@@ -436,7 +440,7 @@ impl Journal {
             let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
             let o = Self::object_name(seq);
             let dst =
-                std::fs::File::from(fsops::open_at(self.store(), OsStr::new(&o), flags, 0o600)?);
+                std::fs::File::from(fsops::open_at(self.store()?, OsStr::new(&o), flags, 0o600)?);
             copy::copy_content(&current, &dst)?;
             if self.header.fsync {
                 dst.sync_all()?;
@@ -450,7 +454,7 @@ impl Journal {
         })?;
         let o = Self::object_name(obj);
         let write = || -> io::Result<()> {
-            let src = copy::open_readable(self.store(), OsStr::new(&o))?;
+            let src = copy::open_readable(self.store()?, OsStr::new(&o))?;
             let dst = copy::open_writable(dir, &name)?;
             copy::copy_content(&src, &dst)?;
             fsops::set_meta_at(dir, &name, st)
@@ -499,7 +503,10 @@ impl Journal {
         let o = Self::object_name(obj);
         let mut file = st.clone();
         file.kind = Kind::File;
-        copy::copy_entry(self.store(), OsStr::new(&o), dir, &tmp, &file, false, false)
+        (self.store())
+            .and_then(|store| {
+                copy::copy_entry(store, OsStr::new(&o), dir, &tmp, &file, false, false)
+            })
             .map_err(fail("copy", rel))?;
         let copied = stat_at(dir, &tmp)
             .map_err(fail("inspect", &tmp_rel))?

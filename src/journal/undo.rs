@@ -54,7 +54,8 @@ impl Journal {
                 match (id, obj) {
                     (Some(_), Some(o)) => {
                         let target = Self::object_name(*o);
-                        if stat_at(self.store(), OsStr::new(&target))
+                        if (self.store())
+                            .and_then(|store| stat_at(store, OsStr::new(&target)))
                             .map_err(|err| fail("inspect the store for", path, err))?
                             .is_some()
                         {
@@ -185,7 +186,7 @@ impl Journal {
     fn put_back(&self, obj: u64, path: &PathText, st: &Stat) -> io::Result<Option<FileId>> {
         let obj = Self::object_name(obj);
         let obj = OsStr::new(&obj);
-        let store = self.store();
+        let store = self.store()?;
         let Some(object) = stat_at(store, obj)? else {
             return Ok(None);
         };
@@ -216,7 +217,7 @@ impl Journal {
     fn write_back(&self, seq: u64, path: &PathText, st: &Stat) -> io::Result<()> {
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
-        let Ok(src) = fsops::open_at(self.store(), obj, OFlag::O_RDONLY, 0) else {
+        let Ok(src) = fsops::open_at(self.store()?, obj, OFlag::O_RDONLY, 0) else {
             return Ok(()); // the pre-image was never saved: the step never happened
         };
         let (dir, name) = self.fresh_parent(path)?;

@@ -46,6 +46,14 @@ pub enum HistoryError {
         /// The run's id.
         run: String,
     },
+    /// The run changed nothing in its workspace, so it never made a journal.
+    #[error(
+        "run {run} changed nothing in its workspace: there is no journal and nothing to roll back"
+    )]
+    NothingChanged {
+        /// The run's id.
+        run: String,
+    },
     /// The journal could not be read or applied.
     #[error("the journal of run {run} failed")]
     Journal {
@@ -175,15 +183,24 @@ impl RunRecord {
         self.meta.as_ref().map(|m| m.workspace.as_path())
     }
 
-    /// [`HistoryError::NoJournal`] unless the run still has a journal.
+    /// [`HistoryError::NoJournal`] unless the run still has a journal, or
+    /// [`HistoryError::NothingChanged`] when it never had one.
     pub(super) fn require_journal(&self) -> Result<(), HistoryError> {
         if self.dir.join("journal").is_dir() {
-            Ok(())
-        } else {
-            Err(HistoryError::NoJournal {
-                run: self.id.clone(),
-            })
+            return Ok(());
         }
+        // A journal is made at the run's first change: its summary tells a run that made none
+        // from one whose journal was pruned.
+        let unchanged = std::fs::read(self.summary())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::audit::Summary>(&b).ok())
+            .is_some_and(|s| s.files_changed == Some(0));
+        let run = self.id.clone();
+        Err(if unchanged {
+            HistoryError::NothingChanged { run }
+        } else {
+            HistoryError::NoJournal { run }
+        })
     }
 
     pub(super) fn journal(&self) -> Result<Journal, HistoryError> {
@@ -286,7 +303,10 @@ impl History {
     /// [`HistoryError::NoJournal`] when the run has no journal, [`HistoryError::NoCheckpoint`]
     /// when the journal has no checkpoint, [`HistoryError::Journal`] when it cannot be read.
     pub fn diff(&self, run: &RunRecord) -> Result<Diff, HistoryError> {
-        let j = run.journal()?;
+        let j = match run.journal() {
+            Err(HistoryError::NothingChanged { .. }) => return Ok(Diff::default()),
+            j => j?,
+        };
         let start = run.start(&j)?;
         j.diff(start).map_err(|e| run.journal_error(e))
     }

@@ -291,7 +291,10 @@ impl History {
     /// Every file `run` added, modified or deleted, with its content before (from the
     /// journal) and now (from the workspace). A deleted directory is listed file by file.
     pub fn patch(&self, run: &RunRecord) -> Result<Vec<FilePatch>, HistoryError> {
-        let j = run.journal()?;
+        let j = match run.journal() {
+            Err(HistoryError::NothingChanged { .. }) => return Ok(Vec::new()),
+            j => j?,
+        };
         let start = run.start(&j)?;
         let diff = j.diff(start).map_err(|e| run.journal_error(e))?;
         let ws = j.workspace().to_path_buf();

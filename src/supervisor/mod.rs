@@ -241,29 +241,47 @@ impl Supervisor {
         }
     }
 
-    /// Run the workers; the returned thread ends when they all have, and hands back the report.
+    /// Run the receiving worker, and a coordinating thread that starts the standbys the first
+    /// time a call is in hand for longer than [`receive::SLOW`] (most runs never need them:
+    /// two thread starts fewer before the command runs). The returned thread ends when the
+    /// receiving worker has, and hands back the report.
     pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
-        let mut workers = Vec::with_capacity(receive::WORKERS);
-        for i in 0..receive::WORKERS {
-            let core = Arc::clone(&self.core);
-            workers.push(
-                std::thread::Builder::new()
-                    .name(format!("guard-supervisor-{i}"))
-                    .spawn(move || receive::worker(&core, i))?,
-            );
-        }
+        let core = Arc::clone(&self.core);
+        let (ended, primary_ended) = std::sync::mpsc::channel::<()>();
+        let primary = std::thread::Builder::new()
+            .name("guard-supervisor-0".into())
+            .spawn(move || {
+                receive::worker(&core, 0);
+                let _ = ended.send(());
+            })?;
         std::thread::Builder::new()
             .name("guard-supervisor".into())
             .spawn(move || {
-                // The receiving thread ends when no process holds the filter any more (or on
-                // stop): nothing is left to judge. Standbys see `finished` within one nap and
-                // leave on their own; one still finishing a call is waited for, so its change
-                // is in the journal handed back and its decision in the audit log.
-                let mut workers = workers.into_iter();
-                if let Some(primary) = workers.next() {
-                    let _ = primary.join();
-                }
                 let core = self.core;
+                // The receiving thread ends when no process holds the filter any more (or on
+                // stop): nothing is left to judge. Meanwhile, the standbys are started once a
+                // call is slow; they leave on their own when the run is over.
+                let mut standbys = false;
+                // Until it ends, or panics (the sender is then gone).
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    primary_ended.recv_timeout(receive::SLOW)
+                {
+                    if !standbys && receive::someone_slow(&core, usize::MAX) {
+                        standbys = true;
+                        for i in 1..receive::WORKERS {
+                            let core = Arc::clone(&core);
+                            let started = std::thread::Builder::new()
+                                .name(format!("guard-supervisor-{i}"))
+                                .spawn(move || receive::worker(&core, i));
+                            if let Err(e) = started {
+                                tracing::warn!("cannot start a standby supervisor thread: {e}");
+                            }
+                        }
+                    }
+                }
+                let _ = primary.join();
+                // One still finishing a call is waited for, so its change is in the journal
+                // handed back and its decision in the audit log.
                 core.finished.store(true, Ordering::Relaxed);
                 core.net.stop.store(true, Ordering::Relaxed);
                 receive::wait_idle(&core, Duration::from_secs(5));

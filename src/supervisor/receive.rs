@@ -3,10 +3,10 @@
 //! hands the notification to [`super::handle`]; until no process holds the filter any more or
 //! the main thread asks to stop.
 //!
-//! Worker 0 always receives. The standbys step in only while a call has been in hand for
-//! longer than [`SLOW`] (a lookup on a hung network filesystem, a large pre-image copy, a
-//! rollback), so such a call holds up one thread, not every process's calls. Otherwise they
-//! stay out of the way: handing the receiving turn from thread to thread on every call cost
+//! Worker 0 always receives. The standbys are started the first time a call has been in hand
+//! for longer than [`SLOW`] (see `Supervisor::spawn`), and step in only while one is (a lookup
+//! on a hung network filesystem, a large pre-image copy, a rollback), so such a call holds up
+//! one thread, not every process's calls. Otherwise they stay out of the way: handing the receiving turn from thread to thread on every call cost
 //! about 15 us per call here (a wake-up on the other vCPU each time).
 
 use std::os::fd::AsFd;
@@ -22,7 +22,7 @@ use super::{emulate, lock, Core};
 /// How many threads can receive notifications: one that always does, and standbys.
 pub(super) const WORKERS: usize = 3;
 /// How long a call may be in hand before a standby starts receiving.
-const SLOW: Duration = Duration::from_millis(5);
+pub(super) const SLOW: Duration = Duration::from_millis(5);
 
 /// One worker: take the receiving turn, poll the listener, take one notification, give the
 /// turn back and handle it; until no process holds the filter any more or the main thread asks
@@ -37,14 +37,8 @@ pub(super) fn worker(core: &Core, me: usize) {
         );
         inject = emulate::Inject::Continue;
     }
-    let now_us = || core.t0.elapsed().as_micros() as u64 + 1;
-    let someone_slow = || {
-        let now = now_us();
-        core.busy_since.iter().enumerate().any(|(i, b)| {
-            let since = b.load(Ordering::Relaxed);
-            i != me && since != 0 && now.saturating_sub(since) > SLOW.as_micros() as u64
-        })
-    };
+    let now_us = || now_us(core);
+    let someone_slow = || someone_slow(core, me);
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
@@ -102,6 +96,20 @@ pub(super) fn worker(core: &Core, me: usize) {
             break;
         }
     }
+}
+
+/// Microseconds since the supervisor started, plus one (0 in `busy_since` means idle).
+fn now_us(core: &Core) -> u64 {
+    core.t0.elapsed().as_micros() as u64 + 1
+}
+
+/// Whether a worker other than `me` has had a call in hand for longer than [`SLOW`].
+pub(super) fn someone_slow(core: &Core, me: usize) -> bool {
+    let now = now_us(core);
+    core.busy_since.iter().enumerate().any(|(i, b)| {
+        let since = b.load(Ordering::Relaxed);
+        i != me && since != 0 && now.saturating_sub(since) > SLOW.as_micros() as u64
+    })
 }
 
 /// Take one notification off the listener.

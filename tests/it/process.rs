@@ -277,3 +277,43 @@ fn processes_with_cwd_in(dir: &std::path::Path) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A call that keeps the supervisor busy (here the pre-image copy of a 256 MiB file, before
+/// its first write) holds up only what must wait for it: another process's judged calls
+/// outside the workspace (creations in the private tmp) are answered meanwhile, by a standby
+/// thread the supervisor starts when a call is slow. Without one, they would wait for the
+/// copy, and the first process would find at most one of them made.
+#[test]
+fn a_slow_call_holds_up_only_what_waits_for_it() {
+    use std::io::Write as _;
+    let w = Workspace::new();
+    let mut big = std::fs::File::create(w.ws.join("big.bin")).expect("create");
+    // Real data, not holes: a copy of holes would be quick.
+    let chunk = vec![0xabu8; 1 << 20];
+    for _ in 0..256 {
+        big.write_all(&chunk).expect("write");
+    }
+    drop(big);
+    let p = w.root.join("big-preimages.toml");
+    std::fs::write(
+        &p,
+        "name = \"big\"\n[transaction]\nmax-preimage-size = \"1GiB\"\n",
+    )
+    .expect("write profile");
+    // The second process spins (no exec, which would take a checkpoint and so wait for the
+    // journal) until the first one's copy is under way, then makes 50 files.
+    let out = w.exec(&["agent", &p.display().to_string()]).run(&[
+        "sh",
+        "-c",
+        "(i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; \
+          j=0; while [ $j -lt 50 ]; do j=$((j+1)); : > \"$TMPDIR/b-$j\"; done) & \
+         : >> big.bin; set -- \"$TMPDIR\"/b-*; echo \"$# made\"; wait",
+    ]);
+    out.expect_code(0);
+    assert!(
+        out.stdout().contains("50 made"),
+        "the second process's calls waited for the first one's copy: {}{}",
+        out.stdout(),
+        out.stderr()
+    );
+}

@@ -330,3 +330,47 @@ fn old_journals_are_pruned_as_runs_start_and_by_guard_prune() {
     assert!(!w.ws.join("f4.txt").exists());
     assert!(w.ws.join("f3.txt").exists());
 }
+
+#[test]
+fn a_run_that_changes_nothing_makes_no_journal_and_rollback_says_so() {
+    let w = Workspace::new();
+    std::fs::write(w.ws.join("kept.txt"), "as it was\n").expect("write");
+    // It reads the workspace and writes only outside it (its private tmp).
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "cat kept.txt > \"$TMPDIR/copy\""])
+        .expect_code(0);
+    let runs: Vec<std::path::PathBuf> = std::fs::read_dir(w.state.join("runs"))
+        .expect("runs")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert!(run.join("audit.jsonl").is_file() && run.join("summary.json").is_file());
+    assert!(
+        !run.join("journal").exists(),
+        "a run that changed nothing made a journal"
+    );
+    let out = w.guard().arg("rollback").output();
+    assert_ne!(out.code(), 0);
+    assert!(
+        out.stderr().contains("changed nothing in its workspace"),
+        "the refusal says why: {}",
+        out.stderr()
+    );
+    let out = w.guard().arg("diff").output();
+    out.expect_code(0);
+    assert!(out.stdout().contains("0 change(s)"), "{}", out.stdout());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("kept.txt")).expect("read"),
+        "as it was\n"
+    );
+    // The next run's first change makes its journal, and its rollback undoes it.
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "rm kept.txt"])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("kept.txt")).expect("read"),
+        "as it was\n"
+    );
+}
