@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --example embed                       # a demonstration command
 //! cargo run --example embed -- strict -- CMD ...  # your own command under a profile
+//! cargo run --example embed -- --cwd DIR strict -- CMD ...  # started in DIR, not the workspace
 //! ```
 //!
 //! Nothing outside the temporary directories is written: the run's records go to a temporary
@@ -40,6 +41,14 @@ fn main() {
 /// Run the command; returns the exit status (the temporary directories are gone by then).
 fn run() -> Result<i32, Box<dyn Error>> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let cwd = match args.first() {
+        Some(flag) if flag == "--cwd" && args.len() > 1 => {
+            let dir = args.remove(1);
+            args.remove(0);
+            Some(std::path::PathBuf::from(dir))
+        }
+        _ => None,
+    };
     let (profile, command) = match args.iter().position(|a| a == "--") {
         Some(i) => {
             let command = args.split_off(i + 1);
@@ -56,7 +65,7 @@ fn run() -> Result<i32, Box<dyn Error>> {
     let state = tempfile::tempdir()?;
     let running = guard::Run::builder(profile.as_str())
         .workspace(workspace.path())
-        .current_dir(workspace.path())
+        .current_dir(cwd.as_deref().unwrap_or(workspace.path()))
         .state_dir(state.path())
         .notices(|notice| eprintln!("embed: {notice}"))
         .spawn(&command)?;

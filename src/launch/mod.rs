@@ -16,6 +16,7 @@ mod tree;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt as _;
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
@@ -67,6 +68,8 @@ pub struct Spawned {
     /// it.
     pub listener: Option<OwnedFd>,
     status: OwnedFd,
+    /// The command's working directory, to name it should the child fail to enter it.
+    cwd: Option<std::path::PathBuf>,
 }
 
 /// Why the sandbox could not be started.
@@ -86,6 +89,15 @@ pub enum LaunchError {
     Child {
         /// The step.
         stage: Stage,
+        /// Its errno.
+        #[source]
+        source: io::Error,
+    },
+    /// The child could not enter the command's working directory.
+    #[error("cannot start the command in {path}\nhint: the working directory must exist and be searchable by the user guard runs the command as")]
+    WorkingDirectory {
+        /// The directory.
+        path: std::path::PathBuf,
         /// Its errno.
         #[source]
         source: io::Error,
@@ -114,7 +126,7 @@ pub struct ExecFailed(pub io::Error);
 /// The process must be single-threaded (checked: [`LaunchError::Threads`]): the child does
 /// more than async-signal-safe work before it execs. Signals blocked by the caller (see
 /// [`Signals`]) are unblocked in the child.
-pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
+pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     if !sys::process::single_threaded().map_err(LaunchError::Fork)? {
         return Err(LaunchError::Threads);
     }
@@ -133,6 +145,10 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
         }
         sys::process::Forked::Parent { child } => {
             drop(child_sock);
+            let cwd = spec
+                .cwd
+                .take()
+                .map(|c| std::path::PathBuf::from(std::ffi::OsString::from_vec(c.into_bytes())));
             drop(spec);
             let reap = || {
                 // The child is exiting on its own; reap it so no zombie is left.
@@ -153,6 +169,7 @@ pub fn spawn(spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 tree: RunTree::new(child, pidfd),
                 listener: None,
                 status: parent_sock,
+                cwd,
             })
         }
     }
@@ -177,7 +194,19 @@ impl Spawned {
             Err(e) => {
                 self.tree.kill();
                 let _ = self.tree.reap();
-                Err(e)
+                Err(match (e, &self.cwd) {
+                    (
+                        LaunchError::Child {
+                            stage: Stage::WorkingDirectory,
+                            source,
+                        },
+                        Some(path),
+                    ) => LaunchError::WorkingDirectory {
+                        path: path.clone(),
+                        source,
+                    },
+                    (e, _) => e,
+                })
             }
         }
     }

@@ -200,3 +200,32 @@ fn past_runs_are_listed_diffed_and_rolled_back_through_the_library() {
         Some(before.digest.as_str())
     );
 }
+
+/// A child that fails while it sets the sandbox up (here: it cannot enter the command's working
+/// directory) ends the run before anything runs, and the error names the directory.
+#[test]
+fn a_child_that_cannot_enter_the_working_directory_fails_the_run_and_names_it() {
+    let missing = std::env::temp_dir().join(format!("guard-no-such-dir-{}", std::process::id()));
+    let out = Command::new(embed_example())
+        .arg("--cwd")
+        .arg(&missing)
+        .args(["agent", "--", "sh", "-c", "echo ran"])
+        .output()
+        .expect("run the embed example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "cannot start the command in {}",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("No such file or directory"), "{stderr}");
+    assert!(!stdout.contains("ran"), "the command ran: {stdout}");
+}
