@@ -121,27 +121,28 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
 fn a_low_open_file_limit_still_starts_a_run_that_hides_the_secrets() {
     let w = Workspace::new();
     let probe = w.probe();
-    let g = w.exec(&["agent"]);
-    let mut cmd = std::process::Command::new("prlimit");
-    cmd.arg("--nofile=32:32")
-        .arg("--")
-        .arg(g.cmd.get_program())
-        .args(g.cmd.get_args())
-        .arg("--");
-    for (k, v) in g.cmd.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = g.cmd.get_current_dir() {
-        cmd.current_dir(dir);
+    let mut g = w.exec(&["agent"]);
+    // guard starts with at most 32 open files (set in the forked child before it execs guard,
+    // so the test process keeps its own limit).
+    // SAFETY: the closure runs between fork and exec and makes one system call, setrlimit,
+    // which is async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut g.cmd, || {
+            let limit = libc::rlimit {
+                rlim_cur: 32,
+                rlim_max: 32,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     let script = format!(
-        "{probe} read /etc/passwd; {probe} read /etc/shadow; echo made > made.txt",
+        "{probe} read /etc/passwd; {probe} read /etc/shadow; echo made > made.txt; ulimit -n",
         probe = probe
     );
-    let out = crate::util::Out(cmd.args(["sh", "-c", &script]).output().expect("prlimit"));
+    let out = g.run(&["sh", "-c", &script]);
     assert_eq!(out.code(), 0, "{}", out.stderr());
     let results: Vec<String> = out.stdout().lines().map(str::to_string).collect();
     assert_eq!(
@@ -156,6 +157,11 @@ fn a_low_open_file_limit_still_starts_a_run_that_hides_the_secrets() {
             "/etc/shadow: {results:?}"
         );
     }
+    assert_eq!(
+        results.last().map(String::as_str),
+        Some("32"),
+        "the limit guard ran under: {results:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(w.ws.join("made.txt"))
             .ok()
