@@ -629,8 +629,9 @@ $(cat "$STARTUP_MD")
 
 ## 2. Fixed cost of a transaction
 
-An empty run: \`guard exec -- true\` creates the run directory and the journal, writes its
-"run start" checkpoint, runs \`true\` (no judged call but the exec) and seals the journal.
+An empty run: \`guard exec -- true\` creates the run directory, its audit log and the private
+tmp, runs \`true\` (no judged call but the exec) and writes the summary. It changes nothing in
+the workspace, so it makes no journal (the first change would).
 \`hyperfine -N --warmup 5 --runs $RUNS\`, all rows in one hyperfine run (so with section 1's
 rows these are two samples of the same commands, minutes apart). "10k-file ws" is a workspace
 holding the generated tree of section 4 ($TREE_FILES files in $TREE_DIRS directories,

@@ -52,7 +52,7 @@ Per system call, from the same run (µs, median; `docs/benchmarks.md` section 3)
 | `unlinkat` of a file the run made since the last checkpoint (judged, journaled, nothing kept) | {f(c('unlink-made',1))} | {f(c('unlink-made',2))} | {f(c('unlink-made',6),0)} |
 | `open` for writing an existing file (judged, performed, injected with ADDFD) | {f(c('open-write',1))} | {f(c('open-write',2))} | {f(c('open-write',6),0)} |
 
-An empty transaction (`guard exec -- true`: run directory, journal, checkpoint, seal) does
+An empty transaction (`guard exec -- true`: run directory, audit log, private tmp; no journal until a change) does
 not grow with the workspace: {f(s2_1)} ms with one file, {f(s2_10k)} ms with 10,000 (section 2). `rm -rf`
 of 10,000 files takes {ms(rm_g)} s as a whole guard run ({ms(rm_bare)} s bare: the files are kept in the
 store, not freed). `guard rollback` restores them in {ms(rb)} s, each restored path checked
