@@ -397,6 +397,9 @@ impl Journal {
         let store_fd = open_dir(&store).map_err(create_err(&store))?;
         let log = LogWriter::open(&self.log_path, self.header.fsync)
             .map_err(create_err(&self.log_path))?;
+        // An earlier attempt that failed half-way (a full disk) may have left part of the log:
+        // nothing else writes it before the journal is made, so it starts again from empty.
+        log.truncate_to(0).map_err(create_err(&self.log_path))?;
         for e in &self.entries {
             log.append(e).map_err(|source| JournalError::Append {
                 path: self.log_path.clone(),

@@ -230,6 +230,9 @@ fn a_journal_reaches_the_disk_with_the_first_change_and_not_before() {
         !j.on_disk() && !dir.exists(),
         "a journal with no change made files"
     );
+    // What an earlier attempt that failed half-way (a full disk) would leave: part of a log.
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join("log.jsonl"), "{\"seq\":1,\"op\":\"checkpo").expect("torn log");
     // The first change brings the journal to the disk: its checkpoints first, then the change.
     del(&mut j, &e.ws.join("README")).expect("delete");
     assert!(j.on_disk());
