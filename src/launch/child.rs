@@ -12,6 +12,7 @@ use nix::sys::socket::{recv, send, MsgFlags};
 use super::message::{self, Message, Stage};
 use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR};
 use crate::sys;
+use crate::sys::process::ExecImage;
 
 fn fail(sock: BorrowedFd<'_>, stage: Stage, err: io::Error) -> ! {
     message::send_failure(sock, stage, &err);
@@ -38,7 +39,7 @@ fn drop_capabilities() -> io::Result<()> {
 }
 
 /// Runs in the forked child; never returns.
-pub(super) fn run(mut spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
+pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent_pid: u32) -> ! {
     let s = sock.as_raw_fd();
     // `sock` lives until exec or exit.
     let sockb = sock.as_fd();
@@ -115,7 +116,7 @@ pub(super) fn run(mut spec: LaunchSpec, sock: OwnedFd, parent_pid: u32) -> ! {
 
     // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).
-    super::init::run(&spec, sock, parent_pid)
+    super::init::run(&spec, image, sock, parent_pid)
 }
 
 /// Parent side: wait for `L` (the listener's number in the child behind `pidfd`) or `E` (a

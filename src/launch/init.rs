@@ -25,6 +25,7 @@ use super::message::{self, Stage};
 use super::signals::FORWARDED;
 use super::{LaunchSpec, EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
 use crate::sys;
+use crate::sys::process::ExecImage;
 
 /// A ruleset that only scopes signals: enforced by the command on itself, it puts the command
 /// in a domain nested in the init's, which it cannot signal out of.
@@ -38,7 +39,7 @@ fn signal_scope() -> io::Result<OwnedFd> {
 }
 
 /// Fork the command and stay as its init. Never returns.
-pub(super) fn run(spec: &LaunchSpec, sock: OwnedFd, guard: u32) -> ! {
+pub(super) fn run(spec: &LaunchSpec, image: &ExecImage, sock: OwnedFd, guard: u32) -> ! {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
     set.add(Signal::SIGUSR1);
@@ -73,9 +74,8 @@ pub(super) fn run(spec: &LaunchSpec, sock: OwnedFd, guard: u32) -> ! {
     } else {
         None
     };
-    let image = sys::process::ExecImage::new(&spec.program, &spec.argv, &spec.envp);
     let forked = sys::process::fork_exec(
-        &image,
+        image,
         &sys::process::ExecSetup {
             report: sock.as_fd(),
             landlock: scope.as_ref().map(AsFd::as_fd),
@@ -134,6 +134,14 @@ pub(super) fn run(spec: &LaunchSpec, sock: OwnedFd, guard: u32) -> ! {
 
 /// SIGKILL every descendant until none is left, reaping as they go.
 fn kill_all() {
+    // Every orphan of the tree comes to this subreaper, so a process left anywhere below has
+    // a child of this one above it: with no child at all (the common end, a command that left
+    // nothing behind), there is nothing to look for in /proc.
+    if waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL))
+        == Err(nix::errno::Errno::ECHILD)
+    {
+        return;
+    }
     let me = std::process::id() as i32;
     for _ in 0..1000 {
         let pids = super::tree::descendants(me);

@@ -138,10 +138,16 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     )
     .map_err(|e| LaunchError::Channel(e.into()))?;
     let parent_pid = std::process::id();
+    // The command's strings and pointers, made here: the init forks the command from them.
+    let image = sys::process::ExecImage::new(
+        std::mem::take(&mut spec.program),
+        std::mem::take(&mut spec.argv),
+        std::mem::take(&mut spec.envp),
+    );
     match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {
         sys::process::Forked::Child => {
             drop(parent_sock);
-            child::run(spec, child_sock, parent_pid)
+            child::run(spec, &image, child_sock, parent_pid)
         }
         sys::process::Forked::Parent { child } => {
             drop(child_sock);

@@ -57,6 +57,24 @@ pub struct ArgvPattern {
 }
 
 impl ArgvPattern {
+    /// Checks that every (expanded) pattern element is a valid glob, without compiling the
+    /// matchers (see [`super::Rule::argv_pattern`]); the error names the offending element.
+    ///
+    /// # Errors
+    ///
+    /// The element that is not a valid glob, with the glob parser's error.
+    pub fn check(pattern: &[String]) -> Result<(), (String, globset::Error)> {
+        for elem in pattern {
+            if elem != "**" && elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+                GlobBuilder::new(elem)
+                    .literal_separator(elem.starts_with('/'))
+                    .build()
+                    .map_err(|e| (elem.clone(), e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Compiles the (expanded) pattern elements; the error names the offending element.
     ///
     /// # Errors

@@ -102,7 +102,7 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
         return false;
     }
     if !rule.path.is_empty() {
-        let Some(set) = &rule.path_set else {
+        let Some(set) = rule.path_set() else {
             return false;
         };
         let exe = if req.op == Op::Exec { req.exe } else { None };
@@ -115,7 +115,7 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
         }
     }
     if !rule.argv.is_empty() {
-        let Some(pattern) = &rule.argv_pattern else {
+        let Some(pattern) = rule.argv_pattern() else {
             return false;
         };
         if req.op != Op::Exec || !pattern.matches(req.argv, req.exe, req.cwd) {
@@ -419,6 +419,17 @@ fn decide_dns(policy: &Policy, req: &Request) -> Verdict {
 }
 
 impl Policy {
+    /// Compiles every rule's matchers now ([`Rule::path_set`], [`Rule::argv_pattern`]),
+    /// rather than on the first call each one judges. A run does this on a thread of its own
+    /// after the fork, while the child confines itself, so neither the start nor the first
+    /// judged call waits for it.
+    pub fn compile_rules(&self) {
+        for rule in &self.rules {
+            rule.path_set();
+            rule.argv_pattern();
+        }
+    }
+
     /// Whether a socket bound to `sa` must be fenced to loopback peers: the wildcard address,
     /// allowed because its port is a `net.bind` port on loopback, not because `net.bind`
     /// lists it. Not in observe mode.

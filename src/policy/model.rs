@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use globset::GlobSet;
 
@@ -339,14 +339,14 @@ pub struct Rule {
     /// Absolute path globs (expanded); the rule matches if any path of the request matches.
     /// Empty: no path condition.
     pub path: Vec<String>,
-    /// Compiled form of `path` (`None` when the rule has no path condition).
-    pub path_set: Option<GlobSet>,
+    /// Compiled form of `path`, made on first use: see [`Rule::path_set`].
+    pub(crate) path_set: OnceLock<GlobSet>,
     /// argv patterns: one glob per argument, `**` matches any number of arguments. Elements that
     /// begin with `/` after expansion are matched against the argument normalised as a path
     /// relative to the caller's cwd. Empty: no argv condition.
     pub argv: Vec<String>,
-    /// Compiled form of `argv` (`None` only for hand-built rules; such a rule never matches).
-    pub argv_pattern: Option<ArgvPattern>,
+    /// Compiled form of `argv`, made on first use: see [`Rule::argv_pattern`].
+    pub(crate) argv_pattern: OnceLock<ArgvPattern>,
     /// Connect targets; empty: no address condition.
     pub addr: Vec<NetTarget>,
     /// Compiled unix-path and abstract-name globs of `addr`.
@@ -357,6 +357,33 @@ pub struct Rule {
     pub errno: i32,
     /// Why, as the rule states it (shown in explanations and the audit log).
     pub reason: Option<String>,
+}
+
+impl Rule {
+    /// The compiled `path` globs (`None` when the rule has no path condition). Compiling a
+    /// glob set costs tens of microseconds (a regex set), and a run compiles every rule's
+    /// after its fork, while the child confines itself ([`Policy::compile_rules`]); the globs
+    /// were checked one by one when the profile was loaded.
+    pub fn path_set(&self) -> Option<&GlobSet> {
+        if self.path.is_empty() {
+            return None;
+        }
+        Some(self.path_set.get_or_init(|| {
+            super::resolve::glob_set(&self.path).expect("path globs were checked one by one")
+        }))
+    }
+
+    /// The compiled `argv` pattern (`None` when the rule has no argv condition), compiled on
+    /// first use like [`Rule::path_set`]; its elements were checked when the profile was
+    /// loaded.
+    pub fn argv_pattern(&self) -> Option<&ArgvPattern> {
+        if self.argv.is_empty() {
+            return None;
+        }
+        Some(self.argv_pattern.get_or_init(|| {
+            ArgvPattern::compile(&self.argv).expect("argv elements were checked one by one")
+        }))
+    }
 }
 
 /// A fully resolved, validated profile.

@@ -21,6 +21,7 @@
 //! `on-failure = keep`, 64 MiB pre-images, every environment variable kept.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -531,7 +532,7 @@ fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     }
 }
 
-fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
+pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
         b.add(GlobBuilder::new(p).literal_separator(true).build()?);
@@ -769,18 +770,12 @@ impl Cx<'_> {
                 "`argv` applies only to exec\nhint: add \"exec\" to `when`",
             ));
         }
-        let argv_pattern = if argv.is_empty() {
-            None
-        } else {
-            Some(
-                ArgvPattern::compile(&argv).map_err(|(entry, source)| PolicyError::BadGlob {
-                    profile: self.profile.to_string(),
-                    field: field.clone(),
-                    entry,
-                    source,
-                })?,
-            )
-        };
+        ArgvPattern::check(&argv).map_err(|(entry, source)| PolicyError::BadGlob {
+            profile: self.profile.to_string(),
+            field: field.clone(),
+            entry,
+            source,
+        })?;
 
         let field = format!("rule `{}` addr", raw.id);
         let mut addr = Vec::new();
@@ -811,19 +806,14 @@ impl Cx<'_> {
             })?,
         };
 
-        let path_set = if path.is_empty() {
-            None
-        } else {
-            Some(glob_set(&path).expect("path globs were compiled one by one"))
-        };
         let addr_matcher = NetMatcher::new(&addr);
         Ok(Some(Rule {
             id: raw.id.as_str().into(),
             when,
             path,
-            path_set,
+            path_set: OnceLock::new(),
             argv,
-            argv_pattern,
+            argv_pattern: OnceLock::new(),
             addr,
             addr_matcher,
             action: raw.action,
@@ -1076,6 +1066,15 @@ action = "allow"
                 "when = \"connect\"\naddr = [\"300.0.0.1\"]\naction = \"deny\"",
                 "300.0.0.1",
             ),
+            // The matchers compile after the fork, but a glob that cannot is refused here.
+            (
+                "when = \"exec\"\nargv = [\"git\", \"push\", \"--force[\"]\naction = \"deny\"",
+                "--force[",
+            ),
+            (
+                "when = \"delete\"\npath = [\"/srv/[z-a]\"]\naction = \"deny\"",
+                "/srv/[z-a]",
+            ),
         ];
         for (body, want) in cases {
             let dir = files(&[("r.toml", &format!("[[rule]]\nid = \"r\"\n{body}\n"))]);
@@ -1200,6 +1199,31 @@ action = "kill"
             },
         );
         assert_eq!(v.rule, RuleId::Builtin(Builtin::Default));
+    }
+
+    #[test]
+    fn rule_matchers_compile_on_first_use_or_when_asked() {
+        let p = load(&["agent".to_string()], &vars()).expect("agent");
+        let with_argv = p.rules.iter().find(|r| !r.argv.is_empty()).expect("an argv rule");
+        let with_path = p.rules.iter().find(|r| !r.path.is_empty()).expect("a path rule");
+        assert!(with_argv.argv_pattern.get().is_none() && with_path.path_set.get().is_none());
+        // The first judged exec compiles what it needs, and matches as before.
+        let argv = ["git", "push", "--force"].map(OsString::from);
+        let v = decide(
+            &p,
+            &Request {
+                argv: &argv,
+                ..Request::new(Op::Exec)
+            },
+        );
+        assert_eq!(v.action, Action::Deny, "{v:?}");
+        assert!(with_argv.argv_pattern.get().is_some());
+        p.compile_rules();
+        assert!(p
+            .rules
+            .iter()
+            .all(|r| r.path.is_empty() == r.path_set.get().is_none()
+                && r.argv.is_empty() == r.argv_pattern.get().is_none()));
     }
 
     #[test]

@@ -171,6 +171,14 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         tree.kill();
         let _ = tree.reap();
     };
+    // The rules' matchers compile on a thread while the child confines itself; the supervisor
+    // starts once they are done (its first call, the command's exec, uses them).
+    let compiling = {
+        let policy = Arc::clone(&policy);
+        std::thread::Builder::new()
+            .name("guard-rules".into())
+            .spawn(move || policy.compile_rules())
+    };
     // While the child confines itself (Landlock, the filter): run.json, the pruning of older
     // journals (which goes on while the command runs; the run joins it at its end) and the
     // audit writer. The command cannot start before the supervisor answers its execve.
@@ -232,6 +240,18 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             return Err(e.into());
         }
     };
+    let compiled = match compiling {
+        Ok(thread) => thread.join().is_ok(),
+        // No thread to spare: the supervisor compiles each rule on its first use.
+        Err(_) => true,
+    };
+    if !compiled {
+        abandon(&tree);
+        return Err(RunError::Setup {
+            what: "compile the profile's rules",
+            source: io::Error::other("a rule's globs did not compile (see the message above)"),
+        });
+    }
     let shared = Arc::new(Shared::default());
     let (stop_r, stop_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(pair) => pair,

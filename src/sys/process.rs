@@ -78,7 +78,9 @@ pub fn fork_single_threaded() -> io::Result<Forked> {
 }
 
 /// A command to exec, with every pointer `execve` needs built before the fork, so the child
-/// of [`fork_exec`] allocates nothing.
+/// of [`fork_exec`] allocates nothing. guard builds it before its first fork, too: the
+/// sandbox's init then forks the command without copying a string (each write of a page it
+/// shares with guard would copy the page).
 pub struct ExecImage {
     program: CString,
     _strings: Vec<CString>,
@@ -88,18 +90,20 @@ pub struct ExecImage {
 
 impl ExecImage {
     /// The image of `program` with `argv` and `envp` (`NAME=value`).
-    pub fn new(program: &CStr, argv: &[CString], envp: &[CString]) -> ExecImage {
-        let strings: Vec<CString> = argv.iter().chain(envp).cloned().collect();
+    pub fn new(program: CString, argv: Vec<CString>, envp: Vec<CString>) -> ExecImage {
+        let argc = argv.len();
+        let mut strings = argv;
+        strings.extend(envp);
         let ptrs = |range: std::ops::Range<usize>| {
             let mut v: Vec<*const libc::c_char> =
                 strings[range].iter().map(|s| s.as_ptr()).collect();
             v.push(std::ptr::null());
             v
         };
-        let argv_ptrs = ptrs(0..argv.len());
-        let envp_ptrs = ptrs(argv.len()..strings.len());
+        let argv_ptrs = ptrs(0..argc);
+        let envp_ptrs = ptrs(argc..strings.len());
         ExecImage {
-            program: program.to_owned(),
+            program,
             _strings: strings,
             argv: argv_ptrs,
             envp: envp_ptrs,
