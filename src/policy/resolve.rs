@@ -1204,8 +1204,16 @@ action = "kill"
     #[test]
     fn rule_matchers_compile_on_first_use_or_when_asked() {
         let p = load(&["agent".to_string()], &vars()).expect("agent");
-        let with_argv = p.rules.iter().find(|r| !r.argv.is_empty()).expect("an argv rule");
-        let with_path = p.rules.iter().find(|r| !r.path.is_empty()).expect("a path rule");
+        let with_argv = p
+            .rules
+            .iter()
+            .find(|r| !r.argv.is_empty())
+            .expect("an argv rule");
+        let with_path = p
+            .rules
+            .iter()
+            .find(|r| !r.path.is_empty())
+            .expect("a path rule");
         assert!(with_argv.argv_pattern.get().is_none() && with_path.path_set.get().is_none());
         // The first judged exec compiles what it needs, and matches as before.
         let argv = ["git", "push", "--force"].map(OsString::from);
