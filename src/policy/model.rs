@@ -45,8 +45,9 @@ pub struct FsPolicy {
     pub write: Vec<PathBuf>,
     /// Glob patterns (absolute, expanded) whose existing entries may not be mutated.
     pub protect: Vec<String>,
-    /// Compiled form of `protect`.
-    pub protect_set: GlobSet,
+    /// Compiled form of `protect`, made on first use (see [`FsPolicy::protect_set`]); a
+    /// policy built by hand leaves it empty.
+    pub protect_set: OnceLock<GlobSet>,
     /// The literal directory prefixes of the `protect` patterns (e.g. `/ws/.git/hooks` for
     /// `/ws/.git/hooks/**`): deleting or renaming one of these, or an ancestor, is refused too.
     pub protect_anchors: Vec<PathBuf>,
@@ -359,10 +360,20 @@ pub struct Rule {
     pub reason: Option<String>,
 }
 
+impl FsPolicy {
+    /// The compiled `protect` globs, made on first use like a rule's matchers (see
+    /// [`Rule::path_set`]); the globs were checked one by one when the profile was loaded.
+    pub fn protect_set(&self) -> &GlobSet {
+        self.protect_set.get_or_init(|| {
+            super::resolve::glob_set(&self.protect).expect("protect globs were checked one by one")
+        })
+    }
+}
+
 impl Rule {
     /// The compiled `path` globs (`None` when the rule has no path condition). Compiling a
     /// glob set costs tens of microseconds (a regex set), and a run compiles every rule's
-    /// after its fork, while the child confines itself ([`Policy::compile_rules`]); the globs
+    /// after its fork, while the child confines itself ([`Policy::compile_matchers`]); the globs
     /// were checked one by one when the profile was loaded.
     pub fn path_set(&self) -> Option<&GlobSet> {
         if self.path.is_empty() {
