@@ -109,7 +109,7 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
         let hit = [req.path, req.path2, exe]
             .into_iter()
             .flatten()
-            .any(|p| set.is_match(p));
+            .any(|p| rule.path_anchors.iter().any(|a| is_within(p, a)) && set.is_match(p));
         if !hit {
             return false;
         }

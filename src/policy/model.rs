@@ -342,6 +342,10 @@ pub struct Rule {
     pub path: Vec<String>,
     /// Compiled form of `path`, made on first use: see [`Rule::path_set`].
     pub(crate) path_set: OnceLock<GlobSet>,
+    /// The literal directory prefix of each `path` glob (`/home/u/.cargo/bin` for
+    /// `/home/u/.cargo/bin/**`): every path a glob matches lies within its anchor, so a path
+    /// within none of them is not matched without running the glob set.
+    pub(crate) path_anchors: Vec<PathBuf>,
     /// argv patterns: one glob per argument, `**` matches any number of arguments. Elements that
     /// begin with `/` after expansion are matched against the argument normalised as a path
     /// relative to the caller's cwd. Empty: no argv condition.

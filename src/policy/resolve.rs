@@ -809,6 +809,7 @@ impl Cx<'_> {
         Ok(Some(Rule {
             id: raw.id.as_str().into(),
             when,
+            path_anchors: path.iter().map(|g| glob_anchor(g)).collect(),
             path,
             path_set: OnceLock::new(),
             argv,
@@ -1134,6 +1135,57 @@ action = "allow"
             },
         );
         assert_eq!(v.rule, RuleId::Profile("writes".into()));
+    }
+
+    #[test]
+    fn a_rule_path_is_matched_only_within_its_globs_anchors() {
+        // The anchors filter in front of the glob set: what a glob matches is still matched
+        // (a glob in the first component anchors at `/`), and a sibling that merely shares
+        // the anchor's bytes (`/data/keys2`) is not within it.
+        let dir = files(&[(
+            "p.toml",
+            r#"
+[fs]
+write = ["/"]
+[[rule]]
+id = "keys"
+when = "delete"
+path = ["/data/keys/**", "/*/secret.txt", "/srv/exact"]
+action = "deny"
+"#,
+        )]);
+        let p = check(&dir.path().join("p.toml"), &vars()).unwrap();
+        assert_eq!(
+            p.rules[0].path_anchors,
+            ["/data/keys", "/", "/srv/exact"].map(PathBuf::from)
+        );
+        let rule_of = |path: &str| {
+            let path = PathBuf::from(path);
+            decide(
+                &p,
+                &Request {
+                    path: Some(&path),
+                    ..Request::new(Op::Delete)
+                },
+            )
+            .rule
+        };
+        for hit in [
+            "/data/keys/a",
+            "/data/keys/a/b",
+            "/home/secret.txt",
+            "/srv/exact",
+        ] {
+            assert_eq!(rule_of(hit), RuleId::Profile("keys".into()), "{hit}");
+        }
+        for miss in [
+            "/data/keys2/a",
+            "/data/key",
+            "/home/u/secret.txt",
+            "/srv/exact2",
+        ] {
+            assert_ne!(rule_of(miss), RuleId::Profile("keys".into()), "{miss}");
+        }
     }
 
     #[test]
