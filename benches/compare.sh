@@ -788,8 +788,8 @@ cat >>"$REPORT" <<NOTES
   (DESIGN.md). The system calls per judged call are in the table above: the notification
   ioctls (receive, id-valid check, answer) and the poll before the receive, one
   \`process_vm_readv\` for the arguments, the walk of the path (an \`openat2\` of the caller's
-  cwd or of the path's directory, the lookup of the final name, a \`readlink\` of the pinned
-  directory for the path the policy judges), the switch to the caller's credentials and back
+  cwd or of the path's directory, the lookup of the final name, a \`readlinkat\` of the pinned
+  directory in the thread's own /proc fd directory for the path the policy judges), the switch to the caller's credentials and back
   (\`capset\`), and for the calls that change something the check of the name again, the
   journal's append and the call itself. A system call costs about 0.2-2.5 µs in this VM
   (\`getpid\` and \`open-read\` bare); section 5's per-call rows time decode, read, resolve,

@@ -454,7 +454,6 @@ mod tests {
     use crate::policy::{
         EnvPolicy, FsPolicy, NetPolicy, OnDeny, OnFailure, TransactionPolicy, Vars,
     };
-    use globset::GlobSet;
 
     fn policy(read: Vec<PathBuf>, write: Vec<PathBuf>, connect: Vec<NetTarget>) -> Policy {
         Policy {
@@ -467,7 +466,7 @@ mod tests {
                 read,
                 write,
                 protect: Vec::new(),
-                protect_set: GlobSet::empty(),
+                protect_set: Default::default(),
                 protect_anchors: Vec::new(),
                 hide: Vec::new(),
                 allow_setid: false,

@@ -109,7 +109,7 @@ fn rule_matches(rule: &Rule, req: &Request) -> bool {
         let hit = [req.path, req.path2, exe]
             .into_iter()
             .flatten()
-            .any(|p| set.is_match(p));
+            .any(|p| rule.path_anchors.iter().any(|a| is_within(p, a)) && set.is_match(p));
         if !hit {
             return false;
         }
@@ -184,7 +184,7 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         // prefix), so the anchors are a cheap filter in front of the glob set.
         let protected = |p: &Path| {
             policy.fs.protect_anchors.iter().any(|a| is_within(p, a))
-                && policy.fs.protect_set.is_match(p)
+                && policy.fs.protect_set().is_match(p)
         };
         // A new entry is judged by the directory it lands in: a name that matches `protect`
         // may found a new protected tree (`git init` making `.git`), but may not be added
@@ -419,11 +419,12 @@ fn decide_dns(policy: &Policy, req: &Request) -> Verdict {
 }
 
 impl Policy {
-    /// Compiles every rule's matchers now ([`Rule::path_set`], [`Rule::argv_pattern`]),
-    /// rather than on the first call each one judges. A run does this on a thread of its own
-    /// after the fork, while the child confines itself, so neither the start nor the first
-    /// judged call waits for it.
-    pub fn compile_rules(&self) {
+    /// Compiles the matchers of `fs.protect` and of every rule now ([`FsPolicy::protect_set`],
+    /// [`Rule::path_set`], [`Rule::argv_pattern`]), rather than on the first call each one
+    /// judges. A run does this on a thread of its own after the fork, while the child confines
+    /// itself, so neither the start nor the first judged call waits for it.
+    pub fn compile_matchers(&self) {
+        self.fs.protect_set();
         for rule in &self.rules {
             rule.path_set();
             rule.argv_pattern();
@@ -455,7 +456,7 @@ impl Policy {
     /// are protect-relevant, to answer `Request::fresh`; everything beneath such a path is
     /// fresh too, so the set stays small.
     pub fn is_protect_relevant(&self, path: &Path) -> bool {
-        self.fs.protect_set.is_match(path)
+        self.fs.protect_set().is_match(path)
             || self.fs.protect_anchors.iter().any(|a| is_within(a, path))
     }
 }

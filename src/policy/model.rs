@@ -45,8 +45,9 @@ pub struct FsPolicy {
     pub write: Vec<PathBuf>,
     /// Glob patterns (absolute, expanded) whose existing entries may not be mutated.
     pub protect: Vec<String>,
-    /// Compiled form of `protect`.
-    pub protect_set: GlobSet,
+    /// Compiled form of `protect`, made on first use (see [`FsPolicy::protect_set`]); a
+    /// policy built by hand leaves it empty.
+    pub protect_set: OnceLock<GlobSet>,
     /// The literal directory prefixes of the `protect` patterns (e.g. `/ws/.git/hooks` for
     /// `/ws/.git/hooks/**`): deleting or renaming one of these, or an ancestor, is refused too.
     pub protect_anchors: Vec<PathBuf>,
@@ -341,6 +342,10 @@ pub struct Rule {
     pub path: Vec<String>,
     /// Compiled form of `path`, made on first use: see [`Rule::path_set`].
     pub(crate) path_set: OnceLock<GlobSet>,
+    /// The literal directory prefix of each `path` glob (`/home/u/.cargo/bin` for
+    /// `/home/u/.cargo/bin/**`): every path a glob matches lies within its anchor, so a path
+    /// within none of them is not matched without running the glob set.
+    pub(crate) path_anchors: Vec<PathBuf>,
     /// argv patterns: one glob per argument, `**` matches any number of arguments. Elements that
     /// begin with `/` after expansion are matched against the argument normalised as a path
     /// relative to the caller's cwd. Empty: no argv condition.
@@ -359,10 +364,20 @@ pub struct Rule {
     pub reason: Option<String>,
 }
 
+impl FsPolicy {
+    /// The compiled `protect` globs, made on first use like a rule's matchers (see
+    /// [`Rule::path_set`]); the globs were checked one by one when the profile was loaded.
+    pub fn protect_set(&self) -> &GlobSet {
+        self.protect_set.get_or_init(|| {
+            super::resolve::glob_set(&self.protect).expect("protect globs were checked one by one")
+        })
+    }
+}
+
 impl Rule {
     /// The compiled `path` globs (`None` when the rule has no path condition). Compiling a
     /// glob set costs tens of microseconds (a regex set), and a run compiles every rule's
-    /// after its fork, while the child confines itself ([`Policy::compile_rules`]); the globs
+    /// after its fork, while the child confines itself ([`Policy::compile_matchers`]); the globs
     /// were checked one by one when the profile was loaded.
     pub fn path_set(&self) -> Option<&GlobSet> {
         if self.path.is_empty() {

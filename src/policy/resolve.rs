@@ -210,7 +210,6 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         apply(&mut acc, unit, vars)?;
     }
 
-    let protect_set = glob_set(&acc.protect).expect("protect globs were compiled one by one");
     let mut protect_anchors: Vec<PathBuf> = Vec::new();
     for pattern in &acc.protect {
         push_unique(&mut protect_anchors, glob_anchor(pattern));
@@ -226,7 +225,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             read: acc.read,
             write: acc.write,
             protect: acc.protect,
-            protect_set,
+            protect_set: OnceLock::new(),
             protect_anchors,
             hide: acc.hide,
             allow_setid: acc.allow_setid,
@@ -810,6 +809,7 @@ impl Cx<'_> {
         Ok(Some(Rule {
             id: raw.id.as_str().into(),
             when,
+            path_anchors: path.iter().map(|g| glob_anchor(g)).collect(),
             path,
             path_set: OnceLock::new(),
             argv,
@@ -1138,6 +1138,57 @@ action = "allow"
     }
 
     #[test]
+    fn a_rule_path_is_matched_only_within_its_globs_anchors() {
+        // The anchors filter in front of the glob set: what a glob matches is still matched
+        // (a glob in the first component anchors at `/`), and a sibling that merely shares
+        // the anchor's bytes (`/data/keys2`) is not within it.
+        let dir = files(&[(
+            "p.toml",
+            r#"
+[fs]
+write = ["/"]
+[[rule]]
+id = "keys"
+when = "delete"
+path = ["/data/keys/**", "/*/secret.txt", "/srv/exact"]
+action = "deny"
+"#,
+        )]);
+        let p = check(&dir.path().join("p.toml"), &vars()).unwrap();
+        assert_eq!(
+            p.rules[0].path_anchors,
+            ["/data/keys", "/", "/srv/exact"].map(PathBuf::from)
+        );
+        let rule_of = |path: &str| {
+            let path = PathBuf::from(path);
+            decide(
+                &p,
+                &Request {
+                    path: Some(&path),
+                    ..Request::new(Op::Delete)
+                },
+            )
+            .rule
+        };
+        for hit in [
+            "/data/keys/a",
+            "/data/keys/a/b",
+            "/home/secret.txt",
+            "/srv/exact",
+        ] {
+            assert_eq!(rule_of(hit), RuleId::Profile("keys".into()), "{hit}");
+        }
+        for miss in [
+            "/data/keys2/a",
+            "/data/key",
+            "/home/u/secret.txt",
+            "/srv/exact2",
+        ] {
+            assert_ne!(rule_of(miss), RuleId::Profile("keys".into()), "{miss}");
+        }
+    }
+
+    #[test]
     fn rule_path_and_addr_conditions() {
         let dir = files(&[(
             "r.toml",
@@ -1202,7 +1253,7 @@ action = "kill"
     }
 
     #[test]
-    fn rule_matchers_compile_on_first_use_or_when_asked() {
+    fn matchers_compile_on_first_use_or_when_asked() {
         let p = load(&["agent".to_string()], &vars()).expect("agent");
         let with_argv = p
             .rules
@@ -1215,6 +1266,7 @@ action = "kill"
             .find(|r| !r.path.is_empty())
             .expect("a path rule");
         assert!(with_argv.argv_pattern.get().is_none() && with_path.path_set.get().is_none());
+        assert!(p.fs.protect_set.get().is_none());
         // The first judged exec compiles what it needs, and matches as before.
         let argv = ["git", "push", "--force"].map(OsString::from);
         let v = decide(
@@ -1226,7 +1278,8 @@ action = "kill"
         );
         assert_eq!(v.action, Action::Deny, "{v:?}");
         assert!(with_argv.argv_pattern.get().is_some());
-        p.compile_rules();
+        p.compile_matchers();
+        assert!(p.fs.protect_set.get().is_some());
         assert!(p
             .rules
             .iter()
@@ -1282,10 +1335,10 @@ action = "kill"
             .contains(&"/ws/**/.git/**/hooks/**".to_string()));
         assert!(agent
             .fs
-            .protect_set
+            .protect_set()
             .is_match("/ws/sub/repo/.git/hooks/pre-commit"));
         assert!(
-            !agent.fs.protect_set.is_match("/ws/sub/repo/.git/config"),
+            !agent.fs.protect_set().is_match("/ws/sub/repo/.git/config"),
             "judged by content instead"
         );
         assert!(agent.fs.hide.contains(&"/etc/shadow".to_string()));

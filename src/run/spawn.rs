@@ -171,13 +171,14 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         tree.kill();
         let _ = tree.reap();
     };
-    // The rules' matchers compile on a thread while the child confines itself; the supervisor
-    // starts once they are done (its first call, the command's exec, uses them).
+    // The matchers of `fs.protect` and the rules compile on a thread while the child confines
+    // itself; the supervisor starts once they are done (its first call, the command's exec,
+    // uses them).
     let compiling = {
         let policy = Arc::clone(&policy);
         std::thread::Builder::new()
-            .name("guard-rules".into())
-            .spawn(move || policy.compile_rules())
+            .name("guard-matchers".into())
+            .spawn(move || policy.compile_matchers())
     };
     // While the child confines itself (Landlock, the filter): run.json, the pruning of older
     // journals (which goes on while the command runs; the run joins it at its end) and the
@@ -248,8 +249,8 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     if !compiled {
         abandon(&tree);
         return Err(RunError::Setup {
-            what: "compile the profile's rules",
-            source: io::Error::other("a rule's globs did not compile (see the message above)"),
+            what: "compile the profile's globs",
+            source: io::Error::other("a glob set did not compile (see the message above)"),
         });
     }
     let shared = Arc::new(Shared::default());

@@ -96,13 +96,16 @@ impl Volume {
             .any(|a| self.exclude.is_match(a))
     }
 
-    /// The entry `r` removes from the workspace, if it removes one that counts.
+    /// The entry `r` removes from the workspace, if it removes one that counts. A name that is
+    /// not there deletes nothing (and has no birth time to ask for): it is let go before the
+    /// exclude globs are matched.
     fn removed<'a>(&self, r: &'a Resolved) -> Option<&'a Target> {
         let t = match &r.act {
             Act::Unlink(t) | Act::Rmdir(t) if r.op == Op::Delete => t,
             Act::Rename { from, to, .. } if !to.path.starts_with(&self.ws) => from,
             _ => return None,
         };
+        t.kind?;
         let rel = t.path.strip_prefix(&self.ws).ok()?;
         (!rel.as_os_str().is_empty() && !self.excluded(rel)).then_some(t)
     }
@@ -115,8 +118,6 @@ impl Volume {
             return None;
         }
         let t = self.removed(r)?;
-        // A name that is not there deletes nothing (and has no birth time to ask for).
-        t.kind?;
         let key = txn::command_of(pid, root)
             .filter(|c| self.commands.contains_key(c))
             .unwrap_or(RUN);
