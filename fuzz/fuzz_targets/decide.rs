@@ -132,7 +132,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let protected = path
             .as_deref()
-            .is_some_and(|p| policy.fs.protect_set.is_match(p));
+            .is_some_and(|p| policy.fs.protect_set().is_match(p));
         if protected && !req.fresh && matches!(op, Op::Write | Op::Chmod | Op::Delete) {
             assert!(!allowed, "{op:?} {path:?} is protected: {verdict:?}");
         }
