@@ -467,7 +467,10 @@ for ((r = 1; r <= REPS_RM; r++)); do
     # git add -A && git commit, a first commit of the tree
     cp -a "$TREE" "$RMWS/tree" && git -C "$RMWS" init -q && sync
     t=$(date +%s%N)
-    (cd "$RMWS" && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree)
+    # No automatic gc or maintenance: 10,000 loose objects make git start one in the
+    # background, which would still be writing in .git when the next step removes it.
+    (cd "$RMWS" && git add -A && git -c user.name=bench -c user.email=bench@localhost \
+        -c gc.auto=0 -c maintenance.auto=false commit -q -m tree)
     printf 'git\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
     rm -rf "$RMWS" && mkdir -p "$RMWS" && cp -a "$TREE" "$RMWS/tree" && sync
     # guard exec -- rm -rf tree
