@@ -614,8 +614,8 @@ Reproduce: \`CALLS=$CALLS REPS=$REPS RUNS=$RUNS REPS_RM=$REPS_RM REPS_W=$REPS_W 
 
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - guard commit: \`$COMMIT\`$DIRTY, release build
-- machine: $(nproc) CPUs ($CPU), Linux $(uname -r), shared with other work (other sessions were
-  compiling during the run: expect noise); load average (1/5/15 min) at the start / end of the
+- machine: $(nproc) CPUs ($CPU), Linux $(uname -r), a VM whose host may run other
+  work (expect noise; the load average shows what ran on the VM itself); load average (1/5/15 min) at the start / end of the
   run: $LOAD_START / $(cut -d' ' -f1-3 /proc/loadavg)
 - filesystem of the workspaces and of guard's state dir (both under /tmp, the same filesystem):
   $(df -T /tmp | awk 'NR==2 {print $2}')
