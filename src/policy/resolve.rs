@@ -1170,21 +1170,22 @@ action = "deny"
             )
             .rule
         };
-        for hit in [
-            "/data/keys/a",
-            "/data/keys/a/b",
-            "/home/secret.txt",
-            "/srv/exact",
-        ] {
-            assert_eq!(rule_of(hit), RuleId::Profile("keys".into()), "{hit}");
-        }
-        for miss in [
-            "/data/keys2/a",
-            "/data/key",
-            "/home/u/secret.txt",
-            "/srv/exact2",
-        ] {
-            assert_ne!(rule_of(miss), RuleId::Profile("keys".into()), "{miss}");
+        let cases = [
+            ("/data/keys/a", true),
+            ("/data/keys/a/b", true),
+            ("/home/secret.txt", true),
+            ("/srv/exact", true),
+            ("/data/keys2/a", false),
+            ("/data/key", false),
+            ("/home/u/secret.txt", false),
+            ("/srv/exact2", false),
+        ];
+        for (path, hit) in cases {
+            assert_eq!(
+                rule_of(path) == RuleId::Profile("keys".into()),
+                hit,
+                "{path}"
+            );
         }
     }
 
