@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 use std::path::Path;
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use super::paths::normalize;
 
@@ -56,6 +56,19 @@ pub struct ArgvPattern {
     elements: Vec<Element>,
 }
 
+/// The parsed glob of one pattern element, `None` for `**` and for an element without glob
+/// syntax (compared as a string). Path elements' `*` does not cross `/`.
+fn glob_of(elem: &str) -> Result<Option<Glob>, (String, globset::Error)> {
+    if elem == "**" || !elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+        return Ok(None);
+    }
+    GlobBuilder::new(elem)
+        .literal_separator(elem.starts_with('/'))
+        .build()
+        .map(Some)
+        .map_err(|e| (elem.to_string(), e))
+}
+
 impl ArgvPattern {
     /// Checks that every (expanded) pattern element is a valid glob, without compiling the
     /// matchers (see [`super::Rule::argv_pattern`]); the error names the offending element.
@@ -64,15 +77,7 @@ impl ArgvPattern {
     ///
     /// The element that is not a valid glob, with the glob parser's error.
     pub fn check(pattern: &[String]) -> Result<(), (String, globset::Error)> {
-        for elem in pattern {
-            if elem != "**" && elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
-                GlobBuilder::new(elem)
-                    .literal_separator(elem.starts_with('/'))
-                    .build()
-                    .map_err(|e| (elem.clone(), e))?;
-            }
-        }
-        Ok(())
+        pattern.iter().try_for_each(|elem| glob_of(elem).map(drop))
     }
 
     /// Compiles the (expanded) pattern elements; the error names the offending element.
@@ -91,20 +96,15 @@ impl ArgvPattern {
                 continue;
             }
             let path = elem.starts_with('/');
-            if !elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
-                elements.push(Element::Literal {
+            elements.push(match glob_of(elem)? {
+                Some(glob) => Element::Glob {
+                    matcher: glob.compile_matcher(),
+                    path,
+                },
+                None => Element::Literal {
                     text: elem.clone(),
                     path,
-                });
-                continue;
-            }
-            let glob = GlobBuilder::new(elem)
-                .literal_separator(path)
-                .build()
-                .map_err(|e| (elem.clone(), e))?;
-            elements.push(Element::Glob {
-                matcher: glob.compile_matcher(),
-                path,
+                },
             });
         }
         Ok(ArgvPattern { elements })

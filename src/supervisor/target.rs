@@ -157,8 +157,9 @@ fn cwd_fd() -> BorrowedFd<'static> {
 thread_local! {
     /// This thread's own /proc fd directory, opened on first use. Reading a link in it by
     /// name skips the walk of `/proc/self/fd` on every call: about a third of the cost of
-    /// `readlink` here (480 against 750 ns), paid on nearly every judged call. Supervisor
-    /// threads never fork, so the directory is always their own process's.
+    /// `readlink` here (480 against 750 ns), paid on nearly every judged call. Only the
+    /// supervisor's threads read links here, and they never fork, so the directory is always
+    /// their own process's.
     static OWN_FDS: Option<OwnedFd> = sys::fs::openat(
         None,
         "/proc/thread-self/fd",
