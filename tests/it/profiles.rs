@@ -108,3 +108,31 @@ fn doctor_passes_on_this_machine() {
     let v: serde_json::Value = serde_json::from_str(&json.stdout()).expect("doctor --json");
     assert!(v["landlock_abi"].as_u64().unwrap_or(0) >= 1);
 }
+
+#[test]
+fn an_argv_rule_judges_the_command_guard_starts_itself() {
+    // The rules' matchers compile on a thread after the fork; the command's own exec, the
+    // run's first judged call, must already meet them (and the glob element in them).
+    let w = Workspace::new();
+    let rule = w.root.join("rule.toml");
+    std::fs::write(
+        &rule,
+        "name = \"no-true-x\"\n[[rule]]\nid = \"no-true-x\"\nwhen = \"exec\"\n\
+         argv = [\"true\", \"x*\"]\naction = \"deny\"\n",
+    )
+    .expect("write rule");
+    let rule = rule.to_string_lossy().into_owned();
+    let out = w.exec(&["agent", &rule]).run(&["true", "xy"]);
+    out.expect_code(126);
+    let denied: Vec<_> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["op"] == "exec" && d["verdict"] == "deny")
+        .collect();
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["rule"], "no-true-x", "{denied:?}");
+    // The same program with an argument the rule does not name runs.
+    w.exec(&["agent", &rule])
+        .run(&["true", "zz"])
+        .expect_code(0);
+}
