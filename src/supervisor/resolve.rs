@@ -118,6 +118,13 @@ impl Act {
             _ => false,
         }
     }
+
+    /// An unlink or rmdir whose walk (with the caller's credentials) found no such name: the
+    /// kernel answers ENOENT, and allowed, guard answers the same without acting (an entry
+    /// made in between is as if made after this call).
+    pub fn removes_nothing(&self) -> bool {
+        matches!(self, Act::Unlink(t) | Act::Rmdir(t) if t.kind.is_none() && t.pinned.is_none())
+    }
 }
 
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
