@@ -268,7 +268,10 @@ fn lookup(follow: bool) -> Last {
 }
 
 /// What a metadata call acts on: a path, or the descriptor itself (no path argument, a NULL
-/// path where the call allows one, or an empty path with AT_EMPTY_PATH).
+/// path where the call allows one, or an empty path with AT_EMPTY_PATH). A value that lives
+/// only until it is matched, a few lines below where it is made: boxing the larger variant
+/// would cost an allocation per metadata call for nothing.
+#[allow(clippy::large_enum_variant)]
 enum On {
     Path(Target),
     Fd(FdTarget),

@@ -465,6 +465,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_wake_signal_cuts_a_blocking_call_short() {
+        use std::os::unix::thread::JoinHandleExt;
+        install_wake_handler().expect("handler");
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let blocked = std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            // Nothing is ever written: only the signal ends this read.
+            nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&r), &mut b)
+        });
+        let started = std::time::Instant::now();
+        while !blocked.is_finished() {
+            interrupt_thread(blocked.as_pthread_t()).expect("pthread_kill");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "the read was never interrupted"
+            );
+        }
+        let got = blocked.join().expect("thread");
+        assert_eq!(got, Err(nix::errno::Errno::EINTR));
+        drop(w);
+    }
+
+    #[test]
     fn read_proc_reads_a_proc_file_and_a_file_longer_than_its_first_read() {
         let status = read_proc_text("/proc/self/status").expect("status");
         assert!(status.starts_with("Name:\t"), "{status}");
