@@ -98,10 +98,31 @@ impl Journal {
     /// The kernel's error for the unlink, or for keeping the entry in the store, as the caller
     /// should see it.
     pub fn delete_file(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
+        self.delete_seen_file(dir, name, abs, None)
+    }
+
+    /// [`Journal::delete_file`] of an entry whose stat the caller just took (`seen`: the
+    /// supervisor's walk, a moment before): one stat fewer. Whatever replaces the entry in
+    /// between is caught where it matters: keeping it by inode needs the file guard opens to
+    /// be that very inode.
+    ///
+    /// # Errors
+    ///
+    /// As [`Journal::delete_file`].
+    pub fn delete_seen_file(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+        seen: Option<&libc::stat>,
+    ) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false));
         };
-        let raw = fsops::raw_stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
+        let raw = match seen {
+            Some(st) => *st,
+            None => fsops::raw_stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?,
+        };
         let st = Stat::from_nix(&raw);
         if st.kind == Kind::Dir {
             return Err(errno(libc::EISDIR));

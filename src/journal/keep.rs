@@ -23,7 +23,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd as _, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
 use nix::fcntl::{OFlag, RenameFlags};
@@ -71,7 +71,7 @@ impl Journal {
         };
         let same = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&file))
             .is_ok_and(|f| f.st_ino == raw.st_ino && f.st_dev == raw.st_dev);
-        match crate::sys::fs::open_elsewhere(file.as_fd()) {
+        match crate::sys::fs::open_elsewhere(file) {
             Ok(false) if same => Way::Inode,
             Ok(_) => Way::Copy,
             // No leases here (or not allowed): cannot tell; a copy of a large file would cost

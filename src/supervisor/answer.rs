@@ -15,8 +15,9 @@ pub(super) enum Answer {
     Errno(i32),
 }
 
-/// Answer notification `id`.
-pub(super) fn answer(core: &Core, id: u64, answer: Answer) {
+/// Answer notification `id`. Returns whether the answer reached the caller: false when it
+/// went away meanwhile (or the kernel refused the answer).
+pub(super) fn answer(core: &Core, id: u64, answer: Answer) -> bool {
     let r = match answer {
         Answer::Continue => core.listener.respond(id, 0, 0, true),
         Answer::Value(v) => core.listener.respond(id, v, 0, false),
@@ -27,5 +28,7 @@ pub(super) fn answer(core: &Core, id: u64, answer: Answer) {
         if e.raw_os_error() != Some(libc::ENOENT) {
             tracing::warn!("cannot answer seccomp notification {id}: {e}");
         }
+        return false;
     }
+    true
 }

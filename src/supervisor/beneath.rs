@@ -131,6 +131,7 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
         path,
         kind,
         born: None,
+        seen: None,
         pinned: None,
         slash,
     })

@@ -140,15 +140,15 @@ pub fn perform(
         }
     };
     let before = match act {
-        Act::Unlink(t) | Act::Rmdir(t)
-            if t.kind.is_none() && t.pinned.is_none() && j.covers(&t.path) =>
-        {
+        Act::Unlink(t) | Act::Rmdir(t) if act.removes_nothing() && j.covers(&t.path) => {
             // The walk found no such name in a journaled directory: the journal's own look
             // would answer ENOENT too, with nothing to record (one stat fewer per call; an
             // entry made in between is as if made after this call).
             return Outcome::Failed(libc::ENOENT);
         }
-        Act::Unlink(t) => return io_done(j.delete_file(t.parent.as_fd(), &t.name, &t.path)),
+        Act::Unlink(t) => {
+            return io_done(j.delete_seen_file(t.parent.as_fd(), &t.name, &t.path, t.seen.as_ref()))
+        }
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rename { from, to, flags } => {
             return io_done(j.rename(

@@ -127,6 +127,25 @@ pub fn first_chunk(addr: u64, max: usize) -> usize {
 /// when it was not delivered in full (memory that ends, a process that is gone): the caller
 /// then reads it on its own, for the exact error.
 pub fn read_chunks(pid: u32, pieces: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
+    if let [(addr, len)] = *pieces {
+        // The usual case, one piece: its buffer is the result (no copy, no list).
+        let mut buf = vec![0u8; len];
+        let remote = [RemoteIoVec {
+            base: addr as usize,
+            len,
+        }];
+        let got = if len == 0 {
+            0
+        } else {
+            process_vm_readv(
+                Pid::from_raw(pid as i32),
+                &mut [IoSliceMut::new(&mut buf)],
+                &remote,
+            )
+            .unwrap_or(0)
+        };
+        return vec![(len <= got).then_some(buf)];
+    }
     let mut out = Vec::with_capacity(pieces.len());
     for batch in pieces.chunks(IOV_MAX) {
         let total: usize = batch.iter().map(|&(_, len)| len).sum();

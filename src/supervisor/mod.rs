@@ -247,6 +247,8 @@ impl Supervisor {
     /// receiving worker has, and hands back the report.
     pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
         let core = Arc::clone(&self.core);
+        // The receiving worker waits in RECV, and is woken from it with a signal.
+        crate::sys::process::install_wake_handler()?;
         let (ended, primary_ended) = std::sync::mpsc::channel::<()>();
         let primary = std::thread::Builder::new()
             .name("guard-supervisor-0".into())
@@ -263,9 +265,12 @@ impl Supervisor {
                 // call is slow; they leave on their own when the run is over.
                 let mut standbys = false;
                 // Until it ends, or panics (the sender is then gone).
-                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                    primary_ended.recv_timeout(receive::SLOW)
-                {
+                while let Err(std::sync::mpsc::TryRecvError::Empty) = primary_ended.try_recv() {
+                    if receive::end_of_run(&core, receive::SLOW) {
+                        core.finished.store(true, Ordering::Relaxed);
+                        wake(&core, &primary, &primary_ended);
+                        break;
+                    }
                     if !standbys && receive::someone_slow(&core, usize::MAX) {
                         standbys = true;
                         for i in 1..receive::WORKERS {
@@ -292,6 +297,24 @@ impl Supervisor {
                     explanations,
                 }
             })
+    }
+}
+
+/// Wakes the receiving worker from the receive ioctl it waits in, until it has seen
+/// `finished` and ended. It is only signalled while it is not handling a call, so no system
+/// call of a call in hand (an injection waits interruptibly) is cut short.
+fn wake(core: &Core, primary: &JoinHandle<()>, ended: &std::sync::mpsc::Receiver<()>) {
+    use std::os::unix::thread::JoinHandleExt;
+    loop {
+        if core.busy_since[0].load(Ordering::Acquire) == 0 {
+            if let Err(e) = crate::sys::process::interrupt_thread(primary.as_pthread_t()) {
+                tracing::warn!("cannot wake the receiving supervisor thread: {e}");
+            }
+        }
+        match ended.recv_timeout(Duration::from_millis(1)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
     }
 }
 
@@ -337,26 +360,54 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
-    // caller is still the same task, waiting in the same call.
-    if !core.listener.id_valid(n.id) {
-        return;
-    }
+    // caller is still the same task, waiting in the same call: ID_VALID tells, before guard
+    // acts on any of it. A call guard only answers needs no such check, since its answer
+    // reaches the caller only if it is still waiting in this very call (the answer fails
+    // otherwise, and nothing is recorded): a call let through unjudged, and an allowed
+    // removal of a name that is not there (`absent`, answered ENOENT below).
     let judged = match resolved {
         Ok(resolve::Resolution::Read(r)) => {
-            if core.record_reads {
+            if answer::answer(core, n.id, Answer::Continue) && core.record_reads {
                 reads::record(core, &n, &r, start);
             }
-            return answer::answer(core, n.id, Answer::Continue);
+            return;
         }
-        Ok(resolve::Resolution::Pass) => return answer::answer(core, n.id, Answer::Continue),
-        Ok(resolve::Resolution::Carry(act)) => return net::carry(core, &n, &act),
+        Ok(resolve::Resolution::Pass) => {
+            answer::answer(core, n.id, Answer::Continue);
+            return;
+        }
+        Ok(resolve::Resolution::Carry(act)) => {
+            if core.listener.id_valid(n.id) {
+                net::carry(core, &n, &act);
+            }
+            return;
+        }
         Ok(resolve::Resolution::Judge(r)) => Judged::Call(r),
         Err(f) => Judged::Failed(f),
     };
+    let absent = matches!(&judged, Judged::Call(r) if r.act.removes_nothing());
+    if !absent && !core.listener.id_valid(n.id) {
+        return;
+    }
     let (policy, verdict) = judge::decide(core, n.pid, &judged);
     let repeat = explain::is_repeat(core, n.pid, &judged, &verdict);
     let reaction = policy::react(&policy, &verdict, &judged.situation(core.transactional));
     let who = Record::who(core, &n, &judged);
+    if absent {
+        if reaction == policy::Reaction::Allow {
+            // Nothing to remove, nothing done: the kernel's own answer, if the caller is still
+            // there to get it. Deciding changed nothing either (a missing name is not counted
+            // for mass-delete).
+            if answer::answer(core, n.id, Answer::Errno(libc::ENOENT)) && !repeat {
+                record::record(core, Record::of(who, &n, judged, verdict, reaction), start);
+            }
+            return;
+        }
+        // A refusal is explained to the caller, a checkpoint taken: validate first.
+        if !core.listener.id_valid(n.id) {
+            return;
+        }
+    }
     let mut notes = Vec::new();
     let answer = match (
         react::react(core, n.pid, &judged, &verdict, reaction),

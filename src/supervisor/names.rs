@@ -192,6 +192,7 @@ mod tests {
             path: std::path::Path::new("/x").join(name),
             kind,
             born: None,
+            seen: None,
             pinned: None,
             slash,
         }

@@ -3,7 +3,11 @@
 //! hands the notification to [`super::handle`]; until no process holds the filter any more or
 //! the main thread asks to stop.
 //!
-//! Worker 0 always receives. The standbys are started the first time a call has been in hand
+//! Worker 0 always receives, and waits in the receive ioctl itself: one system call per call
+//! fewer than polling first. The kernel wakes it for a notification, and (Linux 6.11 and
+//! later) when no process holds the filter any more; the coordinating thread wakes it with a
+//! signal when the main thread asks to stop, or the listener hangs up on an older kernel
+//! (see [`end_of_run`]). The standbys are started the first time a call has been in hand
 //! for longer than [`SLOW`] (see `Supervisor::spawn`), and step in only while one is (a lookup
 //! on a hung network filesystem, a large pre-image copy, a rollback), so such a call holds up
 //! one thread, not every process's calls. Otherwise they stay out of the way: handing the receiving turn from thread to thread on every call cost
@@ -39,6 +43,9 @@ pub(super) fn worker(core: &Core, me: usize) {
     }
     let now_us = || now_us(core);
     let someone_slow = || someone_slow(core, me);
+    if me == 0 {
+        return receiver(core, inject);
+    }
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
@@ -94,6 +101,70 @@ pub(super) fn worker(core: &Core, me: usize) {
         if hup || stop {
             core.finished.store(true, Ordering::Relaxed);
             break;
+        }
+    }
+}
+
+/// Worker 0: take the receiving turn, wait in RECV for a notification, give the turn back and
+/// handle it; until the listener hangs up or the run is finished.
+fn receiver(core: &Core, inject: emulate::Inject) {
+    loop {
+        if core.finished.load(Ordering::Relaxed) {
+            break;
+        }
+        let turn = lock(&core.receiving);
+        let received = core.listener.recv();
+        drop(turn);
+        match received {
+            Ok(n) => {
+                core.busy_since[0].store(now_us(core), Ordering::Release);
+                super::handle(core, n, inject);
+                core.busy_since[0].store(0, Ordering::Release);
+            }
+            // Woken to look at `finished`.
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // The caller died or was interrupted before its call was taken, or no process
+            // holds the filter any more (RECV returns at once from then on).
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                if hung_up(core) {
+                    core.finished.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!("seccomp notification receive failed: {e}");
+                core.finished.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+}
+
+/// Whether the listener has hung up (no process holds the filter), without waiting.
+fn hung_up(core: &Core) -> bool {
+    let mut fds = [PollFd::new(core.listener.fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Waits at most `limit` for the end of the run: the main thread's stop, or the listener's
+/// hang-up. The listener is polled for no event, so only POLLHUP and POLLERR are reported:
+/// the kernel's wake-up for each notification (keyed EPOLLIN) passes this waiter by.
+pub(super) fn end_of_run(core: &Core, limit: Duration) -> bool {
+    let mut fds = [
+        PollFd::new(core.listener.fd(), PollFlags::empty()),
+        PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
+    ];
+    let ms = PollTimeout::try_from(limit.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(PollTimeout::NONE);
+    match poll(&mut fds, ms) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => false,
+        Ok(_) => true,
+        Err(e) => {
+            tracing::error!("supervisor poll failed: {e}");
+            true
         }
     }
 }

@@ -118,6 +118,13 @@ impl Act {
             _ => false,
         }
     }
+
+    /// An unlink or rmdir whose walk (with the caller's credentials) found no such name: the
+    /// kernel answers ENOENT, and allowed, guard answers the same without acting (an entry
+    /// made in between is as if made after this call).
+    pub fn removes_nothing(&self) -> bool {
+        matches!(self, Act::Unlink(t) | Act::Rmdir(t) if t.kind.is_none() && t.pinned.is_none())
+    }
 }
 
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the
@@ -261,7 +268,10 @@ fn lookup(follow: bool) -> Last {
 }
 
 /// What a metadata call acts on: a path, or the descriptor itself (no path argument, a NULL
-/// path where the call allows one, or an empty path with AT_EMPTY_PATH).
+/// path where the call allows one, or an empty path with AT_EMPTY_PATH). A value that lives
+/// only until it is matched, a few lines below where it is made: boxing the larger variant
+/// would cost an allocation per metadata call for nothing.
+#[allow(clippy::large_enum_variant)]
 enum On {
     Path(Target),
     Fd(FdTarget),

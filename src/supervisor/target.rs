@@ -9,7 +9,9 @@
 //! thread that rewrites the path or swaps a directory for a symlink after the decision
 //! changes nothing (DESIGN.md, "Enforcement").
 
-use std::ffi::{CString, OsStr, OsString};
+use std::borrow::Cow;
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::io::Write as _;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::sys;
@@ -57,6 +59,10 @@ pub struct Target {
     /// When the entry was born, as the walk found it (statx; `None` when nothing is there or
     /// the filesystem does not record it).
     pub born: Option<[i64; 2]>,
+    /// The entry's stat, as the walk's statx found it (`None` when nothing is there, or the
+    /// target was not found by a walk): the journal records a deleted file from it without
+    /// a stat of its own.
+    pub seen: Option<libc::stat>,
     /// The object itself, where no name reaches it, pinned when it was judged: the caller's
     /// pipe ([`Kind::Magic`]), a file of the caller's that has no name left (deleted, or made
     /// with O_TMPFILE) reached through its descriptor. guard acts on it through this
@@ -111,42 +117,52 @@ pub enum Kind {
     Other,
 }
 
-/// What `name` is in `parent` and when it was born (one statx), `None` when nothing is there.
+/// What `name` is in `parent`, when it was born and its stat (one statx), `None` when nothing
+/// is there.
 /// Looking it up needs search permission on `parent` (EACCES otherwise) and a name the
 /// filesystem can hold (ENAMETOOLONG): errors the kernel gives the call itself, before
 /// anything else.
-fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<(Option<Kind>, Option<[i64; 2]>)> {
-    let (ifmt, born) = match sys::fs::type_and_birth(parent, name) {
+fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Found> {
+    let (st, born) = match sys::fs::stat_and_birth(parent, name) {
         Ok(found) => found,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((None, None)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((None, None, None)),
         Err(e) => return Err(e),
     };
-    let kind = match ifmt {
+    let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         libc::S_IFLNK => Kind::Symlink,
         _ => Kind::Other,
     };
-    Ok((Some(kind), born))
+    Ok((Some(kind), born, Some(st)))
 }
+
+/// What the walk found at the final name: its kind, birth time and stat (all `None` when
+/// nothing is there).
+type Found = (Option<Kind>, Option<[i64; 2]>, Option<libc::stat>);
 
 /// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
 pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
-    let p = if absolute {
+    // Built on the stack: this runs on nearly every judged call.
+    let mut buf = [0u8; 48];
+    let mut w = &mut buf[..];
+    let written = if absolute {
         // The caller's root: chroot is on the deny list, so it is the system root.
-        "/".to_string()
+        w.write_all(b"/\0")
     } else if is_at_fdcwd(dirfd) {
-        format!("/proc/{pid}/cwd")
+        write!(w, "/proc/{pid}/cwd\0")
     } else {
         let fd = dirfd as i32;
         if fd < 0 {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        format!("/proc/{pid}/fd/{fd}")
+        write!(w, "/proc/{pid}/fd/{fd}\0")
     };
+    written.map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c =
+        CStr::from_bytes_until_nul(&buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // Opening the magic link follows it to the caller's directory.
-    let c = CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let root = sys::process::openat2(cwd_fd(), &c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
+    let root = sys::process::openat2(cwd_fd(), c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
     Ok(root)
 }
 
@@ -173,9 +189,14 @@ thread_local! {
 pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     let n = fd.as_raw_fd();
     OWN_FDS.with(|dir| match dir {
-        Some(dir) => nix::fcntl::readlinkat(Some(dir.as_raw_fd()), n.to_string().as_str())
-            .map(PathBuf::from)
-            .map_err(io::Error::from),
+        Some(dir) => {
+            let mut name = [0u8; 16];
+            write!(&mut name[..], "{n}\0")
+                .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+            let name = CStr::from_bytes_until_nul(&name)
+                .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+            sys::fs::readlink_at(dir.as_fd(), name).map(PathBuf::from)
+        }
         None => std::fs::read_link(format!("/proc/self/fd/{n}")),
     })
 }
@@ -221,6 +242,7 @@ fn pinned_object(parent: OwnedFd, name: OsString, real: &Path, slash: bool) -> i
         path,
         kind: Some(kind),
         born: None,
+        seen: None,
         pinned: Some(pinned),
         slash,
     })
@@ -298,7 +320,7 @@ fn is_callers_fd_dir(dir: &Path, tid: u32) -> bool {
 /// caller's own /proc entry (`pid` is the id of the trapping thread, which /proc accepts too).
 /// Programs use them more than one would think: glibc's fchmodat and rustc's jobserver client
 /// go through `/proc/self/fd/N`.
-pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
+pub fn callers_proc(raw: &[u8], pid: u32) -> Cow<'_, [u8]> {
     // /dev/fd and the standard streams are symlinks into /proc/self: guard would follow them
     // into its own descriptors.
     for (alias, fd) in [
@@ -307,14 +329,14 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
         (&b"/dev/stderr"[..], "2"),
     ] {
         if raw == alias {
-            return format!("/proc/{pid}/fd/{fd}").into_bytes();
+            return Cow::Owned(format!("/proc/{pid}/fd/{fd}").into_bytes());
         }
     }
     if let Some(rest) = raw.strip_prefix(&b"/dev/fd"[..]) {
         if rest.is_empty() || rest.first() == Some(&b'/') {
             let mut out = format!("/proc/{pid}/fd").into_bytes();
             out.extend_from_slice(rest);
-            return out;
+            return Cow::Owned(out);
         }
     }
     for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
@@ -322,11 +344,11 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Vec<u8> {
             if rest.is_empty() || rest.first() == Some(&b'/') {
                 let mut out = format!("/proc/{pid}").into_bytes();
                 out.extend_from_slice(rest);
-                return out;
+                return Cow::Owned(out);
             }
         }
     }
-    raw.to_vec()
+    Cow::Borrowed(raw)
 }
 
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
@@ -378,7 +400,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
 fn walk_from(
     mut base: Option<OwnedFd>,
-    mut owned_raw: Vec<u8>,
+    mut owned_raw: Cow<'_, [u8]>,
     last: Last,
     pid: u32,
 ) -> io::Result<Target> {
@@ -410,7 +432,7 @@ fn walk_from(
             }
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
-        let (kind, born) = kind_of(parent.as_fd(), &name)?;
+        let (kind, born, seen) = kind_of(parent.as_fd(), &name)?;
         if follow && kind == Some(Kind::Symlink) {
             if is_other_process(&fd_path(parent.as_fd())?, pid) {
                 // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
@@ -443,6 +465,7 @@ fn walk_from(
                     path,
                     kind: Some(Kind::Magic),
                     born: None,
+                    seen: None,
                     pinned: Some(pinned),
                     slash,
                 });
@@ -456,7 +479,7 @@ fn walk_from(
                 }
                 return pinned_object(parent, name, &real, slash);
             }
-            owned_raw = callers_proc(link.as_bytes(), pid);
+            owned_raw = Cow::Owned(callers_proc(link.as_bytes(), pid).into_owned());
             base = Some(parent);
             continue;
         }
@@ -477,6 +500,7 @@ fn walk_from(
             path,
             kind,
             born,
+            seen,
             pinned: None,
             slash,
         });

@@ -41,14 +41,15 @@ pub fn ficlone(dst: BorrowedFd<'_>, src: BorrowedFd<'_>) -> io::Result<()> {
 
 /// Whether the regular file `file` (open read-only, by this descriptor alone as far as the
 /// caller knows) is open through any other open file description, anywhere: a write lease
-/// (F_SETLEASE, F_WRLCK) is granted only when it is not (EAGAIN otherwise), and is released
-/// at once. Descriptors opened with O_PATH do not count. Needs the file's owner or
+/// (F_SETLEASE, F_WRLCK) is granted only when it is not (EAGAIN otherwise). The descriptor
+/// is consumed: closing it releases the lease (one system call fewer than releasing it
+/// first). Descriptors opened with O_PATH do not count. Needs the file's owner or
 /// CAP_LEASE, and a filesystem with leases; those errors come back as they are.
 ///
 /// Should another process open the file in the instant the lease is held, its open waits for
 /// the release, and the kernel signals the lease holder: with SIGURG (ignored unless handled),
 /// not the default SIGIO, which would end the process.
-pub fn open_elsewhere(file: BorrowedFd<'_>) -> io::Result<bool> {
+pub fn open_elsewhere(file: OwnedFd) -> io::Result<bool> {
     let fcntl = |cmd: libc::c_int, arg: libc::c_int| {
         // SAFETY: F_SETSIG and F_SETLEASE take an integer argument; no memory is involved.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, arg) };
@@ -60,14 +61,13 @@ pub fn open_elsewhere(file: BorrowedFd<'_>) -> io::Result<bool> {
     // F_SETSIG (include/uapi/asm-generic/fcntl.h), which the libc crate does not name.
     const F_SETSIG: libc::c_int = 10;
     fcntl(F_SETSIG, libc::SIGURG)?;
-    match fcntl(libc::F_SETLEASE, libc::F_WRLCK) {
-        Ok(()) => {
-            fcntl(libc::F_SETLEASE, libc::F_UNLCK)?;
-            Ok(false)
-        }
+    let granted = match fcntl(libc::F_SETLEASE, libc::F_WRLCK) {
+        Ok(()) => Ok(false),
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(true),
         Err(e) => Err(e),
-    }
+    };
+    drop(file);
+    granted
 }
 
 /// The file type bits (`S_IFMT`) and the birth time (`[seconds, nanoseconds]`, `None` when
@@ -100,6 +100,77 @@ pub fn type_and_birth(
     Ok((libc::mode_t::from(stx.stx_mode) & libc::S_IFMT, born))
 }
 
+/// readlinkat(2) of `dir/name` into a buffer on the stack: only the result is allocated
+/// (nix's `readlinkat` allocates a PATH_MAX buffer and then shrinks it). A link too long for
+/// the buffer is read again by nix's, which grows its own.
+pub fn readlink_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut buf = [0u8; 4096];
+    // SAFETY: `name` is NUL-terminated, and the kernel writes at most `buf.len()` bytes into
+    // `buf`, which lives on this frame.
+    let rc = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = rc as usize;
+    if n < buf.len() {
+        return Ok(std::ffi::OsString::from_vec(buf[..n].to_vec()));
+    }
+    nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name).map_err(io::Error::from)
+}
+
+/// What one statx of `dir/name` (a final symlink not followed) tells: its `stat` and its birth
+/// time (`[seconds, nanoseconds]`, `None` when the filesystem does not record it).
+pub fn stat_and_birth(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+) -> io::Result<(libc::stat, Option<[i64; 2]>)> {
+    let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: as in `type_and_birth`.
+    let rc = name.with_nix_path(|c| unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
+            buf.as_mut_ptr(),
+        )
+    })?;
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as in `type_and_birth`.
+    let x = unsafe { buf.assume_init() };
+    let born = (x.stx_mask & libc::STATX_BTIME != 0)
+        .then(|| [x.stx_btime.tv_sec, i64::from(x.stx_btime.tv_nsec)]);
+    // SAFETY: `stat` is plain integers (and padding), for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::MaybeUninit::zeroed().assume_init() };
+    st.st_dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor) as _;
+    st.st_ino = x.stx_ino as _;
+    st.st_nlink = x.stx_nlink as _;
+    st.st_mode = x.stx_mode as _;
+    st.st_uid = x.stx_uid;
+    st.st_gid = x.stx_gid;
+    st.st_rdev = libc::makedev(x.stx_rdev_major, x.stx_rdev_minor) as _;
+    st.st_size = x.stx_size as _;
+    st.st_blksize = x.stx_blksize as _;
+    st.st_blocks = x.stx_blocks as _;
+    st.st_atime = x.stx_atime.tv_sec as _;
+    st.st_atime_nsec = x.stx_atime.tv_nsec as _;
+    st.st_mtime = x.stx_mtime.tv_sec as _;
+    st.st_mtime_nsec = x.stx_mtime.tv_nsec as _;
+    st.st_ctime = x.stx_ctime.tv_sec as _;
+    st.st_ctime_nsec = x.stx_ctime.tv_nsec as _;
+    Ok((st, born))
+}
+
 /// The birth time (`[seconds, nanoseconds]`) of `dir/name`, a final symlink not followed;
 /// `None` when the filesystem does not record it.
 pub fn birth_time(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<[i64; 2]>> {
@@ -116,16 +187,50 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("f");
         std::fs::write(&p, b"x").expect("write");
-        let mine = std::fs::File::open(&p).expect("open");
-        let Ok(alone) = open_elsewhere(mine.as_fd()) else {
+        let mine = || OwnedFd::from(std::fs::File::open(&p).expect("open"));
+        let Ok(alone) = open_elsewhere(mine()) else {
             eprintln!("skipped: no leases on this filesystem");
             return;
         };
         assert!(!alone);
+        // Closing the descriptor released the lease: this open does not wait for it.
         let other = std::fs::File::open(&p).expect("open again");
-        assert!(open_elsewhere(mine.as_fd()).expect("lease"));
+        assert!(open_elsewhere(mine()).expect("lease"));
         drop(other);
-        assert!(!open_elsewhere(mine.as_fd()).expect("lease"));
+        assert!(!open_elsewhere(mine()).expect("lease"));
+    }
+
+    #[test]
+    fn stat_and_birth_gives_what_fstatat_gives() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), b"twelve bytes").expect("write");
+        std::os::unix::fs::symlink("f", dir.path().join("l")).expect("symlink");
+        let d = std::fs::File::open(dir.path()).expect("open dir");
+        for name in ["f", "l", "."] {
+            let (st, _) = stat_and_birth(d.as_fd(), OsStr::new(name)).expect("statx");
+            let want = nix::sys::stat::fstatat(
+                Some(d.as_raw_fd()),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .expect("fstatat");
+            let fields = |s: &libc::stat| {
+                (
+                    (
+                        s.st_dev, s.st_ino, s.st_nlink, s.st_mode, s.st_uid, s.st_gid,
+                    ),
+                    (s.st_rdev, s.st_size, s.st_blksize, s.st_blocks),
+                    (s.st_atime, s.st_atime_nsec, s.st_mtime, s.st_mtime_nsec),
+                    (s.st_ctime, s.st_ctime_nsec),
+                )
+            };
+            assert_eq!(fields(&st), fields(&want), "{name}");
+        }
+        let missing = stat_and_birth(d.as_fd(), OsStr::new("nothing")).map(drop);
+        assert_eq!(
+            missing.map_err(|e| e.raw_os_error()),
+            Err(Some(libc::ENOENT))
+        );
     }
 
     #[test]

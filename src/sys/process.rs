@@ -390,6 +390,50 @@ pub fn tgkill(tgid: u32, tid: u32, sig: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// The signal that interrupts a thread blocked in a system call (see [`interrupt_thread`]):
+/// the first real-time signal the C library leaves free, which nothing else in guard uses.
+pub fn wake_signal() -> libc::c_int {
+    libc::SIGRTMIN()
+}
+
+/// Installs, once, a handler that does nothing for [`wake_signal`], without SA_RESTART: a
+/// thread it is sent to returns from a blocking system call with EINTR. A handler (not
+/// SIG_IGN, whose delivery interrupts nothing) is reset to the default by execve, so the
+/// commands guard starts never inherit it.
+pub fn install_wake_handler() -> io::Result<()> {
+    static INSTALLED: std::sync::OnceLock<Result<(), i32>> = std::sync::OnceLock::new();
+    extern "C" fn nothing(_: libc::c_int) {}
+    let done = INSTALLED.get_or_init(|| {
+        // SAFETY: a zeroed sigaction is a valid value to fill in; the handler does nothing,
+        // so it is async-signal-safe; sigaction reads the structure and writes no old action.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = 0;
+            libc::sigaction(wake_signal(), &action, std::ptr::null_mut())
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL));
+        }
+        Ok(())
+    });
+    done.map_err(io::Error::from_raw_os_error)
+}
+
+/// Sends [`wake_signal`] to `thread` of this process (once [`install_wake_handler`] ran).
+pub fn interrupt_thread(thread: libc::pthread_t) -> io::Result<()> {
+    // SAFETY: `thread` is a live thread of this process (its JoinHandle is held by the
+    // caller, so it has not been joined); the signal has a handler that does nothing.
+    let rc = unsafe { libc::pthread_kill(thread, wake_signal()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
 /// Put `sig` back to its default disposition (so raising it ends the process the way it ended
 /// the command).
 pub fn reset_signal_to_default(sig: nix::sys::signal::Signal) -> nix::Result<()> {
@@ -419,6 +463,30 @@ pub fn become_idle_class() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wake_signal_cuts_a_blocking_call_short() {
+        use std::os::unix::thread::JoinHandleExt;
+        install_wake_handler().expect("handler");
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let blocked = std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            // Nothing is ever written: only the signal ends this read.
+            nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&r), &mut b)
+        });
+        let started = std::time::Instant::now();
+        while !blocked.is_finished() {
+            interrupt_thread(blocked.as_pthread_t()).expect("pthread_kill");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "the read was never interrupted"
+            );
+        }
+        let got = blocked.join().expect("thread");
+        assert_eq!(got, Err(nix::errno::Errno::EINTR));
+        drop(w);
+    }
 
     #[test]
     fn read_proc_reads_a_proc_file_and_a_file_longer_than_its_first_read() {
