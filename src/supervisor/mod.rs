@@ -8,7 +8,7 @@
 //! | decode | [`decode`] | a [`decode::Call`]: typed arguments, from registers only |
 //! | read | [`read`] | a [`read::Memory`]: every pointer argument, copied in one go |
 //! | resolve | [`resolve`] | a [`resolve::Resolved`]: pinned targets, exe, address; or a [`decode::Failure`] |
-//! | (validate) | | `SECCOMP_IOCTL_NOTIF_ID_VALID`: everything read above is the caller's |
+//! | (validate) | | `SECCOMP_IOCTL_NOTIF_ID_VALID`: everything read above is the caller's (before guard acts on it; a call only answered needs no check) |
 //! | decide | [`judge`] | a [`Verdict`](crate::policy::Verdict), from the pure `policy::decide` |
 //! | react | `policy::react`, then [`react`] | a [`Reaction`](crate::policy::Reaction), carried out: checkpoints, rollback, kill |
 //! | perform | [`perform`] ([`emulate`]) | the call done for the caller, journaled first |
@@ -128,7 +128,7 @@ struct Core {
     transactional: bool,
     /// Record every read-only open in the audit log (`guard learn`).
     record_reads: bool,
-    /// Held by the one worker that polls and receives; the others handle what they took.
+    /// Held by the one worker that receives; the others handle what they took.
     /// RECV blocks when nothing is pending, so two workers must never race for one
     /// notification.
     receiving: Mutex<()>,
