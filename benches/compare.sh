@@ -789,7 +789,8 @@ cat >>"$REPORT" <<NOTES
   $SUP_UNLINK µs for unlink-missing, $SUP_OPENW µs for open-write, $SUP_UNLINKX µs for
   unlink-existing and $SUP_CREATE µs for create-new, against a round trip of a few µs
   (DESIGN.md). The system calls per judged call are in the table above: the notification
-  ioctls (receive, id-valid check, answer) and the poll before the receive, one
+  ioctls (the receive, which the supervisor waits in, and the answer; the id-valid check
+  only before guard acts on what it read, so not for a missing name it answers ENOENT), one
   \`process_vm_readv\` for the arguments, the walk of the path (an \`openat2\` of the caller's
   cwd or of the path's directory, the lookup of the final name, a \`readlinkat\` of the pinned
   directory in the thread's own /proc fd directory for the path the policy judges), the switch to the caller's credentials and back
