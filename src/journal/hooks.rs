@@ -17,7 +17,8 @@ use std::path::Path;
 use super::copy;
 use super::fsops::{self, stat_at};
 use super::journal::{Journal, JournalError, Saved};
-use super::log::{Kind, Op, Stat};
+use super::keep::Way;
+use super::log::{FileId, Kind, Op, Stat};
 use crate::audit::PathText;
 
 pub(crate) fn errno(e: i32) -> io::Error {
@@ -101,10 +102,13 @@ impl Journal {
         self.delete_seen_file(dir, name, abs, None)
     }
 
-    /// [`Journal::delete_file`] of an entry whose stat the caller just took (`seen`: the
-    /// supervisor's walk, a moment before): one stat fewer. Whatever replaces the entry in
-    /// between is caught where it matters: keeping it by inode needs the file guard opens to
-    /// be that very inode.
+    /// [`Journal::delete_file`] of an entry whose stat the caller took a moment before
+    /// (`seen`: the supervisor's walk, before the journal's lock): one stat fewer in the
+    /// usual case, a file the run did not make, kept by inode. That stat is trusted only once
+    /// the file guard opens to check for other openers proves to be that very inode; anything
+    /// else (another inode, a file the run made, a directory, a file kept by a copy) is
+    /// decided on a stat taken now, under the lock, so that a name another judged call
+    /// swapped in meanwhile is kept as what it is.
     ///
     /// # Errors
     ///
@@ -119,11 +123,32 @@ impl Journal {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false));
         };
-        let raw = match seen {
-            Some(st) => *st,
-            None => fsops::raw_stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?,
+        let mut seen = seen
+            .filter(|st| {
+                let id = FileId {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                };
+                st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.made.contains(&id)
+            })
+            .copied();
+        let (raw, st, way) = loop {
+            let (raw, walked) = match seen.take() {
+                Some(st) => (st, true),
+                None => (
+                    fsops::raw_stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?,
+                    false,
+                ),
+            };
+            let st = Stat::from_nix(&raw);
+            if walked {
+                match self.way(dir, name, &st, Some(&raw), true) {
+                    Way::Stale => continue,
+                    way => break (raw, st, Some(way)),
+                }
+            }
+            break (raw, st, None);
         };
-        let st = Stat::from_nix(&raw);
         if st.kind == Kind::Dir {
             return Err(errno(libc::EISDIR));
         }
@@ -154,7 +179,7 @@ impl Journal {
             };
             j.append(op).map(|_| ()).map_err(|e| journal_failed(&e))
         };
-        self.delete_keeping(dir, name, abs, (&st, &raw), seq, record)
+        self.delete_keeping(dir, name, abs, (&st, &raw), seq, way, record)
     }
 
     /// rmdir(2), performed by the journal after recording the directory's metadata.

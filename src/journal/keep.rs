@@ -39,19 +39,33 @@ pub(crate) const STORE_MODE: u32 = 0o733;
 
 /// How an entry reaches the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Way {
+pub(crate) enum Way {
     /// By inode: the caller's rename (delete) or guard's hard link (replace).
     Inode,
     /// By a copy of it.
     Copy,
+    /// Not decided: the stat it was asked about, taken earlier, is not proved to be the
+    /// entry's now. Ask again with a stat taken now.
+    Stale,
 }
 
 impl Journal {
     /// Which way `dir/name` (a non-directory, `st`) reaches the store (see the module doc).
     /// `raw` is the entry's stat when the caller has just taken it (one stat fewer).
-    fn way(&self, dir: BorrowedFd<'_>, name: &OsStr, st: &Stat, raw: Option<&libc::stat>) -> Way {
+    /// `earlier`: `raw` was taken before the journal's lock (the supervisor's walk), so it
+    /// may describe an entry another call has replaced since: the answer is then
+    /// [`Way::Stale`] unless the file opened here proves to be that inode, kept by inode.
+    pub(crate) fn way(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        st: &Stat,
+        raw: Option<&libc::stat>,
+        earlier: bool,
+    ) -> Way {
+        let unproved = |way: Way| if earlier { Way::Stale } else { way };
         if self.header.mode == StoreMode::Copy || st.kind != Kind::File {
-            return Way::Copy;
+            return unproved(Way::Copy);
         }
         let raw = match raw {
             Some(raw) => *raw,
@@ -61,23 +75,28 @@ impl Journal {
             },
         };
         if raw.st_nlink > 1 {
-            return Way::Copy;
+            return unproved(Way::Copy);
         }
         let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
         let Ok(file) = fsops::open_at(dir, name, flags, 0) else {
             // guard cannot open it (another user's file under an unprivileged guard): nothing
             // tells whether it is open elsewhere, and a copy could not be read either.
-            return Way::Inode;
+            return unproved(Way::Inode);
         };
         let same = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&file))
             .is_ok_and(|f| f.st_ino == raw.st_ino && f.st_dev == raw.st_dev);
+        if earlier && !same {
+            return Way::Stale;
+        }
         match crate::sys::fs::open_elsewhere(file) {
             Ok(false) if same => Way::Inode,
+            // Open elsewhere: kept by a copy, made from a stat taken now.
+            Ok(_) if earlier => Way::Stale,
             Ok(_) => Way::Copy,
             // No leases here (or not allowed): cannot tell; a copy of a large file would cost
             // more than the link count is worth.
-            Err(_) if st.size > self.header.max_preimage_bytes => Way::Inode,
-            Err(_) => Way::Copy,
+            Err(_) if st.size > self.header.max_preimage_bytes => unproved(Way::Inode),
+            Err(_) => unproved(Way::Copy),
         }
     }
 
@@ -85,6 +104,7 @@ impl Journal {
     /// from) for the caller, keeping it as `store/<seq>`; `record` appends the journal's entry
     /// (given the content hash of a copy) before anything changes. Returns the kernel's answer to the caller's call, or EIO when
     /// the journal could not keep the entry (then nothing changed).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn delete_keeping(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -92,12 +112,14 @@ impl Journal {
         abs: &Path,
         (st, raw): (&Stat, &libc::stat),
         seq: u64,
+        way: Option<Way>,
         record: impl FnOnce(&mut Journal, Option<String>) -> io::Result<()>,
     ) -> io::Result<()> {
         self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
-        if self.way(dir, name, st, Some(raw)) == Way::Inode {
+        let way = way.unwrap_or_else(|| self.way(dir, name, st, Some(raw), false));
+        if way == Way::Inode {
             record(self, None)?;
             let moved = as_caller_creating_nothing(|| {
                 fsops::rename_at(dir, name, self.store()?, obj, RenameFlags::empty())
@@ -134,7 +156,7 @@ impl Journal {
         self.clear_leftover(seq);
         let obj = Self::object_name(seq);
         let obj = OsStr::new(&obj);
-        if self.way(dir, name, st, None) == Way::Inode
+        if self.way(dir, name, st, None, false) == Way::Inode
             && fsops::link_at(dir, name, self.store()?, obj).is_ok()
         {
             return Ok(None);

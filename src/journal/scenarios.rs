@@ -985,6 +985,39 @@ fn files_made_since_the_checkpoint_are_dropped_and_still_roll_back() {
     assert!(j.made.is_empty());
 }
 
+/// The supervisor passes the stat its walk took, before the journal's lock, to a deletion.
+/// Another judged call may rename a file the run did not make over the name in between: the
+/// stat then still names a made file, but what is deleted must be kept, and a rollback must
+/// bring it back. (The walk's stat is trusted only for a file the run did not make.)
+#[test]
+fn a_stale_stat_of_a_made_file_does_not_drop_the_file_that_replaced_it() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    let made = e.ws.join("made");
+    create(&mut j, &made, b"made by the run");
+    let f = File::open(&made).expect("open");
+    j.made_file(&made, f.as_fd());
+    drop(f);
+    let (dir, name) = parent(&made);
+    let stale = nix::sys::stat::fstatat(
+        Some(std::os::fd::AsRawFd::as_raw_fd(&dir)),
+        name.as_os_str(),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .expect("stat");
+    // The rename another call made meanwhile (journaled, as it would be).
+    ren(&mut j, &e.ws.join("src/main.rs"), &made, 0).expect("rename over");
+    j.delete_seen_file(dir.as_fd(), &name, &made, Some(&stale))
+        .expect("delete");
+    assert!(!made.exists());
+    let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(digest(&e), before, "src/main.rs is back, byte for byte");
+}
+
 /// A prune reads the index of journals, not every run directory: the first one on a state
 /// directory without an index makes it (from the runs no older than an older guard's prune
 /// mark), runs that end are listed as they end, and a journal not in the index is not looked
