@@ -72,6 +72,11 @@ impl Run {
 /// The options of one run. Every option has a default that suits an embedding program; the
 /// two process-wide ones ([`forward_signals`](RunBuilder::forward_signals) and
 /// [`subreaper`](RunBuilder::subreaper)) are off unless asked for.
+///
+/// One process-wide effect is not an option: a run's supervisor installs a handler that does
+/// nothing for the first real-time signal the C library leaves free (`SIGRTMIN`), to wake its
+/// receiving thread at the end of the run. A program that has its own handler for that
+/// signal keeps it (the supervisor then polls instead, one system call more per judged call).
 pub struct RunBuilder {
     pub(super) profiles: Profiles,
     pub(super) workspace: Option<PathBuf>,

@@ -138,6 +138,10 @@ struct Core {
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
+    /// Worker 0 waits in RECV and is woken with `sys::process::wake_signal` at the end; false
+    /// when that signal already has a handler of the embedding program's: worker 0 then polls
+    /// the listener and the stop pipe, as the standbys do.
+    waits_in_recv: bool,
     seq: Arc<AtomicU64>,
 }
 
@@ -236,6 +240,15 @@ impl Supervisor {
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
+                waits_in_recv: match crate::sys::process::install_wake_handler() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::debug!(
+                            "the wake-up signal is taken ({e}): the receiving thread polls"
+                        );
+                        false
+                    }
+                },
                 seq,
             }),
         }
@@ -247,8 +260,6 @@ impl Supervisor {
     /// receiving worker has, and hands back the report.
     pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
         let core = Arc::clone(&self.core);
-        // The receiving worker waits in RECV, and is woken from it with a signal.
-        crate::sys::process::install_wake_handler()?;
         let (ended, primary_ended) = std::sync::mpsc::channel::<()>();
         let primary = std::thread::Builder::new()
             .name("guard-supervisor-0".into())
@@ -268,7 +279,9 @@ impl Supervisor {
                 while let Err(std::sync::mpsc::TryRecvError::Empty) = primary_ended.try_recv() {
                     if receive::end_of_run(&core, receive::SLOW) {
                         core.finished.store(true, Ordering::Relaxed);
-                        wake(&core, &primary, &primary_ended);
+                        if core.waits_in_recv {
+                            wake(&core, &primary, &primary_ended);
+                        }
                         break;
                     }
                     if !standbys && receive::someone_slow(&core, usize::MAX) {

@@ -7,7 +7,8 @@
 //! fewer than polling first. The kernel wakes it for a notification, and (Linux 6.11 and
 //! later) when no process holds the filter any more; the coordinating thread wakes it with a
 //! signal when the main thread asks to stop, or the listener hangs up on an older kernel
-//! (see [`end_of_run`]). The standbys are started the first time a call has been in hand
+//! (see [`end_of_run`]). Where that signal already has a handler (a program embedding guard
+//! uses it), worker 0 polls first instead, as the standbys do. The standbys are started the first time a call has been in hand
 //! for longer than [`SLOW`] (see `Supervisor::spawn`), and step in only while one is (a lookup
 //! on a hung network filesystem, a large pre-image copy, a rollback), so such a call holds up
 //! one thread, not every process's calls. Otherwise they stay out of the way: handing the receiving turn from thread to thread on every call cost
@@ -43,7 +44,7 @@ pub(super) fn worker(core: &Core, me: usize) {
     }
     let now_us = || now_us(core);
     let someone_slow = || someone_slow(core, me);
-    if me == 0 {
+    if me == 0 && core.waits_in_recv {
         return receiver(core, inject);
     }
     loop {

@@ -396,31 +396,46 @@ pub fn wake_signal() -> libc::c_int {
     libc::SIGRTMIN()
 }
 
-/// Installs, once, a handler that does nothing for [`wake_signal`], without SA_RESTART: a
-/// thread it is sent to returns from a blocking system call with EINTR. A handler (not
-/// SIG_IGN, whose delivery interrupts nothing) is reset to the default by execve, so the
-/// commands guard starts never inherit it.
+/// Installs a handler that does nothing for [`wake_signal`], without SA_RESTART: a thread
+/// it is sent to returns from a blocking system call with EINTR. A handler (not SIG_IGN,
+/// whose delivery interrupts nothing) is reset to the default by execve, so the commands
+/// guard starts never inherit it. Fails with EBUSY, changing nothing, when the signal already
+/// has a handler of someone else's (a program that embeds guard and uses it).
 pub fn install_wake_handler() -> io::Result<()> {
-    static INSTALLED: std::sync::OnceLock<Result<(), i32>> = std::sync::OnceLock::new();
-    extern "C" fn nothing(_: libc::c_int) {}
-    let done = INSTALLED.get_or_init(|| {
-        // SAFETY: a zeroed sigaction is a valid value to fill in; the handler does nothing,
-        // so it is async-signal-safe; sigaction reads the structure and writes no old action.
-        let rc = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            action.sa_flags = 0;
-            libc::sigaction(wake_signal(), &action, std::ptr::null_mut())
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EINVAL));
-        }
-        Ok(())
-    });
-    done.map_err(io::Error::from_raw_os_error)
+    claim_signal(wake_signal())
+}
+
+extern "C" fn nothing(_: libc::c_int) {}
+
+/// [`install_wake_handler`] for signal `sig`.
+fn claim_signal(sig: libc::c_int) -> io::Result<()> {
+    let ours = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: a zeroed sigaction is a valid value for the kernel to fill in; a null new
+    // action only reads the current one.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `old` is a writable sigaction; no new action is passed.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if old.sa_sigaction == ours {
+        return Ok(());
+    }
+    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        return Err(io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    // SAFETY: a zeroed sigaction is a valid value to fill in; the handler does nothing, so it
+    // is async-signal-safe; sigaction reads the structure and writes no old action.
+    let rc = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ours;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = 0;
+        libc::sigaction(sig, &action, std::ptr::null_mut())
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Sends [`wake_signal`] to `thread` of this process (once [`install_wake_handler`] ran).
@@ -463,6 +478,34 @@ pub fn become_idle_class() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signal_with_someone_elses_handler_is_not_claimed() {
+        extern "C" fn theirs(_: libc::c_int) {}
+        let sig = libc::SIGRTMIN() + 7;
+        let set = |handler: libc::sighandler_t| {
+            // SAFETY: a zeroed sigaction with a handler that does nothing, or SIG_DFL.
+            unsafe {
+                let mut a: libc::sigaction = std::mem::zeroed();
+                a.sa_sigaction = handler;
+                libc::sigaction(sig, &a, std::ptr::null_mut())
+            }
+        };
+        assert_eq!(
+            set(theirs as extern "C" fn(libc::c_int) as libc::sighandler_t),
+            0
+        );
+        let taken = claim_signal(sig).map_err(|e| e.raw_os_error());
+        assert_eq!(
+            taken,
+            Err(Some(libc::EBUSY)),
+            "someone else's handler stays"
+        );
+        assert_eq!(set(libc::SIG_DFL), 0);
+        claim_signal(sig).expect("free: claimed");
+        claim_signal(sig).expect("ours already: claimed again");
+        assert_eq!(set(libc::SIG_DFL), 0);
+    }
 
     #[test]
     fn the_wake_signal_cuts_a_blocking_call_short() {
