@@ -132,10 +132,13 @@ fn receiver(core: &Core, inject: emulate::Inject) {
                     break;
                 }
             }
+            // As a failed receive always was: said, and the next call received.
             Err(e) => {
-                tracing::error!("seccomp notification receive failed: {e}");
-                core.finished.store(true, Ordering::Relaxed);
-                break;
+                tracing::warn!("seccomp notification receive failed: {e}");
+                if hung_up(core) {
+                    core.finished.store(true, Ordering::Relaxed);
+                    break;
+                }
             }
         }
     }
