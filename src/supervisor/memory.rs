@@ -134,16 +134,7 @@ pub fn read_chunks(pid: u32, pieces: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
             base: addr as usize,
             len,
         }];
-        let got = if len == 0 {
-            0
-        } else {
-            process_vm_readv(
-                Pid::from_raw(pid as i32),
-                &mut [IoSliceMut::new(&mut buf)],
-                &remote,
-            )
-            .unwrap_or(0)
-        };
+        let got = read_into(pid, &mut buf, &remote);
         return vec![(len <= got).then_some(buf)];
     }
     let mut out = Vec::with_capacity(pieces.len());
@@ -157,16 +148,7 @@ pub fn read_chunks(pid: u32, pieces: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
                 len,
             })
             .collect();
-        let got = if total == 0 {
-            0
-        } else {
-            process_vm_readv(
-                Pid::from_raw(pid as i32),
-                &mut [IoSliceMut::new(&mut buf)],
-                &remote,
-            )
-            .unwrap_or(0)
-        };
+        let got = read_into(pid, &mut buf, &remote);
         let mut at = 0;
         for &(_, len) in batch {
             let end = at + len;
@@ -175,6 +157,19 @@ pub fn read_chunks(pid: u32, pieces: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
         }
     }
     out
+}
+
+/// One process_vm_readv of `remote` into `buf`: how many bytes came (0 on an error).
+fn read_into(pid: u32, buf: &mut [u8], remote: &[RemoteIoVec]) -> usize {
+    if buf.is_empty() {
+        return 0;
+    }
+    process_vm_readv(
+        Pid::from_raw(pid as i32),
+        &mut [IoSliceMut::new(buf)],
+        remote,
+    )
+    .unwrap_or(0)
 }
 
 /// Complete the string at `addr` of which `first` (read from `addr`) is the beginning: the

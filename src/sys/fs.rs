@@ -70,13 +70,13 @@ pub fn open_elsewhere(file: OwnedFd) -> io::Result<bool> {
     granted
 }
 
-/// The file type bits (`S_IFMT`) and the birth time (`[seconds, nanoseconds]`, `None` when
-/// the filesystem does not record it) of `dir/name`, a final symlink not followed, in one
-/// statx.
-pub fn type_and_birth(
+/// statx(2) of `dir/name`, a final symlink not followed, for the fields in `mask`, and the
+/// birth time (`[seconds, nanoseconds]`) when the filesystem records it.
+fn statx_entry(
     dir: BorrowedFd<'_>,
     name: &OsStr,
-) -> io::Result<(libc::mode_t, Option<[i64; 2]>)> {
+    mask: u32,
+) -> io::Result<(libc::statx, Option<[i64; 2]>)> {
     let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: the name is NUL-terminated and `buf` is a writable statx buffer of the right
     // size; the kernel reads the name and writes at most one statx structure.
@@ -85,7 +85,7 @@ pub fn type_and_birth(
             dir.as_raw_fd(),
             c.as_ptr(),
             libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_TYPE | libc::STATX_BTIME,
+            mask,
             buf.as_mut_ptr(),
         )
     })?;
@@ -97,6 +97,17 @@ pub fn type_and_birth(
     let stx = unsafe { buf.assume_init() };
     let born = (stx.stx_mask & libc::STATX_BTIME != 0)
         .then(|| [stx.stx_btime.tv_sec, i64::from(stx.stx_btime.tv_nsec)]);
+    Ok((stx, born))
+}
+
+/// The file type bits (`S_IFMT`) and the birth time (`[seconds, nanoseconds]`, `None` when
+/// the filesystem does not record it) of `dir/name`, a final symlink not followed, in one
+/// statx.
+pub fn type_and_birth(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+) -> io::Result<(libc::mode_t, Option<[i64; 2]>)> {
+    let (stx, born) = statx_entry(dir, name, libc::STATX_TYPE | libc::STATX_BTIME)?;
     Ok((libc::mode_t::from(stx.stx_mode) & libc::S_IFMT, born))
 }
 
@@ -132,24 +143,7 @@ pub fn stat_and_birth(
     dir: BorrowedFd<'_>,
     name: &OsStr,
 ) -> io::Result<(libc::stat, Option<[i64; 2]>)> {
-    let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: as in `type_and_birth`.
-    let rc = name.with_nix_path(|c| unsafe {
-        libc::statx(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
-            buf.as_mut_ptr(),
-        )
-    })?;
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as in `type_and_birth`.
-    let x = unsafe { buf.assume_init() };
-    let born = (x.stx_mask & libc::STATX_BTIME != 0)
-        .then(|| [x.stx_btime.tv_sec, i64::from(x.stx_btime.tv_nsec)]);
+    let (x, born) = statx_entry(dir, name, libc::STATX_BASIC_STATS | libc::STATX_BTIME)?;
     // SAFETY: `stat` is plain integers (and padding), for which all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::MaybeUninit::zeroed().assume_init() };
     st.st_dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor) as _;
