@@ -109,6 +109,9 @@ pub(super) fn worker(core: &Core, me: usize) {
 /// Worker 0: take the receiving turn, wait in RECV for a notification, give the turn back and
 /// handle it; until the listener hangs up or the run is finished.
 fn receiver(core: &Core, inject: emulate::Inject) {
+    if let Err(e) = crate::sys::process::accept_wake_signal() {
+        tracing::warn!("cannot unblock the wake-up signal in the receiving thread: {e}");
+    }
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
