@@ -117,32 +117,21 @@ fn receiver(core: &Core, inject: emulate::Inject) {
             break;
         }
         let turn = lock(&core.receiving);
-        let received = core.listener.recv();
+        let received = receive(core);
         drop(turn);
         match received {
-            Ok(n) => {
+            Some(n) => {
                 core.busy_since[0].store(now_us(core), Ordering::Release);
                 super::handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
             }
-            // Woken to look at `finished`.
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            // The caller died or was interrupted before its call was taken, or no process
-            // holds the filter any more (RECV returns at once from then on).
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                if hung_up(core) {
-                    core.finished.store(true, Ordering::Relaxed);
-                    break;
-                }
+            // Woken to look at `finished` (EINTR), a caller gone before its call was taken,
+            // or no process holding the filter any more (RECV returns at once from then on).
+            None if hung_up(core) => {
+                core.finished.store(true, Ordering::Relaxed);
+                break;
             }
-            // As a failed receive always was: said, and the next call received.
-            Err(e) => {
-                tracing::warn!("seccomp notification receive failed: {e}");
-                if hung_up(core) {
-                    core.finished.store(true, Ordering::Relaxed);
-                    break;
-                }
-            }
+            None => {}
         }
     }
 }
