@@ -109,37 +109,29 @@ pub(super) fn worker(core: &Core, me: usize) {
 /// Worker 0: take the receiving turn, wait in RECV for a notification, give the turn back and
 /// handle it; until the listener hangs up or the run is finished.
 fn receiver(core: &Core, inject: emulate::Inject) {
+    if let Err(e) = crate::sys::process::accept_wake_signal() {
+        tracing::warn!("cannot unblock the wake-up signal in the receiving thread: {e}");
+    }
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
         }
         let turn = lock(&core.receiving);
-        let received = core.listener.recv();
+        let received = receive(core);
         drop(turn);
         match received {
-            Ok(n) => {
+            Some(n) => {
                 core.busy_since[0].store(now_us(core), Ordering::Release);
                 super::handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
             }
-            // Woken to look at `finished`.
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            // The caller died or was interrupted before its call was taken, or no process
-            // holds the filter any more (RECV returns at once from then on).
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                if hung_up(core) {
-                    core.finished.store(true, Ordering::Relaxed);
-                    break;
-                }
+            // Woken to look at `finished` (EINTR), a caller gone before its call was taken,
+            // or no process holding the filter any more (RECV returns at once from then on).
+            None if hung_up(core) => {
+                core.finished.store(true, Ordering::Relaxed);
+                break;
             }
-            // As a failed receive always was: said, and the next call received.
-            Err(e) => {
-                tracing::warn!("seccomp notification receive failed: {e}");
-                if hung_up(core) {
-                    core.finished.store(true, Ordering::Relaxed);
-                    break;
-                }
-            }
+            None => {}
         }
     }
 }

@@ -438,6 +438,23 @@ fn claim_signal(sig: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Unblocks [`wake_signal`] in the calling thread: a thread inherits its creator's signal
+/// mask, and a program that embeds guard may block the signal where it starts a run.
+pub fn accept_wake_signal() -> io::Result<()> {
+    // SAFETY: a zeroed sigset_t is a valid value for sigemptyset to initialise; the set lives
+    // on this frame and pthread_sigmask only reads it.
+    let rc = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, wake_signal());
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
 /// Sends [`wake_signal`] to `thread` of this process (once [`install_wake_handler`] ran).
 pub fn interrupt_thread(thread: libc::pthread_t) -> io::Result<()> {
     // SAFETY: `thread` is a live thread of this process (its JoinHandle is held by the
@@ -505,6 +522,39 @@ mod tests {
         claim_signal(sig).expect("free: claimed");
         claim_signal(sig).expect("ours already: claimed again");
         assert_eq!(set(libc::SIG_DFL), 0);
+    }
+
+    #[test]
+    fn a_thread_that_inherited_the_wake_signal_blocked_accepts_it_again() {
+        use std::os::unix::thread::JoinHandleExt;
+        install_wake_handler().expect("handler");
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let blocked = std::thread::spawn(move || {
+            // SAFETY: a sigset on this frame, initialised before use; the mask of this thread.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, wake_signal());
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
+            accept_wake_signal().expect("unblock");
+            let mut b = [0u8; 1];
+            nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&r), &mut b)
+        });
+        let started = std::time::Instant::now();
+        while !blocked.is_finished() {
+            interrupt_thread(blocked.as_pthread_t()).expect("pthread_kill");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "the read was never interrupted"
+            );
+        }
+        assert_eq!(
+            blocked.join().expect("thread"),
+            Err(nix::errno::Errno::EINTR)
+        );
+        drop(w);
     }
 
     #[test]
