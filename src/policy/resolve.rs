@@ -23,7 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::GlobBuilder;
 
 use super::argv::ArgvPattern;
 use super::chain::{self, Spec, Unit};
@@ -544,14 +544,6 @@ fn push_unique_path(list: &mut Vec<PathBuf>, item: PathBuf) {
 /// by building the glob (a parse and a regex translation each) is skipped.
 fn plain(pattern: &str) -> bool {
     !pattern.bytes().any(|b| b"*?[]{}\\".contains(&b))
-}
-
-pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
-    let mut b = GlobSetBuilder::new();
-    for p in patterns {
-        b.add(GlobBuilder::new(p).literal_separator(true).build()?);
-    }
-    b.build()
 }
 
 /// The context of one profile's entries, for expansion and error messages.
