@@ -8,8 +8,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
+use crate::policy::PathSet;
 use base64::Engine as _;
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 
 use super::time::Timestamp;
@@ -39,7 +39,7 @@ pub struct Query {
 /// `**/.github/**`).
 #[derive(Debug, Clone)]
 pub struct PathGlobs {
-    set: GlobSet,
+    set: PathSet,
 }
 
 impl PathGlobs {
@@ -49,20 +49,19 @@ impl PathGlobs {
     ///
     /// A pattern that is not a valid glob.
     pub fn new(patterns: &[String]) -> Result<PathGlobs, globset::Error> {
-        let mut b = GlobSetBuilder::new();
-        for p in patterns {
-            let anchored = if p.starts_with('/') || p.starts_with("**") {
-                p.clone()
-            } else {
-                format!("**/{p}")
-            };
-            b.add(
-                GlobBuilder::new(&anchored)
-                    .literal_separator(true)
-                    .build()?,
-            );
-        }
-        Ok(PathGlobs { set: b.build()? })
+        let anchored: Vec<String> = patterns
+            .iter()
+            .map(|p| {
+                if p.starts_with('/') || p.starts_with("**") {
+                    p.clone()
+                } else {
+                    format!("**/{p}")
+                }
+            })
+            .collect();
+        Ok(PathGlobs {
+            set: PathSet::new(&anchored)?,
+        })
     }
 
     fn matches(&self, bytes: &[u8]) -> bool {

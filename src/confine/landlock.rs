@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -17,6 +18,7 @@ use landlock::{
 };
 
 use super::features::{Feature, Features};
+use super::hide::Place;
 use super::ConfineError;
 use crate::policy::{Mode, NetTarget, Policy};
 
@@ -206,23 +208,22 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // hidden path is granted entry by entry around it (see `hide.rs`).
     let hidden = super::hide::Hidden::new(&policy.fs.hide);
     let mut hid = 0usize;
-    let mut grants = Vec::new();
     for (path, list) in fs_roots(policy) {
         let access = match list {
             RootList::Read => read_access,
             RootList::Write => write_access,
         };
-        hid += hidden.grant(path, access, &mut grants);
-        for (p, a) in grants.drain(..) {
-            match open_root(&p)? {
-                Some(fd) => {
-                    created = created
-                        .add_rule(PathBeneath::new(fd, a))
-                        .map_err(|source| ConfineError::AddRule { path: p, source })?;
+        let mut add = |place: Place<'_>, access| match place {
+            Place::Root(root) => match open_root(root)? {
+                Some(fd) => add_path_rule(&mut created, fd, access, root),
+                None => {
+                    report.skipped_paths.push(root.to_path_buf());
+                    Ok(())
                 }
-                None => report.skipped_paths.push(p),
-            }
-        }
+            },
+            Place::Open(fd, path) => add_path_rule(&mut created, fd, access, path),
+        };
+        hid += hidden.grant(path, access, &mut add)?;
     }
     if hid > 0 {
         report.enforced.push(format!(
@@ -249,6 +250,22 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
         ruleset: Some(created),
         report,
     })
+}
+
+/// Adds the rule granting `access` beneath `fd` (opened at `path`, which errors name).
+fn add_path_rule(
+    created: &mut RulesetCreated,
+    fd: impl AsFd,
+    access: BitFlags<AccessFs>,
+    path: &Path,
+) -> Result<(), ConfineError> {
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .map(drop)
+        .map_err(|source| ConfineError::AddRule {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The profile list a filesystem root comes from: `fs.read` roots grant reading and

@@ -130,7 +130,7 @@ enum Item {
 type FileRef = (usize, Arc<OwnedFd>, OsString);
 
 struct Walk<'a> {
-    set: &'a globset::GlobSet,
+    set: &'a crate::policy::PathSet,
     items: Vec<Item>,
     /// Files handed to the hashers so far.
     files: usize,

@@ -9,7 +9,6 @@ use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +17,7 @@ use super::history::History;
 use super::log::{read_log, Boundary, Entry, FileId, LogWriter, Op};
 use super::report::Conflict;
 use crate::audit::PathText;
-use crate::policy::TransactionPolicy;
+use crate::policy::{PathSet, TransactionPolicy};
 
 /// A checkpoint's number, 1 for the first one of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -230,7 +229,7 @@ pub struct Journal {
     disk: std::cell::OnceCell<Disk>,
     /// `log.jsonl`, once made.
     log_path: PathBuf,
-    exclude: GlobSet,
+    exclude: PathSet,
     pub(crate) entries: Vec<Entry>,
     /// Inodes whose content pre-image (or unprotected record) was taken since the checkpoint.
     pub(crate) content_saved: HashMap<FileId, Saved>,
@@ -283,33 +282,26 @@ fn open_dir(p: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Compiles `exclude`; a `dir/**` pattern also excludes `dir` itself.
-fn exclude_set(patterns: &[String]) -> Result<GlobSet, JournalError> {
-    let mut b = GlobSetBuilder::new();
-    let mut add = |p: &str| -> Result<(), JournalError> {
-        let glob = GlobBuilder::new(p)
-            .literal_separator(true)
-            .build()
-            .map_err(|source| JournalError::Exclude {
-                pattern: p.to_string(),
-                source,
-            })?;
-        b.add(glob);
-        Ok(())
-    };
+fn exclude_set(patterns: &[String]) -> Result<PathSet, JournalError> {
+    let mut all: Vec<&str> = Vec::with_capacity(patterns.len() * 2);
     for p in patterns {
-        add(p)?;
+        all.push(p);
         if let Some(base) = p.strip_suffix("/**").filter(|b| !b.is_empty()) {
-            add(base)?;
+            all.push(base);
         }
     }
-    b.build().map_err(|source| JournalError::Exclude {
-        pattern: patterns.join(", "),
-        source,
+    PathSet::new(&all).map_err(|source| {
+        // Name the pattern that does not compile.
+        let pattern = all
+            .iter()
+            .find(|p| PathSet::new(&[p]).is_err())
+            .map_or_else(|| patterns.join(", "), |p| p.to_string());
+        JournalError::Exclude { pattern, source }
     })
 }
 
 /// Whether `rel` (relative to the workspace) or one of its ancestors matches `set`.
-pub(crate) fn excluded(set: &GlobSet, rel: &Path) -> bool {
+pub(crate) fn excluded(set: &PathSet, rel: &Path) -> bool {
     let mut p = Some(rel);
     while let Some(cur) = p.filter(|c| !c.as_os_str().is_empty()) {
         if set.is_match(cur) {
@@ -320,7 +312,7 @@ pub(crate) fn excluded(set: &GlobSet, rel: &Path) -> bool {
     false
 }
 
-pub(crate) fn compile_exclude(patterns: &[String]) -> Result<GlobSet, JournalError> {
+pub(crate) fn compile_exclude(patterns: &[String]) -> Result<PathSet, JournalError> {
     exclude_set(patterns)
 }
 

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
@@ -22,12 +23,13 @@ enum Element {
     /// `**`: any number of whole arguments.
     Any,
     /// An element without glob syntax, compared as a string (most of them: `git`, `push`).
-    Literal {
-        text: String,
-        path: bool,
-    },
+    Literal { text: String, path: bool },
+    /// An element with glob syntax. Its regex is compiled on the first match (tens of
+    /// microseconds each): most rules' elements are never reached, since their program
+    /// element (`git`, `rm`) does not match.
     Glob {
-        matcher: GlobMatcher,
+        glob: Glob,
+        matcher: OnceLock<GlobMatcher>,
         path: bool,
     },
 }
@@ -38,7 +40,9 @@ impl Element {
         match self {
             Element::Any => true,
             Element::Literal { text, .. } => text == candidate,
-            Element::Glob { matcher, .. } => matcher.is_match(candidate),
+            Element::Glob { glob, matcher, .. } => matcher
+                .get_or_init(|| glob.compile_matcher())
+                .is_match(candidate),
         }
     }
 
@@ -80,7 +84,8 @@ impl ArgvPattern {
         pattern.iter().try_for_each(|elem| glob_of(elem).map(drop))
     }
 
-    /// Compiles the (expanded) pattern elements; the error names the offending element.
+    /// Parses the (expanded) pattern elements, whose regexes compile on their first match;
+    /// the error names the offending element.
     ///
     /// # Errors
     ///
@@ -98,7 +103,8 @@ impl ArgvPattern {
             let path = elem.starts_with('/');
             elements.push(match glob_of(elem)? {
                 Some(glob) => Element::Glob {
-                    matcher: glob.compile_matcher(),
+                    glob,
+                    matcher: OnceLock::new(),
                     path,
                 },
                 None => Element::Literal {

@@ -421,8 +421,8 @@ fn decide_dns(policy: &Policy, req: &Request) -> Verdict {
 impl Policy {
     /// Compiles the matchers of `fs.protect` and of every rule now ([`FsPolicy::protect_set`],
     /// [`Rule::path_set`], [`Rule::argv_pattern`]), rather than on the first call each one
-    /// judges. A run does this on a thread of its own after the fork, while the child confines
-    /// itself, so neither the start nor the first judged call waits for it.
+    /// judges. A run does this after the fork, while the child confines itself, so the first
+    /// judged calls do not wait for it.
     pub fn compile_matchers(&self) {
         self.fs.protect_set();
         for rule in &self.rules {

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use globset::GlobSet;
+use super::globs::PathSet;
 
 use super::argv::ArgvPattern;
 use super::net::NetMatcher;
@@ -47,7 +47,7 @@ pub struct FsPolicy {
     pub protect: Vec<String>,
     /// Compiled form of `protect`, made on first use (see [`FsPolicy::protect_set`]); a
     /// policy built by hand leaves it empty.
-    pub protect_set: OnceLock<GlobSet>,
+    pub protect_set: OnceLock<PathSet>,
     /// The literal directory prefixes of the `protect` patterns (e.g. `/ws/.git/hooks` for
     /// `/ws/.git/hooks/**`): deleting or renaming one of these, or an ancestor, is refused too.
     pub protect_anchors: Vec<PathBuf>,
@@ -341,7 +341,7 @@ pub struct Rule {
     /// Empty: no path condition.
     pub path: Vec<String>,
     /// Compiled form of `path`, made on first use: see [`Rule::path_set`].
-    pub(crate) path_set: OnceLock<GlobSet>,
+    pub(crate) path_set: OnceLock<PathSet>,
     /// The literal directory prefix of each `path` glob (`/home/u/.cargo/bin` for
     /// `/home/u/.cargo/bin/**`): every path a glob matches lies within its anchor, so a path
     /// within none of them is not matched without running the glob set.
@@ -367,25 +367,27 @@ pub struct Rule {
 impl FsPolicy {
     /// The compiled `protect` globs, made on first use like a rule's matchers (see
     /// [`Rule::path_set`]); the globs were checked one by one when the profile was loaded.
-    pub fn protect_set(&self) -> &GlobSet {
+    pub fn protect_set(&self) -> &PathSet {
         self.protect_set.get_or_init(|| {
-            super::resolve::glob_set(&self.protect).expect("protect globs were checked one by one")
+            PathSet::new(&self.protect).expect("protect globs were checked one by one")
         })
     }
 }
 
 impl Rule {
-    /// The compiled `path` globs (`None` when the rule has no path condition). Compiling a
-    /// glob set costs tens of microseconds (a regex set), and a run compiles every rule's
-    /// after its fork, while the child confines itself ([`Policy::compile_matchers`]); the globs
-    /// were checked one by one when the profile was loaded.
-    pub fn path_set(&self) -> Option<&GlobSet> {
+    /// The compiled `path` globs (`None` when the rule has no path condition). A pattern with
+    /// more than `*` and `**` compiles into a regex set (tens of microseconds), so a run
+    /// compiles every rule's while it prepares the child ([`Policy::compile_matchers`]); the
+    /// globs were checked one by one when the profile was loaded.
+    pub fn path_set(&self) -> Option<&PathSet> {
         if self.path.is_empty() {
             return None;
         }
-        Some(self.path_set.get_or_init(|| {
-            super::resolve::glob_set(&self.path).expect("path globs were checked one by one")
-        }))
+        Some(
+            self.path_set.get_or_init(|| {
+                PathSet::new(&self.path).expect("path globs were checked one by one")
+            }),
+        )
     }
 
     /// The compiled `argv` pattern (`None` when the rule has no argv condition), compiled on

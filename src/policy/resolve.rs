@@ -23,7 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::GlobBuilder;
 
 use super::argv::ArgvPattern;
 use super::chain::{self, Spec, Unit};
@@ -328,12 +328,12 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
 
     for entry in &raw.fs.read {
         if let Some(p) = cx.abs_path("fs.read", entry)? {
-            push_unique(&mut acc.read, p);
+            push_unique_path(&mut acc.read, p);
         }
     }
     for entry in &raw.fs.write {
         if let Some(p) = cx.abs_path("fs.write", entry)? {
-            push_unique(&mut acc.write, p);
+            push_unique_path(&mut acc.write, p);
         }
     }
     for entry in &raw.fs.protect {
@@ -531,12 +531,19 @@ fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     }
 }
 
-pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
-    let mut b = GlobSetBuilder::new();
-    for p in patterns {
-        b.add(GlobBuilder::new(p).literal_separator(true).build()?);
+/// [`push_unique`] for normalized paths, compared byte for byte (a `Path` compares component
+/// by component, several times slower, and the layering compares every root with every
+/// other at each start).
+fn push_unique_path(list: &mut Vec<PathBuf>, item: PathBuf) {
+    if !list.iter().any(|p| p.as_os_str() == item.as_os_str()) {
+        list.push(item);
     }
-    b.build()
+}
+
+/// Whether `pattern` has no glob syntax: it then compiles whatever it holds, and checking it
+/// by building the glob (a parse and a regex translation each) is skipped.
+fn plain(pattern: &str) -> bool {
+    !pattern.bytes().any(|b| b"*?[]{}\\".contains(&b))
 }
 
 /// The context of one profile's entries, for expansion and error messages.
@@ -595,6 +602,9 @@ impl Cx<'_> {
     }
 
     fn glob(&self, field: &str, pattern: &str, literal_separator: bool) -> Result<(), PolicyError> {
+        if plain(pattern) {
+            return Ok(());
+        }
         GlobBuilder::new(pattern)
             .literal_separator(literal_separator)
             .build()
@@ -614,6 +624,9 @@ impl Cx<'_> {
                 pattern,
                 "not a git config key\nhint: keys are `section.name` or `section.subsection.name`, e.g. `core.hooksPath` or `alias.*`".into(),
             ));
+        }
+        if plain(pattern) {
+            return Ok(());
         }
         GlobBuilder::new(pattern)
             .case_insensitive(true)

@@ -171,15 +171,6 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         tree.kill();
         let _ = tree.reap();
     };
-    // The matchers of `fs.protect` and the rules compile on a thread while the child confines
-    // itself; the supervisor starts once they are done (its first call, the command's exec,
-    // uses them).
-    let compiling = {
-        let policy = Arc::clone(&policy);
-        std::thread::Builder::new()
-            .name("guard-matchers".into())
-            .spawn(move || policy.compile_matchers())
-    };
     // While the child confines itself (Landlock, the filter): run.json, the pruning of older
     // journals (which goes on while the command runs; the run joins it at its end) and the
     // audit writer. The command cannot start before the supervisor answers its execve.
@@ -204,6 +195,10 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             return Err(e.into());
         }
     };
+    // The matchers of `fs.protect` and the rules, compiled while the child confines itself
+    // (tens of microseconds: path globs need no regex, argv globs compile theirs on their first
+    // match), so the supervisor's first calls find them ready.
+    policy.compile_matchers();
     // The child is confined once its listener is here (or says which step failed).
     spawned.receive_listener()?;
     let listener_fd = spawned
@@ -241,18 +236,6 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             return Err(e.into());
         }
     };
-    let compiled = match compiling {
-        Ok(thread) => thread.join().is_ok(),
-        // No thread to spare: the supervisor compiles each rule on its first use.
-        Err(_) => true,
-    };
-    if !compiled {
-        abandon(&tree);
-        return Err(RunError::Setup {
-            what: "compile the profile's globs",
-            source: io::Error::other("a glob set did not compile (see the message above)"),
-        });
-    }
     let shared = Arc::new(Shared::default());
     let (stop_r, stop_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(pair) => pair,

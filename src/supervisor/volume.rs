@@ -16,12 +16,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-
 use super::resolve::{Act, Resolved};
 use super::target::Target;
 use super::txn;
-use crate::policy::{volume, Action, Op, Policy, Verdict};
+use crate::policy::{volume, Action, Op, PathSet, Policy, Verdict};
 
 /// The pseudo-command of everything that is not a direct child of the root.
 const RUN: u32 = 0;
@@ -38,7 +36,7 @@ struct Command {
 #[derive(Debug)]
 pub struct Volume {
     ws: PathBuf,
-    exclude: GlobSet,
+    exclude: PathSet,
     /// Entries in the workspace, counted at the first counted delete.
     total: Option<u64>,
     commands: HashMap<u32, Command>,
@@ -53,12 +51,15 @@ fn now() -> [i64; 2] {
 
 impl Volume {
     pub fn new(policy: &Policy) -> Volume {
-        let mut b = GlobSetBuilder::new();
-        for p in &policy.transaction.exclude {
-            if let Ok(g) = GlobBuilder::new(p).literal_separator(true).build() {
-                b.add(g);
-            }
-        }
+        let patterns = &policy.transaction.exclude;
+        // The profile checked each pattern; one that does not compile excludes nothing.
+        let exclude = PathSet::new(patterns).unwrap_or_else(|_| {
+            let valid: Vec<&String> = patterns
+                .iter()
+                .filter(|p| PathSet::new(&[p]).is_ok())
+                .collect();
+            PathSet::new(&valid).unwrap_or_default()
+        });
         let mut commands = HashMap::new();
         commands.insert(
             RUN,
@@ -71,7 +72,7 @@ impl Volume {
         );
         Volume {
             ws: policy.vars.workspace.clone(),
-            exclude: b.build().unwrap_or_else(|_| GlobSet::empty()),
+            exclude,
             total: None,
             commands,
         }
@@ -150,7 +151,7 @@ impl Volume {
 }
 
 /// The entries under `ws` (not `ws` itself), excluded directories left out.
-fn count_entries(ws: &Path, exclude: &GlobSet) -> u64 {
+fn count_entries(ws: &Path, exclude: &PathSet) -> u64 {
     let mut n = 0u64;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -187,12 +188,9 @@ mod tests {
         for f in ["a/1", "a/b/2", "3", "target/debug/4", "node_modules/x/5"] {
             std::fs::write(dir.path().join(f), "x").expect("write");
         }
-        let mut b = GlobSetBuilder::new();
-        for p in ["target/**", "node_modules/**"] {
-            b.add(GlobBuilder::new(p).literal_separator(true).build().unwrap());
-        }
+        let exclude = PathSet::new(&["target/**", "node_modules/**"]).unwrap();
         // a, a/b, a/1, a/b/2, 3; target and node_modules themselves are not matched by
         // `x/**` and count, their contents do not.
-        assert_eq!(count_entries(dir.path(), &b.build().unwrap()), 7);
+        assert_eq!(count_entries(dir.path(), &exclude), 7);
     }
 }

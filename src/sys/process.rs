@@ -1,5 +1,5 @@
 //! Process-level calls without a safe `nix` wrapper: fork (checked for a single thread, or
-//! straight into exec), pidfds, close_range, openat2 and the Landlock ABI probe.
+//! a vfork-style clone straight into exec), pidfds, close_range, openat2 and the Landlock ABI probe.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -48,18 +48,25 @@ unsafe fn fork() -> io::Result<Forked> {
 /// Whether no other task shares this process's memory: `unshare(CLONE_VM)` changes nothing
 /// and fails with EINVAL exactly when another thread (or a `CLONE_VM` child) exists. Where a
 /// seccomp filter refuses `unshare`, the threads in /proc/self/task are counted instead.
+///
+/// A thread that was just joined may still hold the memory for a moment (its exit wakes the
+/// joiner before it lets go of the memory), so a refusal is asked again, a couple of hundred
+/// yields at most, before the answer is no.
 pub fn single_threaded() -> io::Result<bool> {
-    // SAFETY: unshare takes flags only; with CLONE_VM alone it unshares nothing (the kernel
-    // only checks that the caller is the sole user of its memory).
-    let rc = unsafe { libc::unshare(libc::CLONE_VM) };
-    if rc == 0 {
-        return Ok(true);
+    for _ in 0..200 {
+        // SAFETY: unshare takes flags only; with CLONE_VM alone it unshares nothing (the
+        // kernel only checks that the caller is the sole user of its memory).
+        let rc = unsafe { libc::unshare(libc::CLONE_VM) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINVAL) {
+            return Ok(std::fs::read_dir("/proc/self/task")?.count() == 1);
+        }
+        std::thread::yield_now();
     }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EINVAL) {
-        return Ok(false);
-    }
-    Ok(std::fs::read_dir("/proc/self/task")?.count() == 1)
+    Ok(false)
 }
 
 /// fork(2) for a single-threaded process, checked: fails with `EAGAIN` and a message when the
@@ -136,12 +143,43 @@ pub struct ExecSetup<'a> {
 /// signal, clears its signal mask and execs `image`; returns its pid. The child makes only
 /// async-signal-safe system calls on memory prepared before the fork, so this is sound in
 /// any process.
+///
+/// The child is made with `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` makes it: it runs
+/// in the caller's memory, on a stack of its own, and the caller sleeps until it has exec'd
+/// or exited. No page table is copied (a plain fork copies every mapping of guard's image,
+/// which the sandbox's init still is) and no page is copied on write afterwards. The child
+/// writes nothing the caller reads but the kernel's errno slot, and the only signal handler
+/// it could run before `execve` resets the handlers is the wake-up signal's, which does
+/// nothing.
 pub fn fork_exec(image: &ExecImage, setup: &ExecSetup<'_>) -> io::Result<libc::pid_t> {
-    // SAFETY: the child below only makes async-signal-safe system calls on memory that
-    // exists before the fork (`image`, `setup`, stack buffers) and then execs or exits.
-    match unsafe { fork() }? {
-        Forked::Parent { child } => Ok(child),
-        Forked::Child => exec_child(image, setup),
+    /// exec_child's deepest frame is a few hundred bytes; the rest is margin.
+    const STACK: usize = 64 * 1024;
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` points at the pair below, alive on the caller's frame, which cannot
+        // return before this child has exec'd or exited (CLONE_VFORK).
+        let (image, setup) = unsafe { &*arg.cast::<(&ExecImage, &ExecSetup<'_>)>() };
+        exec_child(image, setup)
+    }
+    let mut stack = vec![0u8; STACK];
+    // The stack grows down from its end, aligned to 16 bytes as the ABI asks.
+    let top = stack.as_mut_ptr().wrapping_add(STACK);
+    let top = top.wrapping_sub(top as usize % 16);
+    let mut pair = (image, setup);
+    // SAFETY: `child` runs on `stack`, which outlives it (the caller is suspended until the
+    // child execs or exits), and reads `pair` only; it makes system calls only (see
+    // exec_child) and never returns into the caller's frames.
+    let pid = unsafe {
+        libc::clone(
+            child,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut pair as *mut (&ExecImage, &ExecSetup<'_>)).cast(),
+        )
+    };
+    drop(stack);
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        child => Ok(child),
     }
 }
 

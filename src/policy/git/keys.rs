@@ -27,8 +27,8 @@ use crate::policy::normalize;
 /// about half a millisecond at every start.
 #[derive(Debug, Clone, Default)]
 pub struct KeySet {
-    globs: Vec<Glob>,
-    set: OnceLock<GlobSet>,
+    patterns: Vec<String>,
+    set: OnceLock<(GlobSet, Vec<Glob>)>,
 }
 
 impl KeySet {
@@ -36,33 +36,30 @@ impl KeySet {
     /// every key pattern before they get here).
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> KeySet {
         KeySet {
-            globs: patterns
-                .iter()
-                .filter_map(|p| {
-                    GlobBuilder::new(p.as_ref())
-                        .case_insensitive(true)
-                        .build()
-                        .ok()
-                })
-                .collect(),
+            patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(),
             set: OnceLock::new(),
         }
     }
 
     /// Whether `key` matches one of the globs.
     pub fn is_match(&self, key: &str) -> bool {
-        let set = self.set.get_or_init(|| {
+        let (set, globs) = self.set.get_or_init(|| {
+            let globs: Vec<Glob> = self
+                .patterns
+                .iter()
+                .filter_map(|p| GlobBuilder::new(p).case_insensitive(true).build().ok())
+                .collect();
             let mut b = GlobSetBuilder::new();
-            for g in &self.globs {
+            for g in &globs {
                 b.add(g.clone());
             }
-            b.build().unwrap_or_else(|_| GlobSet::empty())
+            (b.build().unwrap_or_else(|_| GlobSet::empty()), globs)
         });
-        if set.len() == self.globs.len() {
+        if set.len() == globs.len() {
             return set.is_match(key);
         }
         // The set did not compile: the same answers, one glob at a time.
-        self.globs.iter().any(|g| g.compile_matcher().is_match(key))
+        globs.iter().any(|g| g.compile_matcher().is_match(key))
     }
 }
 
