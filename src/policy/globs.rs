@@ -76,6 +76,16 @@ impl Split {
     }
 
     fn is_match(&self, path: &[u8]) -> bool {
+        // Without `**`, the path has as many components as the pattern: counted first (most
+        // paths an expanded directory or a judged call offers fail here), then compared
+        // pairwise, with nothing allocated.
+        if let ([run], false, false) = (self.runs.as_slice(), self.open_start, self.open_end) {
+            return path.iter().filter(|&&b| b == b'/').count() + 1 == run.len()
+                && run
+                    .iter()
+                    .zip(path.split(|&b| b == b'/'))
+                    .all(|(p, c)| component_match(p, c));
+        }
         let comps: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
         let n = comps.len();
         let run_at = |run: &[Box<[u8]>], at: usize| {

@@ -131,7 +131,14 @@ pub fn setgroups(groups: &[u32]) -> io::Result<()> {
 
 /// The calling thread's supplementary groups.
 pub fn getgroups() -> io::Result<Vec<u32>> {
-    let mut groups = vec![0u32; 65536];
+    // Asked for the count first: room for the most a thread may have (65536) is a quarter of a
+    // megabyte to map and unmap. Only the thread itself changes its groups.
+    // SAFETY: a size of 0 asks for the count only; the kernel writes nothing.
+    let count = unsafe { libc::syscall(libc::SYS_getgroups, 0, std::ptr::null_mut::<u32>()) };
+    if count < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut groups = vec![0u32; count as usize];
     // SAFETY: the kernel writes at most `groups.len()` gid_t values into the buffer.
     let rc = unsafe { libc::syscall(libc::SYS_getgroups, groups.len(), groups.as_mut_ptr()) };
     if rc < 0 {
