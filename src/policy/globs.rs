@@ -86,7 +86,21 @@ impl Split {
                     .zip(path.split(|&b| b == b'/'))
                     .all(|(p, c)| component_match(p, c));
         }
-        let comps: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+        // The components, on the stack for any usual depth (a judged call inside the workspace
+        // is matched against every `**` pattern of `fs.protect`).
+        let mut on_stack: [&[u8]; 32] = [&[]; 32];
+        let on_heap: Vec<&[u8]>;
+        let comps: &[&[u8]] = if path.iter().filter(|&&b| b == b'/').count() < on_stack.len() {
+            let mut n = 0;
+            for (slot, c) in on_stack.iter_mut().zip(path.split(|&b| b == b'/')) {
+                *slot = c;
+                n += 1;
+            }
+            &on_stack[..n]
+        } else {
+            on_heap = path.split(|&b| b == b'/').collect();
+            &on_heap
+        };
         let n = comps.len();
         let run_at = |run: &[Box<[u8]>], at: usize| {
             at + run.len() <= n
@@ -308,6 +322,29 @@ mod tests {
                     glob.is_match(path),
                     "{pattern:?} against {path:?}"
                 );
+            }
+        }
+    }
+
+    /// Paths deeper than the components kept on the stack are matched all the same.
+    #[test]
+    fn deep_paths_match_as_a_glob_set_matches_them() {
+        let deep = format!("/ws/{}.git/hooks/x", "d/".repeat(40));
+        let shallow = format!("/ws/{}.git", "d/".repeat(30));
+        for pattern in [
+            "/ws/**/.git",
+            "/ws/**/.git/**/hooks/**",
+            "/ws/*/d/**",
+            "**/x",
+        ] {
+            let ours = PathSet::new(&[pattern]).expect("compiles");
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .expect("glob")
+                .compile_matcher();
+            for path in [&deep, &shallow] {
+                assert_eq!(ours.is_match(path), glob.is_match(path), "{pattern} {path}");
             }
         }
     }
