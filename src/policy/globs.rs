@@ -11,7 +11,6 @@
 //! every start), and a match walks the path once. Patterns with other syntax (`?`, `[...]`,
 //! `{a,b}`, escapes, `**` inside a name) go to a glob set, built only when there are any.
 
-use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -20,8 +19,9 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 /// A compiled set of path globs.
 #[derive(Debug, Clone, Default)]
 pub struct PathSet {
-    /// Patterns without glob syntax: the paths themselves.
-    literal: HashSet<Box<[u8]>>,
+    /// Patterns without glob syntax: the paths themselves (a few per profile: compared in
+    /// turn, length first, which beats hashing the path).
+    literal: Vec<Box<[u8]>>,
     /// Patterns of plain, `*` and `**` components.
     split: Vec<Split>,
     /// The other patterns, when there are any.
@@ -36,6 +36,10 @@ struct Split {
     runs: Vec<Vec<Box<[u8]>>>,
     open_start: bool,
     open_end: bool,
+    /// The first run joined with `/`, when it is anchored at the start and has no `*`: one
+    /// comparison of the path's head instead of one per component (`{workspace}` for every
+    /// `{workspace}/**/...` pattern).
+    head: Option<Box<[u8]>>,
 }
 
 /// Whether `s` has glob syntax that [`Split`] does not handle.
@@ -68,25 +72,27 @@ impl Split {
         if open_end {
             runs.pop();
         }
+        let head = match runs.first() {
+            Some(first) if !open_start && !first.iter().any(|c| c.contains(&b'*')) => {
+                Some(first.join(&b'/').into_boxed_slice())
+            }
+            _ => None,
+        };
         Some(Split {
             runs,
             open_start,
             open_end,
+            head,
         })
     }
 
-    fn is_match(&self, path: &[u8]) -> bool {
-        // Without `**`, the path has as many components as the pattern: counted first (most
-        // paths an expanded directory or a judged call offers fail here), then compared
-        // pairwise, with nothing allocated.
+    /// Whether `path`, whose components are `comps`, matches.
+    fn is_match(&self, path: &[u8], comps: &[&[u8]]) -> bool {
+        // Without `**`, the path has as many components as the pattern.
         if let ([run], false, false) = (self.runs.as_slice(), self.open_start, self.open_end) {
-            return path.iter().filter(|&&b| b == b'/').count() + 1 == run.len()
-                && run
-                    .iter()
-                    .zip(path.split(|&b| b == b'/'))
-                    .all(|(p, c)| component_match(p, c));
+            return comps.len() == run.len()
+                && run.iter().zip(comps).all(|(p, c)| component_match(p, c));
         }
-        let comps: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
         let n = comps.len();
         let run_at = |run: &[Box<[u8]>], at: usize| {
             at + run.len() <= n
@@ -103,7 +109,14 @@ impl Split {
             match (anchored_start, anchored_end) {
                 (true, true) => return n == run.len() && run_at(run, 0),
                 (true, false) => {
-                    if !run_at(run, 0) {
+                    let at_head = match &self.head {
+                        Some(head) => {
+                            path.starts_with(head)
+                                && path.get(head.len()).is_none_or(|&b| b == b'/')
+                        }
+                        None => run_at(run, 0),
+                    };
+                    if !at_head {
                         return false;
                     }
                     pos = run.len();
@@ -123,6 +136,22 @@ impl Split {
         // `**` alone matches everything; a final `**` at least one component.
         self.runs.is_empty() || !self.open_end || n > pos
     }
+}
+
+/// Calls `f` with the components of `path` (split at every `/`), kept on the stack for any
+/// usual depth: a judged call inside the workspace is matched against `fs.protect`, and its
+/// journaled paths and each of their ancestors against `transaction.exclude`.
+fn with_components<R>(path: &[u8], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let mut on_stack: [&[u8]; 32] = [&[]; 32];
+    let mut n = 0;
+    for c in path.split(|&b| b == b'/') {
+        if n == on_stack.len() {
+            return f(&path.split(|&b| b == b'/').collect::<Vec<_>>());
+        }
+        on_stack[n] = c;
+        n += 1;
+    }
+    f(&on_stack[..n])
 }
 
 /// Whether the path component `c` matches the pattern component `p`, whose only wildcard is
@@ -166,7 +195,7 @@ impl PathSet {
             let p = p.as_ref();
             let bytes = p.as_bytes();
             if !bytes.contains(&b'*') && !other_syntax(bytes) {
-                set.literal.insert(bytes.into());
+                set.literal.push(bytes.into());
             } else if let Some(split) = Split::new(bytes) {
                 set.split.push(split);
             } else {
@@ -184,8 +213,11 @@ impl PathSet {
     pub fn is_match(&self, path: impl AsRef<Path>) -> bool {
         let path = path.as_ref();
         let bytes = path.as_os_str().as_bytes();
-        self.literal.contains(bytes)
-            || self.split.iter().any(|s| s.is_match(bytes))
+        self.literal.iter().any(|l| **l == *bytes)
+            || (!self.split.is_empty()
+                && with_components(bytes, |comps| {
+                    self.split.iter().any(|s| s.is_match(bytes, comps))
+                }))
             || self.rest.as_ref().is_some_and(|r| r.is_match(path))
     }
 
@@ -308,6 +340,29 @@ mod tests {
                     glob.is_match(path),
                     "{pattern:?} against {path:?}"
                 );
+            }
+        }
+    }
+
+    /// Paths deeper than the components kept on the stack are matched all the same.
+    #[test]
+    fn deep_paths_match_as_a_glob_set_matches_them() {
+        let deep = format!("/ws/{}.git/hooks/x", "d/".repeat(40));
+        let shallow = format!("/ws/{}.git", "d/".repeat(30));
+        for pattern in [
+            "/ws/**/.git",
+            "/ws/**/.git/**/hooks/**",
+            "/ws/*/d/**",
+            "**/x",
+        ] {
+            let ours = PathSet::new(&[pattern]).expect("compiles");
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .expect("glob")
+                .compile_matcher();
+            for path in [&deep, &shallow] {
+                assert_eq!(ours.is_match(path), glob.is_match(path), "{pattern} {path}");
             }
         }
     }

@@ -540,10 +540,12 @@ fn push_unique_path(list: &mut Vec<PathBuf>, item: PathBuf) {
     }
 }
 
-/// Whether `pattern` has no glob syntax: it then compiles whatever it holds, and checking it
-/// by building the glob (a parse and a regex translation each) is skipped.
+/// Whether `pattern` has no glob syntax but `*`: it then compiles whatever it holds (the glob
+/// parser refuses only classes, alternatives and escapes it cannot close; any run of `*` is
+/// valid), and checking it by building the glob (a parse and a regex translation each) is
+/// skipped. `policy::globs`' tests build every such shape they match.
 fn plain(pattern: &str) -> bool {
-    !pattern.bytes().any(|b| b"*?[]{}\\".contains(&b))
+    !pattern.bytes().any(|b| b"?[]{}\\".contains(&b))
 }
 
 /// The context of one profile's entries, for expansion and error messages.
@@ -862,6 +864,28 @@ mod tests {
     use super::*;
     use crate::policy::decide;
     use std::ffi::OsString;
+
+    /// `plain` lets patterns whose only syntax is `*` through unchecked: the glob parser
+    /// must accept every shape of them, as a path glob and as a git key glob.
+    #[test]
+    fn star_only_patterns_always_compile() {
+        for p in [
+            "***", "a***b", "/x/**a", "/x/a**", "**/**", "/**/", "*.*", "alias.*", "**",
+        ] {
+            assert!(plain(p));
+            for separator in [true, false] {
+                assert!(
+                    GlobBuilder::new(p)
+                        .literal_separator(separator)
+                        .case_insensitive(!separator)
+                        .build()
+                        .is_ok(),
+                    "{p}"
+                );
+            }
+        }
+        assert!(!plain("/x/{a,b}") && !plain("/x/[ab]") && !plain("a?") && !plain("a\\*"));
+    }
 
     fn vars() -> Vars {
         Vars {
