@@ -74,17 +74,16 @@ impl Hidden {
     /// The patterns were validated with the profile; one that does not compile hides
     /// nothing.
     pub fn new(patterns: &[String]) -> Hidden {
-        let mut valid = Vec::new();
-        let mut expand = HashSet::new();
-        for p in patterns {
-            let trimmed = match p.trim_end_matches('/') {
+        let trimmed: Vec<&str> = patterns
+            .iter()
+            .map(|p| match p.trim_end_matches('/') {
                 "" => "/",
                 t => t,
-            };
-            if PathSet::new(&[trimmed]).is_err() {
-                continue;
-            }
-            valid.push(trimmed);
+            })
+            .collect();
+        let set = PathSet::lenient(&trimmed);
+        let mut expand = HashSet::new();
+        for (p, trimmed) in patterns.iter().zip(&trimmed) {
             // Nothing to hide where nothing is: no root is expanded for it.
             let a = anchor(p);
             if std::fs::symlink_metadata(&a).is_err() {
@@ -99,21 +98,13 @@ impl Hidden {
                 expand.insert(d.to_path_buf());
             }
         }
-        Hidden {
-            set: PathSet::new(&valid).unwrap_or_default(),
-            expand,
-        }
-    }
-
-    /// Whether `path` itself matches a pattern.
-    fn matches(&self, path: &Path) -> bool {
-        self.set.is_match(path)
+        Hidden { set, expand }
     }
 
     /// Whether `path` (absolute, symlinks resolved) is hidden: it or a directory above it
     /// matches a pattern.
     pub fn hides(&self, path: &Path) -> bool {
-        path.ancestors().any(|p| self.matches(p))
+        path.ancestors().any(|p| self.set.is_match(p))
     }
 
     /// Grants `root` with `access` minus the hidden paths, one `add` per rule; returns how
@@ -125,7 +116,7 @@ impl Hidden {
         access: BitFlags<AccessFs>,
         add: &mut AddRule<'_, E>,
     ) -> Result<usize, E> {
-        if self.matches(root) {
+        if self.set.is_match(root) {
             return Ok(1);
         }
         if !self.expand.contains(root) {
@@ -172,7 +163,7 @@ impl Hidden {
                 continue;
             }
             path.push(OsStr::from_bytes(&name));
-            if self.matches(path) {
+            if self.set.is_match(&*path) {
                 hidden += 1;
             } else if kind == Some(Type::Directory)
                 && depth + 1 < MAX_DEPTH

@@ -422,7 +422,10 @@ impl Policy {
     /// Compiles the matchers of `fs.protect` and of every rule now ([`FsPolicy::protect_set`],
     /// [`Rule::path_set`], [`Rule::argv_pattern`]), rather than on the first call each one
     /// judges. A run does this after the fork, while the child confines itself, so the first
-    /// judged calls do not wait for it.
+    /// judged calls do not wait for it. An argv element with glob syntax is parsed here but
+    /// compiles its regex on its first match (tens of microseconds, once per run, on the
+    /// supervisor's thread): most are never reached, since their program element does not
+    /// match.
     pub fn compile_matchers(&self) {
         self.fs.protect_set();
         for rule in &self.rules {

@@ -42,8 +42,10 @@ struct Split {
     head: Option<Box<[u8]>>,
 }
 
-/// Whether `s` has glob syntax that [`Split`] does not handle.
-fn other_syntax(s: &[u8]) -> bool {
+/// Whether `s` has glob syntax other than `*`: what [`Split`] does not handle, and the only
+/// syntax the glob parser can refuse (it accepts any run of `*`; `policy::resolve`'s
+/// `star_only_patterns_always_compile` holds it to that).
+pub(super) fn other_syntax(s: &[u8]) -> bool {
     s.iter().any(|b| b"?[]{}\\".contains(b))
 }
 
@@ -219,6 +221,19 @@ impl PathSet {
                     self.split.iter().any(|s| s.is_match(bytes, comps))
                 }))
             || self.rest.as_ref().is_some_and(|r| r.is_match(path))
+    }
+
+    /// The set of those `patterns` that compile, for patterns the profile checked already:
+    /// one that does not compile matches nothing rather than failing the whole set.
+    pub fn lenient<S: AsRef<str>>(patterns: &[S]) -> PathSet {
+        PathSet::new(patterns).unwrap_or_else(|_| {
+            let valid: Vec<&str> = patterns
+                .iter()
+                .map(AsRef::as_ref)
+                .filter(|p| PathSet::new(&[p]).is_ok())
+                .collect();
+            PathSet::new(&valid).unwrap_or_default()
+        })
     }
 
     /// Whether the set has no pattern.

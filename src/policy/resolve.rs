@@ -540,12 +540,10 @@ fn push_unique_path(list: &mut Vec<PathBuf>, item: PathBuf) {
     }
 }
 
-/// Whether `pattern` has no glob syntax but `*`: it then compiles whatever it holds (the glob
-/// parser refuses only classes, alternatives and escapes it cannot close; any run of `*` is
-/// valid), and checking it by building the glob (a parse and a regex translation each) is
-/// skipped. `policy::globs`' tests build every such shape they match.
+/// Whether `pattern` has no glob syntax but `*`: it then compiles whatever it holds, and
+/// checking it by building the glob (a parse and a regex translation each) is skipped.
 fn plain(pattern: &str) -> bool {
-    !pattern.bytes().any(|b| b"?[]{}\\".contains(&b))
+    !super::globs::other_syntax(pattern.as_bytes())
 }
 
 /// The context of one profile's entries, for expansion and error messages.

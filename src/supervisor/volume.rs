@@ -51,15 +51,8 @@ fn now() -> [i64; 2] {
 
 impl Volume {
     pub fn new(policy: &Policy) -> Volume {
-        let patterns = &policy.transaction.exclude;
         // The profile checked each pattern; one that does not compile excludes nothing.
-        let exclude = PathSet::new(patterns).unwrap_or_else(|_| {
-            let valid: Vec<&String> = patterns
-                .iter()
-                .filter(|p| PathSet::new(&[p]).is_ok())
-                .collect();
-            PathSet::new(&valid).unwrap_or_default()
-        });
+        let exclude = PathSet::lenient(&policy.transaction.exclude);
         let mut commands = HashMap::new();
         commands.insert(
             RUN,

@@ -48,25 +48,18 @@ unsafe fn fork() -> io::Result<Forked> {
 /// Whether no other task shares this process's memory: `unshare(CLONE_VM)` changes nothing
 /// and fails with EINVAL exactly when another thread (or a `CLONE_VM` child) exists. Where a
 /// seccomp filter refuses `unshare`, the threads in /proc/self/task are counted instead.
-///
-/// A thread that was just joined may still hold the memory for a moment (its exit wakes the
-/// joiner before it lets go of the memory), so a refusal is asked again, a couple of hundred
-/// yields at most, before the answer is no.
 pub fn single_threaded() -> io::Result<bool> {
-    for _ in 0..200 {
-        // SAFETY: unshare takes flags only; with CLONE_VM alone it unshares nothing (the
-        // kernel only checks that the caller is the sole user of its memory).
-        let rc = unsafe { libc::unshare(libc::CLONE_VM) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINVAL) {
-            return Ok(std::fs::read_dir("/proc/self/task")?.count() == 1);
-        }
-        std::thread::yield_now();
+    // SAFETY: unshare takes flags only; with CLONE_VM alone it unshares nothing (the kernel
+    // only checks that the caller is the sole user of its memory).
+    let rc = unsafe { libc::unshare(libc::CLONE_VM) };
+    if rc == 0 {
+        return Ok(true);
     }
-    Ok(false)
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EINVAL) {
+        return Ok(false);
+    }
+    Ok(std::fs::read_dir("/proc/self/task")?.count() == 1)
 }
 
 /// fork(2) for a single-threaded process, checked: fails with `EAGAIN` and a message when the

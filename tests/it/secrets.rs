@@ -169,3 +169,55 @@ fn a_low_open_file_limit_still_starts_a_run_that_hides_the_secrets() {
         Some("made\n")
     );
 }
+
+/// The raw disks are hidden too (`/dev/vd*`, `/dev/sd*`, `/dev/loop*`...: a root command could
+/// read every secret off them), while `/dev` itself can still be listed and its ordinary
+/// devices used: `/dev` is granted entry by entry around them.
+#[test]
+fn raw_disks_are_unreadable_to_root_while_dev_stays_usable() {
+    use std::os::unix::fs::FileTypeExt;
+    if !is_root() {
+        eprintln!("skipped: not root (the disks' permissions already keep them from this user)");
+        return;
+    }
+    let disk = std::fs::read_dir("/dev")
+        .expect("list /dev")
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_block_device()))
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            ["vd", "sd", "loop", "nvme"]
+                .iter()
+                .any(|d| name.starts_with(d))
+                && std::fs::File::open(p).is_ok()
+        });
+    let Some(disk) = disk else {
+        eprintln!("skipped: no block device under /dev that root can open bare");
+        return;
+    };
+    let disk = disk.display().to_string();
+    let w = Workspace::new();
+    let probe = w.probe();
+    let out = w.exec(&["agent"]).run(&[probe.as_str(), "read", &disk]);
+    assert_eq!(
+        probe_result(&out),
+        "errno 13 EACCES",
+        "{disk} must be unreadable"
+    );
+    let name = disk.trim_start_matches("/dev/");
+    let out = w.exec(&["agent"]).run(&["ls", "/dev"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout().lines().any(|l| l == name),
+        "/dev is listed, {name} among its entries: {}",
+        out.stdout()
+    );
+    let out = w.exec(&["agent"]).run(&[
+        "sh",
+        "-c",
+        "echo x > /dev/null && head -c 4 /dev/zero | wc -c",
+    ]);
+    out.expect_code(0);
+    assert_eq!(out.stdout().trim(), "4", "/dev/null and /dev/zero work");
+}

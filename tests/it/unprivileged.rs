@@ -104,3 +104,36 @@ fn root_under_guard_cannot_write_outside_the_write_roots() {
         out.stdout()
     );
 }
+
+/// A root command keeps none of root's capabilities in any set, bounding set included (the
+/// launcher drops each bounding capability and empties the others in one call), and
+/// `--keep-caps` keeps them.
+#[test]
+fn a_root_command_has_no_capability_in_any_set() {
+    if !is_root() {
+        eprintln!("skipped: not root (an unprivileged command has none to drop)");
+        return;
+    }
+    let w = Workspace::new();
+    let sets = |keep: bool| {
+        let mut g = w.exec(&["agent"]);
+        if keep {
+            g.arg("--keep-caps");
+        }
+        let out = g.run(&["grep", "^Cap", "/proc/self/status"]);
+        out.expect_code(0);
+        out.stdout()
+    };
+    let dropped = sets(false);
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            dropped.contains(&format!("{set}:\t0000000000000000")),
+            "{set} empty: {dropped}"
+        );
+    }
+    let kept = sets(true);
+    assert!(
+        !kept.contains("CapEff:\t0000000000000000"),
+        "--keep-caps keeps them: {kept}"
+    );
+}
