@@ -157,12 +157,25 @@ impl Callers {
     /// Thread `tid` is about to exec: its process's threads end, it takes over the process's
     /// id, and its capabilities are computed anew.
     pub fn exec(&self, tid: u32) {
-        let tgid = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
-        let tgid = tgid.or_else(|| Creds::of_thread(tid).ok().map(|c| c.tgid));
-        let mut t = lock(&self.tables);
-        t.entries.remove(&tid);
+        let known = {
+            let mut t = lock(&self.tables);
+            if t.entries.is_empty() {
+                // Nothing cached, nothing to drop: the common exec reads nothing in /proc.
+                return;
+            }
+            t.entries.remove(&tid).map(|e| e.creds.tgid)
+        };
+        let tgid = known.or_else(|| {
+            // pidfd_open without PIDFD_THREAD accepts only a thread group leader, whose id is
+            // its process's: that answers without reading /proc/TID/status.
+            if pidfd_open(tid as i32).is_ok() {
+                Some(tid)
+            } else {
+                Creds::of_thread(tid).ok().map(|c| c.tgid)
+            }
+        });
         if let Some(g) = tgid {
-            t.entries.retain(|_, e| e.creds.tgid != g);
+            lock(&self.tables).entries.retain(|_, e| e.creds.tgid != g);
         }
     }
 
@@ -219,6 +232,35 @@ mod tests {
         let _ = other.join();
         c.exec(me());
         assert_eq!(c.caller(me(), true).expect("re-read").creds.umask, 0o027);
+    }
+
+    #[test]
+    fn an_exec_drops_every_entry_of_its_process() {
+        let c = Callers::new(std::process::id());
+        let leader = std::process::id();
+        let thread = || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let t = std::thread::spawn(move || {
+                tx.send(nix::unistd::gettid().as_raw() as u32)
+                    .expect("send");
+                let _ = done_rx.recv();
+            });
+            (rx.recv().expect("tid"), done_tx, t)
+        };
+        // A thread that is not the leader, with no entry of its own, execs: it takes over the
+        // leader's id, so the leader's entry goes (its process found through /proc).
+        let (tid, done, t) = thread();
+        c.lookup(leader).expect("leader");
+        c.exec(tid);
+        assert!(!lock(&c.tables).entries.contains_key(&leader));
+        // The leader execs with no entry of its own: the other threads' entries go (its
+        // process is itself, told by pidfd_open).
+        c.lookup(tid).expect("thread");
+        c.exec(leader);
+        assert!(!lock(&c.tables).entries.contains_key(&tid));
+        drop(done);
+        t.join().expect("join");
     }
 
     #[test]

@@ -176,7 +176,13 @@ pub(super) fn landlock_refuses_exec(
     if r.op != Op::Exec || r.exe_anonymous {
         return None;
     }
-    let exe = std::fs::canonicalize(r.exe.as_ref()?).ok()?;
+    // The walk followed every symlink, the last one included, so the program's path is
+    // already its real path: only one outside the roots needs a second look.
+    let walked = r.exe.as_ref()?;
+    if roots.iter().any(|root| walked.starts_with(root)) {
+        return None;
+    }
+    let exe = std::fs::canonicalize(walked).ok()?;
     if roots.iter().any(|root| exe.starts_with(root)) {
         return None;
     }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,14 +39,7 @@ impl ProcCache {
             }
         }
         let info = ProcInfo {
-            comm: crate::sys::process::read_proc(format!("/proc/{pid}/comm"))
-                .map(|mut b| {
-                    if b.last() == Some(&b'\n') {
-                        b.pop();
-                    }
-                    Arc::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
-                })
-                .unwrap_or_else(|_| Arc::from(OsStr::new(""))),
+            comm: comm_of(pid),
             exe: std::fs::read_link(format!("/proc/{pid}/exe"))
                 .ok()
                 .map(Arc::from),
@@ -61,10 +55,30 @@ impl ProcCache {
         info
     }
 
-    /// `pid` is about to exec: its name and executable change.
-    pub fn forget(&mut self, pid: u32) {
-        self.entries.remove(&pid);
+    /// `pid` is about to exec: its name and executable change, so its entry goes. The record
+    /// of the exec names the program being started as its executable, so only the name is
+    /// needed: `comm` when the caller already read it, else the cached one, else it is read.
+    pub fn before_exec(&mut self, pid: u32, comm: Option<&[u8]>) -> ProcInfo {
+        let cached = self.entries.remove(&pid);
+        let comm = match (comm, cached) {
+            (Some(c), _) => Arc::from(OsStr::from_bytes(c)),
+            (None, Some((at, info))) if at.elapsed() < TTL => return info,
+            (None, _) => comm_of(pid),
+        };
+        ProcInfo { comm, exe: None }
     }
+}
+
+/// The name of `pid` (empty when it cannot be read).
+fn comm_of(pid: u32) -> Arc<OsStr> {
+    crate::sys::process::read_proc(format!("/proc/{pid}/comm"))
+        .map(|mut b| {
+            if b.last() == Some(&b'\n') {
+                b.pop();
+            }
+            Arc::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
+        })
+        .unwrap_or_else(|_| Arc::from(OsStr::new("")))
 }
 
 #[cfg(test)]
@@ -72,13 +86,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_our_own_name_and_forgets_on_request() {
+    fn reads_our_own_name_and_forgets_it_before_an_exec() {
         let mut c = ProcCache::default();
         let me = std::process::id();
         let info = c.get(me);
         assert!(!info.comm.is_empty());
         assert_eq!(info.exe.as_deref(), std::env::current_exe().ok().as_deref());
-        c.forget(me);
+        let before = c.before_exec(me, None);
+        assert_eq!(before.comm, info.comm);
         assert!(c.entries.is_empty());
+        let uncached = c.before_exec(me, None);
+        assert_eq!(uncached.comm, info.comm);
+        assert_eq!(uncached.exe, None);
+        let told = c.before_exec(me, Some(b"told"));
+        assert_eq!(&*told.comm, OsStr::new("told"));
     }
 }

@@ -33,6 +33,11 @@ pub(super) const SLOW: Duration = Duration::from_millis(5);
 /// turn back and handle it; until no process holds the filter any more or the main thread asks
 /// to stop. Worker 0 always receives; the others only while another one is slow.
 pub(super) fn worker(core: &Core, me: usize) {
+    // The caller waits while a worker judges its call. A worker at the same weight as the
+    // command's processes made each exec cost about 90 µs more (docs/design-notes.md, "The
+    // supervisor's weight").
+    let favoured = crate::sys::process::favour_wakeups();
+    tracing::debug!("supervisor worker {me}: scheduling favour {favoured:?}");
     let mut inject = core.inject;
     if let Err(e) = emulate::init_thread() {
         // Without a private umask the modes of emulated creations would be wrong: refuse to

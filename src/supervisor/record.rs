@@ -36,14 +36,13 @@ impl Record {
     /// answering: afterwards the process may be gone.
     pub(super) fn who(core: &Core, n: &Notif, judged: &Judged) -> ProcInfo {
         let mut procs = lock(&core.procs);
-        let who = procs.get(n.pid);
-        if let Judged::Call(r) = judged {
-            if r.op == policy::Op::Exec {
-                // Its name and executable are about to change.
-                procs.forget(n.pid);
+        match judged {
+            // Its name and executable are about to change; its record names the program.
+            Judged::Call(r) if r.op == policy::Op::Exec => {
+                procs.before_exec(n.pid, r.comm.as_deref())
             }
+            _ => procs.get(n.pid),
         }
-        who
     }
 
     /// The record of `judged` by the caller `who`, with `verdict` carried out as `reaction`.

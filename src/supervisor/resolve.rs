@@ -149,6 +149,8 @@ pub struct Resolved {
     pub exe_anonymous: bool,
     /// exec by a direct child of the run's root process: a new command starts.
     pub new_command: bool,
+    /// exec: the caller's name, read with its parent (for its record: the exec changes it).
+    pub comm: Option<Vec<u8>>,
     /// The call would leave a set-id file (see `Request::sets_id`).
     pub sets_id: bool,
     /// A descriptor's object with no name (see `Request::unnamed`).
@@ -178,6 +180,7 @@ impl Resolved {
             more: Vec::new(),
             exe_anonymous: false,
             new_command: false,
+            comm: None,
             sets_id: false,
             unnamed: false,
             git: Vec::new(),
@@ -634,7 +637,12 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.exe = Some(exe);
             r.exe_anonymous = anonymous;
             r.cwd = target::caller_cwd(n.pid).ok();
-            r.new_command = n.pid != root && txn::parent_of(n.pid) == Some(root);
+            if n.pid != root {
+                if let Some((parent, comm)) = txn::stat_of(n.pid) {
+                    r.new_command = parent == root;
+                    r.comm = Some(comm);
+                }
+            }
             r.envp = Some(envp);
             r
         }

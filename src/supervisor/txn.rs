@@ -14,9 +14,24 @@ use crate::journal::{CheckpointId, Journal};
 
 /// The parent of `pid`, from /proc/PID/stat.
 pub fn parent_of(pid: u32) -> Option<u32> {
-    let stat = crate::sys::process::read_proc_text(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_of(pid).map(|(parent, _)| parent)
+}
+
+/// The parent and the name (`comm`, raw bytes) of `pid`, from one read of /proc/PID/stat.
+pub fn stat_of(pid: u32) -> Option<(u32, Vec<u8>)> {
+    let stat = crate::sys::process::read_proc(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat)
+}
+
+/// `PID (COMM) STATE PPID ...`: the name may hold anything, `)` and spaces included, so it
+/// runs from the first `(` to the last `)`.
+fn parse_stat(stat: &[u8]) -> Option<(u32, Vec<u8>)> {
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let comm = stat.get(open + 1..close)?.to_vec();
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    let parent = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some((parent, comm))
 }
 
 /// Which command (direct child of the root) a process belongs to: walk up its parents.
@@ -178,4 +193,24 @@ fn is_running(pid: u32) -> bool {
                 .map(|(_, r)| r.trim_start().starts_with('Z'))
         })
         .is_some_and(|zombie| !zombie)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_runs_to_the_last_parenthesis_and_may_be_any_bytes() {
+        let stat = b"4242 (a) S 1 (b\xff) S 77 4242 4242 0 -1 4194560 ...\n";
+        assert_eq!(parse_stat(stat), Some((77, b"a) S 1 (b\xff".to_vec())));
+        assert_eq!(parse_stat(b"4242 (sh S 77"), None);
+    }
+
+    #[test]
+    fn our_own_stat_names_our_parent_and_our_thread_name() {
+        let (parent, comm) = stat_of(std::process::id()).expect("own stat");
+        assert_eq!(parent, nix::unistd::getppid().as_raw() as u32);
+        let own = std::fs::read(format!("/proc/{}/comm", std::process::id())).expect("comm");
+        assert_eq!(comm, own.strip_suffix(b"\n").unwrap_or(&own));
+    }
 }

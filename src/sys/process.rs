@@ -331,8 +331,10 @@ pub fn at_fdcwd() -> BorrowedFd<'static> {
 
 /// Reads a `/proc` file whole. Those files say they are empty, so `std::fs::read` spends a
 /// `statx` on the size and then reads 32, 32, 64, 128... bytes (eight reads for a 1.4 KB
-/// `status`); this reads into 4 KiB at once: `openat`, a read, the read that sees the end,
-/// `close`. (`File::read_to_end` is no help: it asks `statx` and `lseek` for a size first.)
+/// `status`); this reads into 4 KiB at once: `openat`, one read, `close`. (`File::read_to_end`
+/// is no help: it asks `statx` and `lseek` for a size first.) A read that returns less than
+/// it asked for has reached the end: the files of /proc/PID are `seq_file`s, whose reads fill
+/// the buffer until the end of the text, so no second read is made to see the end.
 pub fn read_proc(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut file = std::fs::File::open(path)?;
@@ -342,8 +344,13 @@ pub fn read_proc(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
         if len == buf.len() {
             buf.resize(len * 2, 0);
         }
+        let room = buf.len() - len;
         match file.read(&mut buf[len..]) {
             Ok(0) => break,
+            Ok(n) if n < room => {
+                len += n;
+                break;
+            }
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -523,9 +530,106 @@ pub fn become_idle_class() -> io::Result<()> {
     Ok(())
 }
 
+/// How a supervisor thread got the scheduler to run it soon after it wakes (see
+/// [`favour_wakeups`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Favoured {
+    /// Nice [`FAVOURED_NICE`] (root, CAP_SYS_NICE, or an RLIMIT_NICE that allows it).
+    Nice,
+    /// The shortest time slice the scheduler grants, [`FAVOURED_SLICE_NS`] (Linux 6.12's
+    /// EEVDF `sched_runtime` for SCHED_OTHER; any thread may ask it for itself).
+    Slice,
+    /// Neither was allowed: the thread runs as any other.
+    Neither,
+}
+
+/// The nice value of a favoured supervisor thread.
+pub const FAVOURED_NICE: i32 = -5;
+/// The time slice of a favoured supervisor thread where it cannot have [`FAVOURED_NICE`]: the
+/// kernel's minimum.
+pub const FAVOURED_SLICE_NS: u64 = 100_000;
+
+/// `struct sched_attr` as sched_setattr(2) takes it (SCHED_ATTR_SIZE_VER0).
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// Asks the scheduler to run the calling thread, and not only the tasks it wakes, soon after
+/// it is woken: nice [`FAVOURED_NICE`] where that is allowed, else a time slice of
+/// [`FAVOURED_SLICE_NS`]. Threads it starts later inherit its nice (the kernel copies it at
+/// clone); no process of the command does, as none is started by a supervisor thread.
+pub fn favour_wakeups() -> Favoured {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain integer arguments on the calling thread's own id.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FAVOURED_NICE) } == 0 {
+        return Favoured::Nice;
+    }
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: FAVOURED_SLICE_NS,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: `attr` is a valid sched_attr of the size it declares, alive for the call; pid 0
+    // is the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    if r == 0 {
+        Favoured::Slice
+    } else {
+        Favoured::Neither
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_favoured_thread_has_the_nice_or_the_slice_it_reports() {
+        let before = std::fs::read_to_string("/proc/thread-self/sched").expect("sched");
+        let prio_line = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("prio"))
+                .map(String::from)
+        };
+        let (favoured, own) = std::thread::spawn(|| {
+            let favoured = favour_wakeups();
+            let own = std::fs::read_to_string("/proc/thread-self/sched").expect("sched");
+            (favoured, own)
+        })
+        .join()
+        .expect("thread");
+        let field = |name: &str| -> Option<u64> {
+            own.lines()
+                .find(|l| l.split(':').next().map(str::trim) == Some(name))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        match favoured {
+            Favoured::Nice => assert_eq!(field("prio"), Some((120 + FAVOURED_NICE) as u64)),
+            Favoured::Slice => assert_eq!(field("se.slice"), Some(FAVOURED_SLICE_NS)),
+            Favoured::Neither => {}
+        }
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!(favoured, Favoured::Nice, "root may lower its nice");
+        }
+        // The thread that started it is untouched.
+        let after = std::fs::read_to_string("/proc/thread-self/sched").expect("sched");
+        assert_eq!(prio_line(&before), prio_line(&after));
+    }
 
     #[test]
     fn a_signal_with_someone_elses_handler_is_not_claimed() {

@@ -321,3 +321,73 @@ fn a_slow_call_holds_up_only_what_waits_for_it() {
         "the second process's calls waited for the first one's copy: {made} made"
     );
 }
+
+/// Field `n` (1-based, as proc(5) numbers them) of a /proc stat line.
+fn stat_field(stat: &str, n: usize) -> Option<String> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n - 3).map(String::from)
+}
+
+/// The receiving supervisor thread asks the scheduler for a quick turn once woken: nice -5
+/// where that is allowed (root here), else the kernel's shortest time slice (the unprivileged
+/// user). The command's processes keep the nice and slice they have bare.
+#[test]
+fn the_supervisor_is_favoured_and_the_command_is_not() {
+    let script = "cut -d' ' -f19 /proc/self/stat; grep '^se.slice ' /proc/self/sched || echo no-slice; echo ready; read line; true";
+    let bare = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bare sh");
+    let bare = String::from_utf8_lossy(&bare.stdout).to_string();
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let mut g = w.exec(&["agent"]);
+        g.cmd.arg("--").args(["sh", "-c", script]);
+        g.cmd.stdout(Stdio::piped()).stdin(Stdio::piped());
+        let mut child = g.cmd.spawn().expect("spawn guard");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut seen = String::new();
+        while !seen.ends_with("ready\n") {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut stdout, &mut line).expect("read") == 0 {
+                break;
+            }
+            seen.push_str(&line);
+        }
+        assert_eq!(
+            seen, bare,
+            "the command's nice and slice, under guard and bare"
+        );
+        // guard's receiving worker is its first thread named guard-supervisor*.
+        let tasks = format!("/proc/{}/task", child.id());
+        let mut tids: Vec<u32> = std::fs::read_dir(&tasks)
+            .expect("guard's threads")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        tids.sort_unstable();
+        let worker = tids
+            .into_iter()
+            .find(|t| {
+                std::fs::read_to_string(format!("{tasks}/{t}/comm"))
+                    .is_ok_and(|c| c.starts_with("guard-superviso"))
+            })
+            .expect("a supervisor thread");
+        let stat = std::fs::read_to_string(format!("{tasks}/{worker}/stat")).expect("stat");
+        let sched = std::fs::read_to_string(format!("{tasks}/{worker}/sched"));
+        if w.unprivileged {
+            assert_eq!(stat_field(&stat, 19).as_deref(), Some("0"), "{stat}");
+            match sched {
+                Ok(s) => assert!(
+                    s.lines()
+                        .any(|l| l.starts_with("se.slice ") && l.ends_with(" 100000")),
+                    "{s}"
+                ),
+                Err(e) => eprintln!("skipped the slice check: no {tasks}/{worker}/sched ({e})"),
+            }
+        } else {
+            assert_eq!(stat_field(&stat, 19).as_deref(), Some("-5"), "{stat}");
+        }
+        drop(child.stdin.take());
+        assert!(child.wait().expect("wait").success());
+    }
+}
