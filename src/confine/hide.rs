@@ -42,8 +42,9 @@ const MAX_DEPTH: usize = 8;
 pub enum Place<'a> {
     /// The root itself, by path: it may not exist, which the caller reports.
     Root(&'a Path),
-    /// An entry inside an expanded root, already opened (`O_PATH`) through its directory.
-    Open(OwnedFd, &'a Path),
+    /// An entry inside an expanded root, already opened (`O_PATH`) through its directory,
+    /// and whether it is a directory (the listing said, or `fstatat` where it did not).
+    Open(OwnedFd, &'a Path, bool),
 }
 
 /// What [`Hidden::grant`] calls for each rule: grant the right at the place.
@@ -175,18 +176,21 @@ impl Hidden {
                     Ok(sub) => hidden += self.expand_dir(sub, path, access, add, depth + 1)?,
                     Err(_) => {
                         if let Some(entry) = open_path(fd, &name) {
-                            add(Place::Open(entry, path), access)?;
+                            add(Place::Open(entry, path, true), access)?;
                         }
                     }
                 }
             } else if let Some(entry) = open_path(fd, &name) {
-                add(Place::Open(entry, path), access)?;
+                add(
+                    Place::Open(entry, path, kind == Some(Type::Directory)),
+                    access,
+                )?;
             }
             path.pop();
         }
         let list = access & AccessFs::ReadDir;
         if !list.is_empty() {
-            add(Place::Open(dir, path), list)?;
+            add(Place::Open(dir, path, true), list)?;
         }
         Ok(hidden)
     }
@@ -230,7 +234,7 @@ mod tests {
             .grant::<()>(root, access, &mut |place, a| {
                 let path = match place {
                     Place::Root(p) => p.to_path_buf(),
-                    Place::Open(_, p) => p.to_path_buf(),
+                    Place::Open(_, p, _) => p.to_path_buf(),
                 };
                 out.push((path, a));
                 Ok(())

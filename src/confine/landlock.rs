@@ -208,12 +208,16 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // hidden path is granted entry by entry around it (see `hide.rs`).
     let hidden = super::hide::Hidden::new(&policy.fs.hide);
     let mut hid = 0usize;
+    // The entries of an expanded root (hundreds) go to the ruleset's descriptor directly:
+    // their types are known from the listing, so the crate's `fstat` per rule is not needed.
+    let entries_fd: Option<std::os::fd::OwnedFd> = created.try_clone().ok().and_then(Into::into);
+    let file_access = AccessFs::from_file(abi);
     for (path, list) in fs_roots(policy) {
         let access = match list {
             RootList::Read => read_access,
             RootList::Write => write_access,
         };
-        let mut add = |place: Place<'_>, access| match place {
+        let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
             Place::Root(root) => match open_root(root)? {
                 Some(fd) => add_path_rule(&mut created, fd, access, root),
                 None => {
@@ -221,7 +225,22 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
                     Ok(())
                 }
             },
-            Place::Open(fd, path) => add_path_rule(&mut created, fd, access, path),
+            Place::Open(fd, path, is_dir) => match &entries_fd {
+                Some(ruleset) => {
+                    // A file takes only the rights that apply to files, as the crate does.
+                    let access = if is_dir { access } else { access & file_access };
+                    crate::sys::fs::landlock_add_path_rule(
+                        ruleset.as_fd(),
+                        fd.as_fd(),
+                        access.bits(),
+                    )
+                    .map_err(|source| ConfineError::AddEntryRule {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+                None => add_path_rule(&mut created, fd, access, path),
+            },
         };
         hid += hidden.grant(path, access, &mut add)?;
     }

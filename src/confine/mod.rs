@@ -44,6 +44,13 @@ pub enum ConfineError {
         #[source]
         source: ::landlock::RulesetError,
     },
+    /// Adding the rule of an entry of an expanded root (`fs.hide`) failed.
+    #[error("cannot add landlock rule for {}", path.display())]
+    AddEntryRule {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// Creating the ruleset or adding a port rule failed.
     #[error("cannot build the landlock ruleset\nhint: run `guard doctor` to see what this kernel supports")]
     Ruleset(#[source] ::landlock::RulesetError),

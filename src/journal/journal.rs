@@ -235,6 +235,12 @@ pub struct Journal {
     pub(crate) content_saved: HashMap<FileId, Saved>,
     /// Inodes whose metadata was recorded since the checkpoint.
     pub(crate) meta_saved: HashSet<FileId>,
+    /// How many entries at the end of `entries` are checkpoints not yet in the log: they
+    /// reach it with the next entry that is not a checkpoint, in the same write (see
+    /// [`Journal::append`]).
+    unwritten: std::cell::Cell<usize>,
+    /// The id of the newest checkpoint (0: none yet).
+    last_checkpoint: u32,
     /// Files guard itself created since the checkpoint, under a name it journaled as created,
     /// and never renamed since ([`Journal::made_file`]): a rollback to the checkpoint removes them, so their
     /// content, metadata and deletion need no copy.
@@ -392,12 +398,12 @@ impl Journal {
         // An earlier attempt that failed half-way (a full disk) may have left part of the log:
         // nothing else writes it before the journal is made, so it starts again from empty.
         log.truncate_to(0).map_err(create_err(&self.log_path))?;
-        for e in &self.entries {
-            log.append(e).map_err(|source| JournalError::Append {
+        log.append_all(&self.entries)
+            .map_err(|source| JournalError::Append {
                 path: self.log_path.clone(),
                 source,
             })?;
-        }
+        self.unwritten.set(0);
         let path = self.dir.join("journal.json");
         let text = serde_json::to_vec_pretty(&self.header).map_err(io::Error::other);
         text.and_then(|t| std::fs::write(&path, t))
@@ -483,7 +489,17 @@ impl Journal {
                 _ => None,
             })
             .collect();
+        let last_checkpoint = entries
+            .iter()
+            .filter_map(|e| match e.op {
+                Op::Checkpoint { id, .. } => Some(id),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Ok(Journal {
+            unwritten: std::cell::Cell::new(0),
+            last_checkpoint,
             exclude: exclude_set(&header.exclude)?,
             log_path: dir.join("log.jsonl"),
             dir,
@@ -552,26 +568,38 @@ impl Journal {
         self.entries.last().map_or(1, |e| e.seq + 1)
     }
 
-    /// Appends `op` as the next entry; returns its seq. A checkpoint taken before the first
-    /// change is kept in memory only: it reaches the log with that change (see
-    /// [`Journal::disk`]).
+    /// Appends `op` as the next entry; returns its seq. A checkpoint is kept in memory only: it
+    /// marks where later changes begin, so it reaches the log with the next entry that is not
+    /// a checkpoint, in the same write(2) (or with the journal's files, made at the first
+    /// change: see [`Journal::disk`]). Every command a shell starts takes a checkpoint, and
+    /// most change nothing. A crash loses only checkpoints that no change followed; the end of
+    /// a run writes them (its seal or rollback appends an entry).
     pub(crate) fn append(&mut self, op: Op) -> Result<u64, JournalError> {
         let entry = Entry {
             seq: self.next_seq(),
             op,
         };
-        let waits = matches!(entry.op, Op::Checkpoint { .. }) && !self.on_disk();
-        if !waits {
-            self.disk()?
-                .log
-                .append(&entry)
-                .map_err(|source| JournalError::Append {
-                    path: self.log_path.clone(),
-                    source,
-                })?;
-        }
         let seq = entry.seq;
-        self.entries.push(entry);
+        if let Op::Checkpoint { id, .. } = entry.op {
+            self.last_checkpoint = self.last_checkpoint.max(id);
+            self.entries.push(entry);
+            self.unwritten.set(self.unwritten.get() + 1);
+            return Ok(seq);
+        }
+        // Made now, the journal's files hold every entry so far, checkpoints included.
+        let disk = self.disk()?;
+        let waiting = self.unwritten.get();
+        let mut lines = Vec::with_capacity(waiting + 1);
+        lines.extend_from_slice(&self.entries[self.entries.len() - waiting..]);
+        lines.push(entry);
+        disk.log
+            .append_all(&lines)
+            .map_err(|source| JournalError::Append {
+                path: self.log_path.clone(),
+                source,
+            })?;
+        self.unwritten.set(0);
+        self.entries.extend(lines.into_iter().skip(waiting));
         Ok(seq)
     }
 
@@ -600,15 +628,7 @@ impl Journal {
         reason: &str,
         pid: Option<u32>,
     ) -> Result<CheckpointId, JournalError> {
-        let id = self
-            .entries
-            .iter()
-            .filter_map(|e| match e.op {
-                Op::Checkpoint { id, .. } => Some(id),
-                _ => None,
-            })
-            .max()
-            .map_or(1, |m| m + 1);
+        let id = self.last_checkpoint + 1;
         self.append(Op::Checkpoint {
             id,
             reason: reason.to_string(),

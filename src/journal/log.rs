@@ -308,10 +308,15 @@ impl LogWriter {
         Ok(LogWriter { file, fsync })
     }
 
-    /// Appends one line with one write(2) (O_APPEND), then fsyncs when asked.
-    pub fn append(&self, entry: &Entry) -> io::Result<()> {
-        let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
-        line.push(b'\n');
+    /// Appends one line per entry with one write(2) (O_APPEND), then fsyncs once when asked.
+    /// A write cut short leaves whole lines and at most one torn last line, which `read_log`
+    /// ignores.
+    pub fn append_all(&self, entries: &[Entry]) -> io::Result<()> {
+        let mut line = Vec::new();
+        for entry in entries {
+            serde_json::to_writer(&mut line, entry).map_err(io::Error::other)?;
+            line.push(b'\n');
+        }
         let n = (&self.file).write(&line)?;
         if n != line.len() {
             return Err(io::Error::new(
@@ -380,7 +385,7 @@ mod tests {
                 obj: None,
             },
         };
-        w.append(&e).expect("append");
+        w.append_all(std::slice::from_ref(&e)).expect("append");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with(r#"{"seq":1,"op":"created","path":{"base64":"#),

@@ -253,6 +253,51 @@ fn a_journal_reaches_the_disk_with_the_first_change_and_not_before() {
 }
 
 #[test]
+fn a_checkpoint_reaches_the_log_with_the_next_change_or_the_seal() {
+    let e = env();
+    varied_tree(&e.ws);
+    let before = digest(&e);
+    let log = e.run.join("journal/log.jsonl");
+    let lines = || fs::read_to_string(&log).expect("log").lines().count();
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let start = j.checkpoint("run start", None).expect("checkpoint");
+    del(&mut j, &e.ws.join("README")).expect("delete");
+    let n = lines();
+    let a = j.checkpoint("command a", Some(1)).expect("checkpoint");
+    let b = j.checkpoint("command b", Some(2)).expect("checkpoint");
+    assert_eq!(lines(), n, "a checkpoint alone writes nothing");
+    del(&mut j, &e.ws.join("secret")).expect("delete");
+    assert_eq!(lines(), n + 3, "two checkpoints and the change, together");
+    let c = j.checkpoint("command c", Some(3)).expect("checkpoint");
+    assert_eq!(lines(), n + 3);
+    j.seal().expect("seal");
+    assert!(
+        lines() > n + 4,
+        "the seal writes the last checkpoint, then itself"
+    );
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open");
+    assert_eq!(
+        j.checkpoints(),
+        [
+            (start, "run start".to_string(), 0),
+            (a, "command a".to_string(), 1),
+            (b, "command b".to_string(), 1),
+            (c, "command c".to_string(), 2),
+        ]
+    );
+    assert!(start.0 < a.0 && a.0 < b.0 && b.0 < c.0);
+    // The next checkpoint of the reopened journal follows the last one.
+    let d = j.checkpoint("command d", Some(4)).expect("checkpoint");
+    assert_eq!(d.0, c.0 + 1);
+    j.rollback(b, &mut |_, _| {}).expect("rollback to b");
+    assert!(e.ws.join("secret").exists() && !e.ws.join("README").exists());
+    j.rollback(start, &mut |_, _| {})
+        .expect("rollback to the start");
+    assert_eq!(digest(&e), before);
+}
+
+#[test]
 fn errors_leave_no_entry_that_undoes_anything() {
     let e = env();
     varied_tree(&e.ws);

@@ -62,11 +62,11 @@ pub fn resolve_program(name: &OsStr, path_var: Option<&OsStr>) -> Result<PathBuf
             dir
         };
         let candidate = dir.join(name);
-        if is_executable_file(&candidate) {
-            return Ok(candidate);
-        }
-        if candidate.is_file() && non_exec.is_none() {
-            non_exec = Some(candidate);
+        // One stat per candidate: most of PATH does not hold the name.
+        match std::fs::metadata(&candidate) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => return Ok(candidate),
+            Ok(m) if m.is_file() && non_exec.is_none() => non_exec = Some(candidate),
+            _ => {}
         }
     }
     match non_exec {
@@ -90,6 +90,34 @@ mod tests {
         )
         .expect("sh exists");
         assert!(p.ends_with("sh"));
+    }
+
+    #[test]
+    fn the_first_executable_wins_and_a_file_without_the_bit_is_named_when_none_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        std::fs::write(a.join("tool"), "").expect("write");
+        std::fs::write(b.join("tool"), "").expect("write");
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        std::fs::create_dir(a.join("dir-tool")).expect("mkdir");
+        let path = std::env::join_paths([&a, &b]).expect("join");
+        let found = resolve_program(OsStr::new("tool"), Some(&path)).expect("found");
+        assert_eq!(found, b.join("tool"));
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        match resolve_program(OsStr::new("tool"), Some(&path)) {
+            Err(CommandError::NotExecutable { path }) => assert_eq!(path, a.join("tool")),
+            other => panic!("{other:?}"),
+        }
+        // A directory of that name is passed over.
+        assert!(matches!(
+            resolve_program(OsStr::new("dir-tool"), Some(&path)),
+            Err(CommandError::NotFound { .. })
+        ));
     }
 
     #[test]

@@ -118,8 +118,8 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let features = Features::of_kernel(&kernel, &b.features);
     let prepared = confine::landlock::prepare(&policy, &features)?;
     let exec_roots = prepared.ruleset.is_some().then(|| {
-        confine::landlock::granting(&policy, confine::landlock::Need::Execute)
-            .map(|(_, real, _)| real)
+        confine::landlock::fs_roots(&policy)
+            .map(|(root, _)| root.to_path_buf())
             .collect::<Vec<_>>()
     });
     let mut spec = confine::seccomp::FilterSpec::for_policy(&policy);

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use crate::audit::{self, RateLimit};
 use crate::policy::{self, Denials, Op, Policy, RuleId, Verdict};
@@ -166,6 +167,42 @@ pub(super) fn tell(core: &Core, pid: u32, judged: &Judged, verdict: &Verdict, po
 /// through, and does not tell guard. The caller is told the same way as for a refusal (once
 /// per process and program, counted in `landlock_execs`), and the returned note goes into the
 /// decision's reason. `None` for everything else.
+/// The roots Landlock grants execute on, as the profile lists them; what they resolve to is
+/// found only when needed.
+pub(super) struct ExecRoots {
+    listed: Vec<PathBuf>,
+    real: std::sync::OnceLock<Vec<PathBuf>>,
+}
+
+impl ExecRoots {
+    pub(super) fn new(listed: Vec<PathBuf>) -> ExecRoots {
+        ExecRoots {
+            listed,
+            real: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The directories the roots resolve to (roots that do not exist are left out, as
+    /// Landlock leaves them out).
+    fn real(&self) -> &[PathBuf] {
+        self.real.get_or_init(|| {
+            self.listed
+                .iter()
+                .filter_map(|root| std::fs::canonicalize(root).ok())
+                .collect()
+        })
+    }
+
+    /// Whether the program at `exe`, a path the walk resolved (every symlink followed, the
+    /// last one included), lies beneath a root. A root it starts with as written is made of
+    /// the same directories, none a symlink, so it is that root's real path: the roots'
+    /// symlinks are resolved only for a program outside them as written.
+    fn hold(&self, exe: &Path) -> bool {
+        self.listed.iter().any(|root| exe.starts_with(root))
+            || self.real().iter().any(|root| exe.starts_with(root))
+    }
+}
+
 pub(super) fn landlock_refuses_exec(
     core: &Core,
     pid: u32,
@@ -176,14 +213,12 @@ pub(super) fn landlock_refuses_exec(
     if r.op != Op::Exec || r.exe_anonymous {
         return None;
     }
-    // The walk followed every symlink, the last one included, so the program's path is
-    // already its real path: only one outside the roots needs a second look.
     let walked = r.exe.as_ref()?;
-    if roots.iter().any(|root| walked.starts_with(root)) {
+    if roots.hold(walked) {
         return None;
     }
     let exe = std::fs::canonicalize(walked).ok()?;
-    if roots.iter().any(|root| exe.starts_with(root)) {
+    if roots.real().iter().any(|root| exe.starts_with(root)) {
         return None;
     }
     let dir = exe.parent().unwrap_or(&exe);

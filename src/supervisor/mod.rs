@@ -123,7 +123,7 @@ struct Core {
     /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
     /// See [`Setup::exec_roots`].
-    exec_roots: Option<Vec<PathBuf>>,
+    exec_roots: Option<explain::ExecRoots>,
     /// The run has a journal (it is handed back at the end, so look here, not at `tx`).
     transactional: bool,
     /// Record every read-only open in the audit log (`guard learn`).
@@ -171,9 +171,11 @@ pub struct Setup {
     pub root: u32,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
-    /// The roots Landlock grants execute on (read and write roots, canonical), when a Landlock
-    /// ruleset is in force: an exec of a program outside them is explained to the caller,
-    /// since the kernel refuses it after the supervisor lets it through.
+    /// The roots Landlock grants execute on (read and write roots, as the profile lists
+    /// them), when a Landlock ruleset is in force: an exec of a program outside them is
+    /// explained to the caller, since the kernel refuses it after the supervisor lets it
+    /// through. The supervisor resolves their symlinks only when a program lies outside them
+    /// as written.
     pub exec_roots: Option<Vec<PathBuf>>,
     /// Record every read-only open the filter traps (it traps them all for `guard learn`).
     pub record_reads: bool,
@@ -229,7 +231,7 @@ impl Supervisor {
                 refusals: Mutex::new(explain::Refusals::default()),
                 root,
                 tree,
-                exec_roots,
+                exec_roots: exec_roots.map(explain::ExecRoots::new),
                 transactional: journal.is_some(),
                 record_reads,
                 tx: Mutex::new(TxState {

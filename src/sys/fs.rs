@@ -1,6 +1,7 @@
 //! File-system calls whose result `nix` hands out as a raw descriptor, or that have no safe
 //! `nix` wrapper: `openat` returning an owned descriptor, the FICLONE reflink ioctl, statx(2)
-//! for a file's birth time, and a write lease as the test of whether a file is open elsewhere.
+//! for a file's birth time, a write lease as the test of whether a file is open elsewhere, and
+//! landlock_add_rule(2) for a path whose type the caller already knows.
 
 use std::ffi::OsStr;
 use std::io;
@@ -169,6 +170,43 @@ pub fn stat_and_birth(
 /// `None` when the filesystem does not record it.
 pub fn birth_time(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<[i64; 2]>> {
     type_and_birth(dir, name).map(|(_, born)| born)
+}
+
+/// landlock_add_rule(2): grants `access` (LANDLOCK_ACCESS_FS_* bits) beneath `parent` in the
+/// ruleset `ruleset`. The landlock crate's own `add_rule` asks `fstat` for the type of every
+/// descriptor (a file takes only file rights); a caller that listed the directory knows it,
+/// and passes rights that fit.
+pub fn landlock_add_path_rule(
+    ruleset: BorrowedFd<'_>,
+    parent: BorrowedFd<'_>,
+    access: u64,
+) -> io::Result<()> {
+    /// `struct landlock_path_beneath_attr`: packed, as the kernel declares it.
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: `attr` is a valid landlock_path_beneath_attr alive for the call; the descriptors
+    // are borrowed, so open.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

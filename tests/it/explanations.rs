@@ -339,3 +339,49 @@ fn an_explanation_that_would_block_is_skipped_and_counted_and_the_call_is_answer
         out.stderr()
     );
 }
+
+/// A read root named through a symlink grants what the symlink leads to: a program there runs
+/// and is not explained as refused (the supervisor compares the program's real path with the
+/// roots as written first, and resolves the roots only when that fails).
+#[test]
+fn a_program_under_a_root_named_through_a_symlink_runs_unexplained() {
+    let w = Workspace::new();
+    let real = w.root.join("tools-real");
+    std::fs::create_dir(&real).expect("mkdir");
+    std::fs::set_permissions(&w.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let tool = real.join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho ran\n").expect("write");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let link = w.root.join("tools");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let layer = w.root.join("tools.toml");
+    std::fs::write(
+        &layer,
+        format!("name = \"tools\"\n[fs]\nread = [\"{}\"]\n", link.display()),
+    )
+    .expect("layer");
+    let (out, captured) = piped(
+        &w,
+        &["agent", layer.to_str().expect("utf-8")],
+        "tools.out",
+        &format!("{}/tool; echo \"status $?\"", link.display()),
+    );
+    out.expect_code(0);
+    assert!(
+        captured.contains("ran") && captured.contains("status 0"),
+        "{captured}"
+    );
+    assert!(!captured.contains("will refuse"), "{captured}");
+    let exec = w
+        .decisions()
+        .into_iter()
+        .find(|d| d["op"] == "exec" && d["exe"] == tool.display().to_string())
+        .expect("the exec is in the log");
+    assert!(
+        !exec["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Landlock refuses it"),
+        "{exec}"
+    );
+}
