@@ -3,8 +3,9 @@
 # measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, so
 # both see the same machine at the same moment. Measured: start-up of `guard exec -- true`
 # (hyperfine, both in one run), the judged calls of guard-callloop (median ns per call of REPS
-# runs each), the supervisor's system calls per judged unlinkat (strace -f -c), `rm -rf` of the
-# 10,000-file tree and `guard rollback` of it, and the git session of section 6. Uses
+# runs each), an exec (section 3's bash loop), the supervisor's system calls per judged unlinkat
+# (strace -f -c), `rm -rf` of the 10,000-file tree and `guard rollback` of it, and the git
+# session and shell edits of section 6. Uses
 # compare.sh's GUARD, BASELINE, CALLLOOP, WORK, RAW, TREE, TREE_SUM, manifest, avail, log,
 # CALLS, REPS, REPS_W, RUNS, and peers.sh's workload scripts.
 
@@ -39,6 +40,19 @@ for ((r = 1; r <= REPS; r++)); do
         done
     done
 done
+for ((r = 1; r <= REPS; r++)); do
+    for v in before after; do
+        rm -rf "$BWS" && mkdir -p "$BWS"
+        t=$(now_ns)
+        (cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- bash -c \
+            "for i in \$(seq $EXEC_N); do /usr/bin/true; done")
+        printf '%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000 / EXEC_N))" >>"$RAW/bl-exec.tsv"
+    done
+done
+for v in before after; do
+    read -r med _ _ < <(awk -F'\t' -v v="$v" '$1==v {print $2}' "$RAW/bl-exec.tsv" | median3)
+    bl_row "an exec under guard (bash loop of $EXEC_N /usr/bin/true), µs per exec" "$v" "$med"
+done
 for op in "${BL_OPS[@]}"; do
     for v in before after; do
         read -r med _ _ < <(awk -F'\t' -v o="$op" -v v="$v" '$1==o && $2==v && $3 != "" {print $3}' \
@@ -70,16 +84,19 @@ for ((r = 1; r <= REPS_W; r++)); do
         "${BL_BIN[$v]}" rollback >/dev/null
         printf 'rollback\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
         [[ $(manifest "$BWS/tree") == "$TREE_SUM" ]] || log "  $v: the rollback did not restore the tree"
-        d="$WORK/bl-git" && rm -rf "$d" && cp -a "$WL/git-template" "$d" && cp "$WL/git.sh" "$d/.bench.sh" && sync
-        t=$(now_ns)
-        (cd "$d" && "${BL_BIN[$v]}" exec -w "$d" -- bash .bench.sh)
-        printf 'git\t%s\t%s\n' "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
+        for w in git shell; do
+            d="$WORK/bl-$w" && rm -rf "$d" && cp -a "$WL/$w-template" "$d" && cp "$WL/$w.sh" "$d/.bench.sh" && sync
+            t=$(now_ns)
+            (cd "$d" && "${BL_BIN[$v]}" exec -w "$d" -- bash .bench.sh >/dev/null)
+            printf '%s\t%s\t%s\n' "$w" "$v" "$((($(now_ns) - t) / 1000000))" >>"$RAW/bl-rm.tsv"
+        done
     done
 done
-rm -rf "$BWS" "$WORK/bl-git"
+rm -rf "$BWS" "$WORK/bl-git" "$WORK/bl-shell"
 declare -A BL_WHAT=([rm]="\`guard exec -- rm -rf\` of the 10,000-file tree, ms"
-    [rollback]="\`guard rollback\` of that run, ms" [git]="git session on the 2,000-file repository, ms")
-for k in rm rollback git; do
+    [rollback]="\`guard rollback\` of that run, ms" [git]="git session on the 2,000-file repository, ms"
+    [shell]="shell edits (sed -i, cp, mv of 500 files; rm), ms")
+for k in rm rollback git shell; do
     for v in before after; do
         read -r med _ _ < <(awk -F'\t' -v k="$k" -v v="$v" '$1==k && $2==v {print $3}' "$RAW/bl-rm.tsv" | median3)
         bl_row "${BL_WHAT[$k]} (median of $REPS_W)" "$v" "$med"

@@ -59,6 +59,7 @@ T_START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 log() { printf '== %s\n' "$*" >&2; }
+now_ns() { date +%s%N; }
 
 # ---------------------------------------------------------------------------------------------
 # Build.
@@ -430,6 +431,37 @@ else
     echo "Skipped: strace not available: ${NA[strace]}." >"$SYSC_MD"
 fi
 
+# An exec: a bash loop starting /usr/bin/true EXEC_N times, bare and under guard, REPS
+# repetitions interleaved; what a shell pays per program it starts.
+EXEC_N=${EXEC_N:-1000}
+exec_loop() {   # exec_loop GUARD|bare: µs for the whole loop
+    local t script="for i in \$(seq $EXEC_N); do /usr/bin/true; done"
+    t=$(now_ns)
+    if [[ $1 == bare ]]; then
+        (cd "$WS" && bash -c "$script")
+    else
+        (cd "$WS" && "$1" exec -w "$WS" -- bash -c "$script")
+    fi
+    echo $((($(now_ns) - t) / 1000))
+}
+log "exec: bash loop of $EXEC_N /usr/bin/true, $REPS repetitions"
+: >"$RAW/exec.tsv"
+for ((r = 1; r <= REPS; r++)); do
+    for mode in bare guard; do
+        bin=bare
+        [[ $mode == guard ]] && bin=$GUARD
+        printf '%s\t%s\n' "$mode" "$(exec_loop "$bin")" >>"$RAW/exec.tsv"
+    done
+done
+exec_per() {   # exec_per MODE: median, min, max µs per exec
+    awk -F'\t' -v m="$1" '$1==m {print $2}' "$RAW/exec.tsv" | sort -g | awk -v n="$EXEC_N" \
+        '{v[NR]=$1} END { med = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2
+            printf "%.0f %.0f %.0f\n", med / n, v[1] / n, v[NR] / n }'
+}
+read -r EXEC_BARE EXEC_BARE_LO EXEC_BARE_HI < <(exec_per bare)
+read -r EXEC_GUARD EXEC_GUARD_LO EXEC_GUARD_HI < <(exec_per guard)
+EXEC_ADDED=$((EXEC_GUARD - EXEC_BARE))
+
 # ---------------------------------------------------------------------------------------------
 # 4. rm -rf of the tree, and its rollback. REPS_RM repetitions, interleaved; every timed step
 # starts after `sync`, on a fresh `cp -a` of the pristine tree (not timed). The guard runs use
@@ -689,6 +721,13 @@ the audit log is rate-limited, so these medians come from the calls it kept; for
 they include the untimed creation's \`openat\`s in the judged count only):
 
 $(cat "$JUDGED_MD")
+
+An exec, which a shell pays for every program it starts: a \`bash\` loop starting
+\`/usr/bin/true\` $EXEC_N times, $REPS runs each way, interleaved; µs per exec, median [min–max]:
+bare $EXEC_BARE [$EXEC_BARE_LO–$EXEC_BARE_HI], under guard $EXEC_GUARD
+[$EXEC_GUARD_LO–$EXEC_GUARD_HI], i.e. +$EXEC_ADDED µs per exec. Each exec is judged (its program,
+argv and whether it starts a new command, which takes a checkpoint) before the kernel goes on
+with it.
 
 The supervisor's system calls per judged \`unlinkat\` (\`strace -f -c\` over guard running
 \`guard-callloop unlink-missing 2000\`, i.e. 2100 judged calls with the warm-up; calls under 0.3
