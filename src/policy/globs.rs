@@ -23,7 +23,11 @@ pub struct PathSet {
     /// turn, length first, which beats hashing the path).
     literal: Vec<Box<[u8]>>,
     /// Patterns of plain, `*` and `**` components.
-    split: Vec<Split>,
+    /// The [`Split`] patterns, grouped by their literal prefix (see [`literal_prefix`]): a
+    /// path meets a group's patterns only when it starts with that prefix. Built-in profiles
+    /// have a dozen `/dev/...` patterns and a few `/etc/...` ones in `fs.hide`, so an entry of
+    /// `/etc` is compared with the `/dev` group once, not with each of its patterns.
+    split: Vec<(Box<[u8]>, Vec<Split>)>,
     /// The other patterns, when there are any.
     rest: Option<GlobSet>,
 }
@@ -159,6 +163,34 @@ fn with_components<R>(path: &[u8], f: impl FnOnce(&[&[u8]]) -> R) -> R {
 /// Whether the path component `c` matches the pattern component `p`, whose only wildcard is
 /// `*` (any run of bytes): the usual greedy match that, on a mismatch, lets the last `*` take
 /// one more byte.
+/// The components of `pattern` before the first that holds a `*` (a `**` included), joined:
+/// every path the pattern matches starts with them, at a component boundary. Empty for a
+/// pattern that starts with `**` (`open_start`) or whose first component has a `*`.
+fn literal_prefix(pattern: &[u8], open_start: bool) -> &[u8] {
+    if open_start {
+        return &[];
+    }
+    let mut end = 0;
+    for (i, comp) in pattern.split(|&b| b == b'/').enumerate() {
+        if comp.contains(&b'*') {
+            break;
+        }
+        // The offset after this component: the next one starts one byte later.
+        end = if i == 0 {
+            comp.len()
+        } else {
+            end + 1 + comp.len()
+        };
+    }
+    &pattern[..end]
+}
+
+/// Whether `path` starts with `prefix` at a component boundary (an empty prefix: always).
+fn under_prefix(path: &[u8], prefix: &[u8]) -> bool {
+    path.starts_with(prefix)
+        && (prefix.is_empty() || path.get(prefix.len()).is_none_or(|&b| b == b'/'))
+}
+
 fn component_match(p: &[u8], c: &[u8]) -> bool {
     if !p.contains(&b'*') {
         return p == c;
@@ -199,7 +231,11 @@ impl PathSet {
             if !bytes.contains(&b'*') && !other_syntax(bytes) {
                 set.literal.push(bytes.into());
             } else if let Some(split) = Split::new(bytes) {
-                set.split.push(split);
+                let prefix = literal_prefix(bytes, split.open_start);
+                match set.split.iter_mut().find(|(p, _)| **p == *prefix) {
+                    Some((_, group)) => group.push(split),
+                    None => set.split.push((prefix.into(), vec![split])),
+                }
             } else {
                 rest.add(GlobBuilder::new(p).literal_separator(true).build()?);
                 any_rest = true;
@@ -216,9 +252,15 @@ impl PathSet {
         let path = path.as_ref();
         let bytes = path.as_os_str().as_bytes();
         self.literal.iter().any(|l| **l == *bytes)
-            || (!self.split.is_empty()
+            || (self
+                .split
+                .iter()
+                .any(|(prefix, _)| under_prefix(bytes, prefix))
                 && with_components(bytes, |comps| {
-                    self.split.iter().any(|s| s.is_match(bytes, comps))
+                    self.split.iter().any(|(prefix, group)| {
+                        under_prefix(bytes, prefix)
+                            && group.iter().any(|s| s.is_match(bytes, comps))
+                    })
                 }))
             || self.rest.as_ref().is_some_and(|r| r.is_match(path))
     }
@@ -246,104 +288,163 @@ impl PathSet {
 mod tests {
     use super::*;
 
-    /// Every pattern of the built-in profiles' shapes, and the corner cases of `*` and `**`,
-    /// against paths around them: the answers must be a glob set's.
+    /// Every pattern of the built-in profiles' shapes, and the corner cases of `*` and `**`.
+    const PATTERNS: &[&str] = &[
+        "/etc/shadow",
+        "/etc/ssh/*_key",
+        "/dev/sd*",
+        "/dev/*/by-id",
+        "/a/*b*c*",
+        "/x/**",
+        "/x/**/y",
+        "/x/**/y/**",
+        "/x/**/y/**/z",
+        "/x/**/**/y",
+        "**/y",
+        "**/y/**",
+        "**",
+        "*",
+        "/ws/**/.git",
+        "/ws/**/.git/**/hooks",
+        "/ws/**/.git/**/hooks/**",
+        "/ws/**/.git/**/commondir",
+        "/h/.cargo/bin/**",
+        "/h/.cargo/env*",
+        "target/**",
+        "node_modules/**",
+        "target",
+        "a**b",
+        "/x/a?c",
+        "/x/[ab]c",
+        "/x/{a,b}c",
+        "",
+        "/",
+    ];
+
+    /// Paths around them.
+    const PATHS: &[&str] = &[
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/shado",
+        "/etc/ssh/ssh_host_rsa_key",
+        "/etc/ssh/ssh_host_rsa_key.pub",
+        "/etc/ssh/_key",
+        "/etc/ssh/a/b_key",
+        "/dev/sd",
+        "/dev/sda1",
+        "/dev/sda/x",
+        "/dev/disk/by-id",
+        "/dev/by-id",
+        "/a/bc",
+        "/a/xbycz",
+        "/a/cb",
+        "/a/bxc/",
+        "/x",
+        "/x/",
+        "/x/y",
+        "/x/y/",
+        "/x/a/y",
+        "/x/a/b/y",
+        "/x/y/z",
+        "/x/y/a/z",
+        "/x/a/y/b/z/c",
+        "/x/yy",
+        "/x/abc",
+        "/x/bc",
+        "/x/cc",
+        "y",
+        "y/z",
+        "a/y",
+        "/y",
+        "",
+        "/",
+        "//",
+        "/ws/.git",
+        "/ws/sub/.git",
+        "/ws/.git/hooks",
+        "/ws/.git/hooks/pre-commit",
+        "/ws/.git/modules/m/hooks",
+        "/ws/.git/modules/m/hooks/x",
+        "/ws/.git/commondir",
+        "/ws/.git/worktrees/w/commondir",
+        "/ws/.gitignore",
+        "/ws/a.git",
+        "/h/.cargo/bin",
+        "/h/.cargo/bin/cargo",
+        "/h/.cargo/env",
+        "/h/.cargo/env.fish",
+        "/h/.cargo/registry",
+        "target",
+        "target/debug/x",
+        "src/target",
+        "node_modules",
+        "node_modules/a/b",
+        "axxb",
+        "ab",
+        "a/b",
+    ];
+
+    /// Each pattern against the paths: the answers must be a glob set's.
     #[test]
     fn patterns_match_as_a_glob_set_matches_them() {
-        let patterns = [
+        for pattern in PATTERNS {
+            agree(pattern, PATHS);
+        }
+    }
+
+    /// All of them in one set, where patterns that share a literal prefix are grouped under
+    /// it (`/dev`, `/etc/ssh`, `/ws`), answer every path as one glob set of them does.
+    #[test]
+    fn one_set_of_them_matches_as_one_glob_set_matches_them() {
+        let extra = [
+            "/dev/vd*",
+            "/dev/mapper",
+            "/etc/ppp/*-secrets",
+            "/devices/*",
             "/etc/shadow",
-            "/etc/ssh/*_key",
-            "/dev/sd*",
-            "/dev/*/by-id",
-            "/a/*b*c*",
-            "/x/**",
-            "/x/**/y",
-            "/x/**/y/**",
-            "/x/**/y/**/z",
-            "/x/**/**/y",
-            "**/y",
-            "**/y/**",
-            "**",
-            "*",
-            "/ws/**/.git",
-            "/ws/**/.git/**/hooks",
-            "/ws/**/.git/**/hooks/**",
-            "/ws/**/.git/**/commondir",
-            "/h/.cargo/bin/**",
-            "/h/.cargo/env*",
-            "target/**",
-            "node_modules/**",
-            "target",
-            "a**b",
-            "/x/a?c",
-            "/x/[ab]c",
-            "/x/{a,b}c",
-            "",
-            "/",
         ];
-        let paths = [
-            "/etc/shadow",
-            "/etc/shadow-",
-            "/etc/shado",
-            "/etc/ssh/ssh_host_rsa_key",
-            "/etc/ssh/ssh_host_rsa_key.pub",
-            "/etc/ssh/_key",
-            "/etc/ssh/a/b_key",
-            "/dev/sd",
-            "/dev/sda1",
-            "/dev/sda/x",
-            "/dev/disk/by-id",
-            "/dev/by-id",
-            "/a/bc",
-            "/a/xbycz",
-            "/a/cb",
-            "/a/bxc/",
-            "/x",
-            "/x/",
-            "/x/y",
-            "/x/y/",
-            "/x/a/y",
-            "/x/a/b/y",
-            "/x/y/z",
-            "/x/y/a/z",
-            "/x/a/y/b/z/c",
-            "/x/yy",
-            "/x/abc",
-            "/x/bc",
-            "/x/cc",
-            "y",
-            "y/z",
-            "a/y",
-            "/y",
-            "",
-            "/",
-            "//",
-            "/ws/.git",
-            "/ws/sub/.git",
-            "/ws/.git/hooks",
-            "/ws/.git/hooks/pre-commit",
-            "/ws/.git/modules/m/hooks",
-            "/ws/.git/modules/m/hooks/x",
-            "/ws/.git/commondir",
-            "/ws/.git/worktrees/w/commondir",
-            "/ws/.gitignore",
-            "/ws/a.git",
-            "/h/.cargo/bin",
-            "/h/.cargo/bin/cargo",
-            "/h/.cargo/env",
-            "/h/.cargo/env.fish",
-            "/h/.cargo/registry",
-            "target",
-            "target/debug/x",
-            "src/target",
-            "node_modules",
-            "node_modules/a/b",
-            "axxb",
-            "ab",
-            "a/b",
-        ];
-        for pattern in patterns {
-            agree(pattern, &paths);
+        let patterns: Vec<&str> = PATTERNS.iter().copied().chain(extra).collect();
+        let paths: Vec<&str> = PATHS
+            .iter()
+            .copied()
+            .chain([
+                "/devices/sda",
+                "/dev/vda",
+                "/dev/mapper",
+                "/dev/mapperx",
+                "/etc/ppp/chap-secrets",
+                "/etc/pppx/chap-secrets",
+                "/etc/shadow",
+            ])
+            .collect();
+        let ours = PathSet::new(&patterns).expect("compiles");
+        let mut glob = GlobSetBuilder::new();
+        for p in &patterns {
+            glob.add(
+                GlobBuilder::new(p)
+                    .literal_separator(true)
+                    .build()
+                    .expect("glob"),
+            );
+        }
+        let glob = glob.build().expect("glob set");
+        for path in paths {
+            assert_eq!(ours.is_match(path), glob.is_match(path), "{path:?}");
+        }
+        // Each pattern alone, against the set without it: the grouping loses none.
+        for (i, p) in patterns.iter().enumerate() {
+            let others: Vec<&str> = patterns
+                .iter()
+                .enumerate()
+                .filter_map(|(j, q)| (j != i).then_some(*q))
+                .collect();
+            let without = PathSet::new(&others).expect("compiles");
+            let alone = PathSet::new(&[p]).expect("compiles");
+            for path in PATHS {
+                if alone.is_match(path) && !without.is_match(path) {
+                    assert!(ours.is_match(path), "{p:?} against {path:?}");
+                }
+            }
         }
     }
 
