@@ -234,23 +234,30 @@ mod tests {
         assert_eq!(c.caller(me(), true).expect("re-read").creds.umask, 0o027);
     }
 
+    /// A thread that waits until the returned sender is dropped: its id, the sender, and the
+    /// handle to join it by.
+    fn waiting_thread() -> (
+        u32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw() as u32)
+                .expect("send");
+            let _ = done_rx.recv();
+        });
+        (rx.recv().expect("tid"), done_tx, t)
+    }
+
     #[test]
     fn an_exec_drops_every_entry_of_its_process() {
         let c = Callers::new(std::process::id());
         let leader = std::process::id();
-        let thread = || {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-            let t = std::thread::spawn(move || {
-                tx.send(nix::unistd::gettid().as_raw() as u32)
-                    .expect("send");
-                let _ = done_rx.recv();
-            });
-            (rx.recv().expect("tid"), done_tx, t)
-        };
         // A thread that is not the leader, with no entry of its own, execs: it takes over the
         // leader's id, so the leader's entry goes (its process found through /proc).
-        let (tid, done, t) = thread();
+        let (tid, done, t) = waiting_thread();
         c.lookup(leader).expect("leader");
         c.exec(tid);
         assert!(!lock(&c.tables).entries.contains_key(&leader));
@@ -266,14 +273,7 @@ mod tests {
     #[test]
     fn a_gone_thread_is_not_served_from_the_cache() {
         let c = Callers::new(std::process::id());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            tx.send(nix::unistd::gettid().as_raw() as u32)
-                .expect("send");
-            let _ = done_rx.recv();
-        });
-        let tid = rx.recv().expect("tid");
+        let (tid, done_tx, t) = waiting_thread();
         c.lookup(tid).expect("alive");
         drop(done_tx);
         t.join().expect("join");

@@ -26,6 +26,16 @@ fn run_end(w: &Workspace) -> serde_json::Value {
 
 /// Run `script` under agent with the command's stderr (and stdout) going through a pipe into
 /// `name` in the workspace; returns guard's own output and what the pipe carried.
+/// The reason the audit log gives for the exec of `program` (empty when it gives none).
+fn exec_reason(w: &Workspace, program: &std::path::Path) -> String {
+    let exec = w
+        .decisions()
+        .into_iter()
+        .find(|d| d["op"] == "exec" && d["exe"] == program.display().to_string())
+        .expect("the exec is in the log");
+    exec["reason"].as_str().unwrap_or_default().to_string()
+}
+
 fn piped(w: &Workspace, layers: &[&str], name: &str, script: &str) -> (Out, String) {
     let capture = w.ws.join(name);
     let full = format!("({script}) 2>&1 | cat > {}", capture.display());
@@ -272,17 +282,9 @@ fn an_exec_that_landlock_refuses_is_explained_to_the_shell_and_the_command_gets_
         w.outside.display()
     );
     assert!(captured.contains(&expected), "{captured}");
-    let exec = w
-        .decisions()
-        .into_iter()
-        .find(|d| d["op"] == "exec" && d["exe"] == tool.display().to_string())
-        .expect("the exec is in the log");
     assert!(
-        exec["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Landlock refuses it"),
-        "{exec}"
+        exec_reason(&w, &tool).contains("Landlock refuses it"),
+        "{captured}"
     );
 
     // The run's own command: guard says why it could not be executed.
@@ -372,16 +374,8 @@ fn a_program_under_a_root_named_through_a_symlink_runs_unexplained() {
         "{captured}"
     );
     assert!(!captured.contains("will refuse"), "{captured}");
-    let exec = w
-        .decisions()
-        .into_iter()
-        .find(|d| d["op"] == "exec" && d["exe"] == tool.display().to_string())
-        .expect("the exec is in the log");
     assert!(
-        !exec["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Landlock refuses it"),
-        "{exec}"
+        !exec_reason(&w, &tool).contains("Landlock refuses it"),
+        "{captured}"
     );
 }
