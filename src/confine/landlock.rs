@@ -378,8 +378,8 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
 
 /// The roots of `policy` whose rights include `need`, each with the directory it resolves to
 /// (what Landlock grants beneath) and its list; roots that do not exist are skipped, as
-/// [`prepare`] skips them. [`grants`] and a run's check of the programs it execs (the
-/// supervisor explains an exec Landlock will refuse) both use these.
+/// [`prepare`] skips them. [`grants`] (`guard explain`) uses these; a run's check of the
+/// programs it execs resolves the roots only when it needs to (`supervisor::explain`).
 pub fn granting(policy: &Policy, need: Need) -> impl Iterator<Item = (&Path, PathBuf, RootList)> {
     fs_roots(policy)
         .filter(move |(_, list)| need != Need::Write || *list == RootList::Write)

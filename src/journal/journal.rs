@@ -588,18 +588,15 @@ impl Journal {
         }
         // Made now, the journal's files hold every entry so far, checkpoints included.
         let disk = self.disk()?;
-        let waiting = self.unwritten.get();
-        let mut lines = Vec::with_capacity(waiting + 1);
-        lines.extend_from_slice(&self.entries[self.entries.len() - waiting..]);
-        lines.push(entry);
+        let waiting = &self.entries[self.entries.len() - self.unwritten.get()..];
         disk.log
-            .append_all(&lines)
+            .append_all(waiting.iter().chain([&entry]))
             .map_err(|source| JournalError::Append {
                 path: self.log_path.clone(),
                 source,
             })?;
         self.unwritten.set(0);
-        self.entries.extend(lines.into_iter().skip(waiting));
+        self.entries.push(entry);
         Ok(seq)
     }
 

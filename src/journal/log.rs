@@ -311,7 +311,7 @@ impl LogWriter {
     /// Appends one line per entry with one write(2) (O_APPEND), then fsyncs once when asked.
     /// A write cut short leaves whole lines and at most one torn last line, which `read_log`
     /// ignores.
-    pub fn append_all(&self, entries: &[Entry]) -> io::Result<()> {
+    pub fn append_all<'e>(&self, entries: impl IntoIterator<Item = &'e Entry>) -> io::Result<()> {
         let mut line = Vec::new();
         for entry in entries {
             serde_json::to_writer(&mut line, entry).map_err(io::Error::other)?;
@@ -385,7 +385,7 @@ mod tests {
                 obj: None,
             },
         };
-        w.append_all(std::slice::from_ref(&e)).expect("append");
+        w.append_all([&e]).expect("append");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with(r#"{"seq":1,"op":"created","path":{"base64":"#),

@@ -534,7 +534,8 @@ pub fn become_idle_class() -> io::Result<()> {
 /// [`favour_wakeups`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Favoured {
-    /// Nice [`FAVOURED_NICE`] (root, CAP_SYS_NICE, or an RLIMIT_NICE that allows it).
+    /// Its nice lowered by [`FAVOURED_NICE`] (root, CAP_SYS_NICE, or an RLIMIT_NICE that
+    /// allows it).
     Nice,
     /// The shortest time slice the scheduler grants, [`FAVOURED_SLICE_NS`] (Linux 6.12's
     /// EEVDF `sched_runtime` for SCHED_OTHER; any thread may ask it for itself).
@@ -543,7 +544,8 @@ pub enum Favoured {
     Neither,
 }
 
-/// The nice value of a favoured supervisor thread.
+/// How much lower than guard's own nice a favoured supervisor thread's nice is (a guard started
+/// at nice 10 favours its workers at nice 5: the user's choice of priority for the run holds).
 pub const FAVOURED_NICE: i32 = -5;
 /// The time slice of a favoured supervisor thread where it cannot have [`FAVOURED_NICE`]: the
 /// kernel's minimum.
@@ -563,21 +565,27 @@ struct SchedAttr {
 }
 
 /// Asks the scheduler to run the calling thread, and not only the tasks it wakes, soon after
-/// it is woken: nice [`FAVOURED_NICE`] where that is allowed, else a time slice of
-/// [`FAVOURED_SLICE_NS`]. Threads it starts later inherit its nice (the kernel copies it at
-/// clone); no process of the command does, as none is started by a supervisor thread.
+/// it is woken: its nice lowered by [`FAVOURED_NICE`] where that is allowed, else a time slice
+/// of [`FAVOURED_SLICE_NS`] at its nice as it is. Threads it starts later inherit its nice
+/// (the kernel copies it at clone); no process of the command does, as none is started by a
+/// supervisor thread.
 pub fn favour_wakeups() -> Favoured {
     // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() };
+    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // getpriority returns the nice itself (glibc undoes the kernel's 20 - nice); -1 is a nice
+    // as well as the error value, and a thread can always read its own.
     // SAFETY: plain integer arguments on the calling thread's own id.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FAVOURED_NICE) } == 0 {
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+    let favoured = (nice + FAVOURED_NICE).max(-20);
+    // SAFETY: as above.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, favoured) } == 0 {
         return Favoured::Nice;
     }
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         policy: libc::SCHED_OTHER as u32,
         flags: 0,
-        nice: 0,
+        nice,
         priority: 0,
         runtime: FAVOURED_SLICE_NS,
         deadline: 0,
@@ -619,7 +627,12 @@ mod tests {
                 .and_then(|v| v.trim().parse().ok())
         };
         match favoured {
-            Favoured::Nice => assert_eq!(field("prio"), Some((120 + FAVOURED_NICE) as u64)),
+            Favoured::Nice => assert_eq!(
+                field("prio"),
+                prio_line(&before)
+                    .and_then(|l| l.split(':').nth(1)?.trim().parse::<i64>().ok())
+                    .map(|p| (p + i64::from(FAVOURED_NICE)).max(100) as u64)
+            ),
             Favoured::Slice => assert_eq!(field("se.slice"), Some(FAVOURED_SLICE_NS)),
             Favoured::Neither => {}
         }
