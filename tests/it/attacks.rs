@@ -121,6 +121,11 @@ fn summary(out: &Out, head: &str) -> BTreeMap<String, usize> {
     fields(&line)
 }
 
+/// A race is real when the allowed side wins at least one attempt in this many. How often it
+/// wins depends on how the flipping thread and the supervisor are scheduled (1.8% of 20,000
+/// connects on one CI run, which a bar of 2% failed), so the bar sits well below what is seen.
+const RACE_WON: usize = 400;
+
 /// Runs `race OP` against the protected target and then the outside one, `attempts` calls in
 /// all, and checks that the allowed side really won often (the race was real) while the
 /// targets never changed.
@@ -142,7 +147,7 @@ fn pointer_swap(op: &str, protected: &str, outside_name: &str, extra: &str) {
         eprintln!("race {op} -> {target}: {f:?}");
         assert_eq!(f["attempts"], n);
         assert!(
-            f["ok"] >= n / 400,
+            f["ok"] >= n / RACE_WON,
             "the allowed side must succeed often for the race to be real: {f:?}"
         );
         v.assert_intact(&format!("race {op} -> {target}"));
@@ -241,7 +246,10 @@ fn pointer_swap_connect_never_reaches_a_denied_port() {
     out.expect_code(0);
     let f = summary(&out, "race connect");
     eprintln!("race connect: {f:?}, allowed listener {got_a}, denied listener {got_b}");
-    assert!(f["ok"] >= n / 50, "the allowed side must succeed: {f:?}");
+    assert!(
+        f["ok"] >= n / RACE_WON,
+        "the allowed side must succeed: {f:?}"
+    );
     assert!(
         f.get("EPERM").copied().unwrap_or(0) > 0,
         "the denied side is denied: {f:?}"
@@ -280,7 +288,10 @@ fn pointer_flip_of_a_sendto_destination_never_reaches_a_denied_port() {
     let f = summary(&out, "race sendto");
     let (got_a, got_b) = (allowed.received().len(), denied.received().len());
     eprintln!("race sendto: {f:?}, allowed port {got_a}, denied port {got_b}");
-    assert!(f["ok"] >= n / 50, "the allowed side must succeed: {f:?}");
+    assert!(
+        f["ok"] >= n / RACE_WON,
+        "the allowed side must succeed: {f:?}"
+    );
     assert!(
         f.get("EPERM").copied().unwrap_or(0) > 0,
         "the denied side is denied: {f:?}"
@@ -308,7 +319,10 @@ fn pointer_flip_and_descriptor_swap_of_a_sendmsg_never_reach_a_denied_port() {
     let f = summary(&out, "race sendmsg");
     let (got_a, got_b) = (allowed.received().len(), denied.received().len());
     eprintln!("race sendmsg: {f:?}, allowed port {got_a}, denied port {got_b}");
-    assert!(got_a >= n / 50, "the allowed side must succeed: {f:?}");
+    assert!(
+        got_a >= n / RACE_WON,
+        "the allowed side must succeed: {f:?}"
+    );
     assert!(
         f.get("EPERM").copied().unwrap_or(0) > 0,
         "the denied side is denied: {f:?}"
