@@ -18,9 +18,10 @@
 //! A guard that holds no capability (an ordinary user's) hides by Landlock only what its
 //! user could reach: the command has that user, those groups and no capability either, so a
 //! hidden path the user can neither read, write nor search (`/etc/shadow`, `/etc/sudoers`,
-//! the host keys, each checked with `faccessat(AT_EACCESS)`) is kept out by its permissions
-//! already, and a root expanded for nothing else is granted whole: one rule instead of ~240
-//! for `/etc`. A root guard's command is root without capabilities, which reads what root
+//! the host keys, each checked with `faccessat(AT_EACCESS)`), nor own (an owner may change
+//! its mode), nor open up by changing the mode of a directory above it that the user owns, is
+//! kept out by its permissions already, and a root expanded for nothing else is granted
+//! whole: one rule instead of ~240 for `/etc`. A root guard's command is root without capabilities, which reads what root
 //! owns, so there every pattern is hidden by Landlock.
 //!
 //! Consequences, documented in the profile reference: an entry created in an expanded
@@ -120,9 +121,12 @@ impl Hidden {
         let mut expand = HashSet::new();
         let mut left_to_permissions = 0;
         for (p, trimmed) in patterns.iter().zip(&trimmed) {
-            // Nothing to hide where nothing is: no root is expanded for it.
+            // Nothing to hide where nothing is: no root is expanded for it. (A path guard may
+            // not look up is not taken for missing.)
             let a = anchor(p);
-            if std::fs::symlink_metadata(&a).is_err() {
+            if std::fs::symlink_metadata(&a)
+                .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)))
+            {
                 continue;
             }
             if reach == Reach::ByPermissions && out_of_reach(trimmed, &a) {
@@ -248,7 +252,7 @@ fn out_of_reach(pattern: &str, anchor: &Path) -> bool {
         return !reachable(anchor);
     }
     if !searchable(anchor) {
-        return true;
+        return !reachable(anchor);
     }
     let depth = |p: &Path| p.components().count();
     if pattern.contains("**") || depth(Path::new(pattern)) != depth(anchor) + 1 {
@@ -266,12 +270,22 @@ fn out_of_reach(pattern: &str, anchor: &Path) -> bool {
 }
 
 /// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`: its
-/// effective credentials, ACLs included).
+/// effective credentials, ACLs included), or could come to: it owns `path` (and may change
+/// its mode), or owns a directory above it that it may not search (and may open that).
 fn reachable(path: &Path) -> bool {
     use nix::unistd::AccessFlags;
-    [AccessFlags::R_OK, AccessFlags::W_OK, AccessFlags::X_OK]
-        .into_iter()
-        .any(|mode| access(path, mode))
+    use std::os::unix::fs::MetadataExt as _;
+    // The file-system uid is what permission checks and ownership compare.
+    let me = crate::sys::creds::setfsuid(u32::MAX);
+    let mine = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me);
+    mine(path)
+        || [AccessFlags::R_OK, AccessFlags::W_OK, AccessFlags::X_OK]
+            .into_iter()
+            .any(|mode| access(path, mode))
+        || path
+            .ancestors()
+            .skip(1)
+            .any(|dir| mine(dir) && !searchable(dir))
 }
 
 fn searchable(dir: &Path) -> bool {
@@ -381,56 +395,83 @@ mod tests {
 
     #[test]
     fn what_the_thread_cannot_reach_is_left_to_its_permissions() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (to make files another user owns)");
+            return;
+        }
         let dir = tempfile::tempdir().expect("tempdir");
         let etc = dir.path().join("etc");
-        std::fs::create_dir_all(etc.join("ssh")).expect("mkdir");
         let mode = |p: &Path, m: u32| {
-            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m))
-                .expect("chmod");
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
         };
-        for (f, m) in [
-            ("shadow", 0o000),
-            ("mine", 0o600),
-            ("passwd", 0o644),
-            ("ssh/a_key", 0o000),
-            ("ssh/b_key", 0o000),
-            ("ssh/c.pub", 0o644),
-        ] {
-            std::fs::write(etc.join(f), "x").expect("write");
-            mode(&etc.join(f), m);
+        mode(dir.path(), 0o755);
+        for d in ["ssh", "locked"] {
+            std::fs::create_dir_all(etc.join(d)).expect("mkdir");
         }
-        // A thread of its own without effective capabilities: a file of mode 000 is out of
-        // its reach even when it runs as root (the files are its own).
+        const NOBODY: u32 = 65534;
+        // (file, mode, owned by nobody)
+        for (f, m, nobodys) in [
+            ("shadow", 0o000, false),
+            ("passwd", 0o644, false),
+            ("ssh/a_key", 0o000, false),
+            ("ssh/b_key", 0o600, false),
+            ("ssh/c.pub", 0o644, false),
+            ("mine", 0o600, true),
+            ("mine-000", 0o000, true),
+            ("locked/inner", 0o644, false),
+        ] {
+            let p = etc.join(f);
+            std::fs::write(&p, "x").expect("write");
+            mode(&p, m);
+            if nobodys {
+                std::os::unix::fs::chown(&p, Some(NOBODY), None).expect("chown");
+            }
+        }
+        // A directory nobody owns but may not search: nobody may open it up.
+        std::os::unix::fs::chown(etc.join("locked"), Some(NOBODY), None).expect("chown");
+        mode(&etc.join("locked"), 0o000);
+        let etc2 = etc.clone();
+        // A thread of its own that checks as nobody: its file-system ids (what permission
+        // checks and ownership use) are nobody's, and it has no effective capability.
         std::thread::spawn(move || {
+            let etc = etc2;
             let patterns = |names: &[&str]| -> Vec<String> {
                 names
                     .iter()
                     .map(|n| format!("{}/{n}", etc.display()))
                     .collect()
             };
-            let caps = crate::sys::creds::capget(0).expect("capget");
-            crate::sys::creds::capset(&crate::sys::creds::CapSets {
+            use crate::sys::creds as raw;
+            raw::setfsgid(NOBODY);
+            raw::setfsuid(NOBODY);
+            assert_eq!(raw::setfsuid(u32::MAX), NOBODY);
+            let caps = raw::capget(0).expect("capget");
+            raw::capset(&raw::CapSets {
                 effective: 0,
                 ..caps
             })
             .expect("capset");
             let read = AccessFs::from_read(ABI::V1);
+            // Root's files of modes 000 and 600: out of nobody's reach, /etc granted whole.
             let hide = Hidden::new(&patterns(&["shadow", "ssh/*_key"]), Reach::ByPermissions);
             assert_eq!(hide.left_to_permissions, 2);
             let (hidden, out) = granted(&hide, &etc, read);
             assert_eq!((hidden, out.len()), (0, 1), "granted whole: {out:?}");
             // Still hidden as far as explaining goes.
             assert!(hide.hides(&etc.join("shadow")));
-            // One reachable file among the patterns' matches: expanded as before, and the
-            // expansion leaves out the other as well.
-            let hide = Hidden::new(&patterns(&["shadow", "mine"]), Reach::ByPermissions);
-            assert_eq!(hide.left_to_permissions, 1);
-            let (hidden, out) = granted(&hide, &etc, read);
-            assert_eq!(hidden, 2, "{out:?}");
-            assert!(out
-                .iter()
-                .all(|(g, _)| !g.ends_with("mine") && !g.ends_with("shadow")));
-            assert!(out.iter().any(|(g, _)| g.ends_with("passwd")));
+            // What nobody can read, owns, or can open up by a mode it may change: hidden by
+            // Landlock, and the expansion leaves out the other pattern's match as well.
+            for reachable in ["mine", "mine-000", "locked/inner"] {
+                let hide = Hidden::new(&patterns(&["shadow", reachable]), Reach::ByPermissions);
+                assert_eq!(hide.left_to_permissions, 1, "{reachable}");
+                let (_, out) = granted(&hide, &etc, read);
+                assert!(
+                    out.iter().all(|(g, _)| !g.ends_with("shadow")),
+                    "{reachable}: {out:?}"
+                );
+                assert!(out.iter().any(|(g, _)| g.ends_with("passwd")), "{out:?}");
+            }
             // By default everything is hidden by Landlock.
             let hide = Hidden::new(&patterns(&["shadow", "ssh/*_key"]), Reach::Anyone);
             assert_eq!(hide.left_to_permissions, 0);
