@@ -15,10 +15,20 @@
 //! entry opened relative to it (no path walked from `/` per rule), and the patterns are a
 //! [`PathSet`], which matches the profiles' patterns without compiling a regex.
 //!
+//! A guard that holds no capability (an ordinary user's) hides by Landlock only what its
+//! user could reach: the command has that user, those groups and no capability either, so a
+//! hidden path the user can neither read, write nor search (`/etc/shadow`, `/etc/sudoers`,
+//! the host keys, each checked with `faccessat(AT_EACCESS)`), nor own (an owner may change
+//! its mode), nor open up by changing the mode of a directory above it that the user owns, is
+//! kept out by its permissions already, and a root expanded for nothing else is granted
+//! whole: one rule instead of ~240 for `/etc`. A root guard's command is root without capabilities, which reads what root
+//! owns, so there every pattern is hidden by Landlock.
+//!
 //! Consequences, documented in the profile reference: an entry created in an expanded
 //! directory after the start is not granted (it did not exist when the rules were made), and
 //! a symlink among the entries is not granted itself (the path it points to is judged where
-//! it leads).
+//! it leads). A path left to its permissions follows them: one whose permissions are opened
+//! during the run becomes readable.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -47,6 +57,28 @@ pub enum Place<'a> {
     Open(OwnedFd, &'a Path, bool),
 }
 
+/// Who could reach a hidden path without Landlock, which decides what Landlock must hide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The command may read by ownership what root owns, or hold capabilities: every
+    /// pattern is hidden by Landlock.
+    Anyone,
+    /// guard holds no capability (nor, then, does its command, which has guard's user and
+    /// groups): a path guard cannot read, write nor search is left to its permissions.
+    ByPermissions,
+}
+
+impl Reach {
+    /// [`Reach::ByPermissions`] when this thread has no capability in its effective or
+    /// permitted set, [`Reach::Anyone`] otherwise (or when they cannot be read).
+    pub fn of_this_thread() -> Reach {
+        match crate::sys::creds::capget(0) {
+            Ok(c) if c.effective == 0 && c.permitted == 0 => Reach::ByPermissions,
+            _ => Reach::Anyone,
+        }
+    }
+}
+
 /// What [`Hidden::grant`] calls for each rule: grant the right at the place.
 pub type AddRule<'f, E> = dyn FnMut(Place<'_>, BitFlags<AccessFs>) -> Result<(), E> + 'f;
 
@@ -57,6 +89,8 @@ pub struct Hidden {
     /// in, and every directory above it. A set, since every entry of an expanded directory
     /// is looked up in it (hundreds in `/etc` and `/dev`).
     expand: HashSet<PathBuf>,
+    /// How many patterns were left to the permissions of what they match ([`Reach`]).
+    pub left_to_permissions: usize,
 }
 
 /// The components of `glob` up to the first one with glob syntax.
@@ -73,8 +107,9 @@ fn has_syntax(s: &[u8]) -> bool {
 
 impl Hidden {
     /// The patterns were validated with the profile; one that does not compile hides
-    /// nothing.
-    pub fn new(patterns: &[String]) -> Hidden {
+    /// nothing. With [`Reach::ByPermissions`], a pattern that matches nothing this thread can
+    /// reach expands no root.
+    pub fn new(patterns: &[String], reach: Reach) -> Hidden {
         let trimmed: Vec<&str> = patterns
             .iter()
             .map(|p| match p.trim_end_matches('/') {
@@ -84,10 +119,18 @@ impl Hidden {
             .collect();
         let set = PathSet::lenient(&trimmed);
         let mut expand = HashSet::new();
+        let mut left_to_permissions = 0;
         for (p, trimmed) in patterns.iter().zip(&trimmed) {
-            // Nothing to hide where nothing is: no root is expanded for it.
+            // Nothing to hide where nothing is: no root is expanded for it. (A path guard may
+            // not look up is not taken for missing.)
             let a = anchor(p);
-            if std::fs::symlink_metadata(&a).is_err() {
+            if std::fs::symlink_metadata(&a)
+                .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)))
+            {
+                continue;
+            }
+            if reach == Reach::ByPermissions && out_of_reach(trimmed, &a) {
+                left_to_permissions += 1;
                 continue;
             }
             let dir = if a.as_os_str().len() == trimmed.len() {
@@ -99,7 +142,11 @@ impl Hidden {
                 expand.insert(d.to_path_buf());
             }
         }
-        Hidden { set, expand }
+        Hidden {
+            set,
+            expand,
+            left_to_permissions,
+        }
     }
 
     /// Whether `path` (absolute, symlinks resolved) is hidden: it or a directory above it
@@ -196,6 +243,59 @@ impl Hidden {
     }
 }
 
+/// Whether nothing `pattern` (whose literal part is `anchor`) matches can be read, written or
+/// searched with this thread's credentials. A literal path is checked itself; a pattern with
+/// glob syntax in its last component only, through a listing of its directory; any other
+/// pattern is taken as reachable.
+fn out_of_reach(pattern: &str, anchor: &Path) -> bool {
+    if anchor.as_os_str().len() == pattern.len() {
+        return !reachable(anchor);
+    }
+    if !searchable(anchor) {
+        return !reachable(anchor);
+    }
+    let depth = |p: &Path| p.components().count();
+    if pattern.contains("**") || depth(Path::new(pattern)) != depth(anchor) + 1 {
+        return false;
+    }
+    let one = PathSet::lenient(&[pattern]);
+    let Ok(listing) = std::fs::read_dir(anchor) else {
+        return false;
+    };
+    listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| one.is_match(p))
+        .all(|p| !reachable(&p))
+}
+
+/// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`: its
+/// effective credentials, ACLs included), or could come to: it owns `path` (and may change
+/// its mode), or owns a directory above it that it may not search (and may open that).
+fn reachable(path: &Path) -> bool {
+    use nix::unistd::AccessFlags;
+    use std::os::unix::fs::MetadataExt as _;
+    // The file-system uid is what permission checks and ownership compare.
+    let me = crate::sys::creds::setfsuid(u32::MAX);
+    let mine = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me);
+    mine(path)
+        || [AccessFlags::R_OK, AccessFlags::W_OK, AccessFlags::X_OK]
+            .into_iter()
+            .any(|mode| access(path, mode))
+        || path
+            .ancestors()
+            .skip(1)
+            .any(|dir| mine(dir) && !searchable(dir))
+}
+
+fn searchable(dir: &Path) -> bool {
+    access(dir, nix::unistd::AccessFlags::X_OK)
+}
+
+fn access(path: &Path, mode: nix::unistd::AccessFlags) -> bool {
+    nix::unistd::faccessat(None, path, mode, nix::fcntl::AtFlags::AT_EACCESS).is_ok()
+}
+
 /// `name` in the directory `dir`, opened `O_PATH` without following a symlink.
 fn open_path(dir: BorrowedFd<'_>, name: &[u8]) -> Option<OwnedFd> {
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
@@ -260,10 +360,13 @@ mod tests {
             std::fs::write(etc.join(f), "x").expect("write");
         }
         std::os::unix::fs::symlink("shadow", etc.join("alias")).expect("symlink");
-        let hide = Hidden::new(&[
-            format!("{}/shadow", etc.display()),
-            format!("{}/ssh/*_key", etc.display()),
-        ]);
+        let hide = Hidden::new(
+            &[
+                format!("{}/shadow", etc.display()),
+                format!("{}/ssh/*_key", etc.display()),
+            ],
+            Reach::Anyone,
+        );
         let read = AccessFs::from_read(ABI::V1);
         let (hidden, out) = granted(&hide, &etc, read);
         assert_eq!(hidden, 2);
@@ -288,5 +391,93 @@ mod tests {
         // A root with nothing hidden inside is one rule.
         let (hidden, out) = granted(&hide, &dir.path().join("etc/ssl"), read);
         assert_eq!((hidden, out.len()), (0, 1));
+    }
+
+    #[test]
+    fn what_the_thread_cannot_reach_is_left_to_its_permissions() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (to make files another user owns)");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let etc = dir.path().join("etc");
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+        };
+        mode(dir.path(), 0o755);
+        for d in ["ssh", "locked"] {
+            std::fs::create_dir_all(etc.join(d)).expect("mkdir");
+        }
+        const NOBODY: u32 = 65534;
+        // (file, mode, owned by nobody)
+        for (f, m, nobodys) in [
+            ("shadow", 0o000, false),
+            ("passwd", 0o644, false),
+            ("ssh/a_key", 0o000, false),
+            ("ssh/b_key", 0o600, false),
+            ("ssh/c.pub", 0o644, false),
+            ("mine", 0o600, true),
+            ("mine-000", 0o000, true),
+            ("locked/inner", 0o644, false),
+        ] {
+            let p = etc.join(f);
+            std::fs::write(&p, "x").expect("write");
+            mode(&p, m);
+            if nobodys {
+                std::os::unix::fs::chown(&p, Some(NOBODY), None).expect("chown");
+            }
+        }
+        // A directory nobody owns but may not search: nobody may open it up.
+        std::os::unix::fs::chown(etc.join("locked"), Some(NOBODY), None).expect("chown");
+        mode(&etc.join("locked"), 0o000);
+        let etc2 = etc.clone();
+        // A thread of its own that checks as nobody: its file-system ids (what permission
+        // checks and ownership use) are nobody's, and it has no effective capability.
+        std::thread::spawn(move || {
+            let etc = etc2;
+            let patterns = |names: &[&str]| -> Vec<String> {
+                names
+                    .iter()
+                    .map(|n| format!("{}/{n}", etc.display()))
+                    .collect()
+            };
+            use crate::sys::creds as raw;
+            raw::setfsgid(NOBODY);
+            raw::setfsuid(NOBODY);
+            assert_eq!(raw::setfsuid(u32::MAX), NOBODY);
+            let caps = raw::capget(0).expect("capget");
+            raw::capset(&raw::CapSets {
+                effective: 0,
+                ..caps
+            })
+            .expect("capset");
+            let read = AccessFs::from_read(ABI::V1);
+            // Root's files of modes 000 and 600: out of nobody's reach, /etc granted whole.
+            let hide = Hidden::new(&patterns(&["shadow", "ssh/*_key"]), Reach::ByPermissions);
+            assert_eq!(hide.left_to_permissions, 2);
+            let (hidden, out) = granted(&hide, &etc, read);
+            assert_eq!((hidden, out.len()), (0, 1), "granted whole: {out:?}");
+            // Still hidden as far as explaining goes.
+            assert!(hide.hides(&etc.join("shadow")));
+            // What nobody can read, owns, or can open up by a mode it may change: hidden by
+            // Landlock, and the expansion leaves out the other pattern's match as well.
+            for reachable in ["mine", "mine-000", "locked/inner"] {
+                let hide = Hidden::new(&patterns(&["shadow", reachable]), Reach::ByPermissions);
+                assert_eq!(hide.left_to_permissions, 1, "{reachable}");
+                let (_, out) = granted(&hide, &etc, read);
+                assert!(
+                    out.iter().all(|(g, _)| !g.ends_with("shadow")),
+                    "{reachable}: {out:?}"
+                );
+                assert!(out.iter().any(|(g, _)| g.ends_with("passwd")), "{out:?}");
+            }
+            // By default everything is hidden by Landlock.
+            let hide = Hidden::new(&patterns(&["shadow", "ssh/*_key"]), Reach::Anyone);
+            assert_eq!(hide.left_to_permissions, 0);
+            assert_eq!(granted(&hide, &etc, read).0, 3);
+        })
+        .join()
+        .expect("thread");
     }
 }

@@ -206,7 +206,7 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // needs one descriptor at a time whatever its size: the `fs.hide` expansion alone makes
     // hundreds of rules, more than a low `ulimit -n` allows open at once. A root that holds a
     // hidden path is granted entry by entry around it (see `hide.rs`).
-    let hidden = super::hide::Hidden::new(&policy.fs.hide);
+    let hidden = super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::of_this_thread());
     let mut hid = 0usize;
     // The entries of an expanded root (hundreds) go to the ruleset's descriptor directly:
     // their types are known from the listing, so the crate's `fstat` per rule is not needed.
@@ -247,6 +247,13 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     if hid > 0 {
         report.enforced.push(format!(
             "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
+        ));
+    }
+    if hidden.left_to_permissions > 0 {
+        report.enforced.push(format!(
+            "fs: {} fs.hide pattern(s) left to file permissions: guard's user, which the \
+             command runs as, without capabilities, can reach nothing they match",
+            hidden.left_to_permissions
         ));
     }
 
@@ -362,7 +369,7 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
                 .describe(Some("the filesystem roots are not enforced by the kernel")),
         );
     }
-    if super::hide::Hidden::new(&policy.fs.hide).hides(path) {
+    if super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::Anyone).hides(path) {
         return FsGrant::Hidden;
     }
     for (root, real, list) in granting(policy, need) {

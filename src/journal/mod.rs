@@ -83,6 +83,6 @@ pub use report::{Conflict, Diff};
 pub use rollback::{Planned, RollbackOptions, RollbackReport};
 pub use rundir::{default_run, list_runs, state_dir, RunDir, RunMeta, StateError};
 pub use runs::{
-    interrupted_runs, lock_journal, prune, recover, settled_state, JournalLock, PruneReport,
-    Recovered, STATE_ROLLING_BACK,
+    interrupted_runs, lock_journal, may_prune, prune, recover, settled_state, JournalLock,
+    PruneReport, Recovered, STATE_ROLLING_BACK,
 };

@@ -194,6 +194,19 @@ fn remove_private_tmp(run: &RunDir, meta: &RunMeta) {
 /// made by an older guard is indexed from the runs no older than it.
 const PRUNE_MARK: &str = "prune-mark";
 
+/// Whether [`prune`] down to `keep` could remove a journal: the index of journals and the
+/// active runs together name more than `keep` runs, or there is no index yet (the prune
+/// makes it). Two short directory listings, cheap enough to spare a run's start a thread
+/// for nothing: a run that changes nothing makes no journal, so a state directory used for
+/// such runs never needs a prune.
+pub fn may_prune(state: &Path, keep: usize) -> bool {
+    let count = |dir: &str| std::fs::read_dir(state.join(dir)).map(Iterator::count);
+    match count(JOURNALS) {
+        Ok(journals) => journals + count("active").unwrap_or(0) > keep,
+        Err(_) => true,
+    }
+}
+
 /// Keeps the journals of the newest `keep` runs and removes the other runs' `journal/`
 /// directories (their audit logs and summaries stay). A run still running, or interrupted and
 /// not yet recovered, is never touched; it counts among the newest `keep`.
@@ -310,5 +323,27 @@ fn make_removable(dir: &Path) {
         for e in rd.flatten() {
             make_removable(&e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prune_is_needed_only_past_keep_or_without_an_index() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let s = state.path();
+        assert!(may_prune(s, 20), "no index yet: the prune makes it");
+        std::fs::create_dir_all(s.join(JOURNALS)).expect("index");
+        std::fs::create_dir_all(s.join("active")).expect("active");
+        assert!(!may_prune(s, 0), "nothing at all");
+        for id in ["r1", "r2"] {
+            std::fs::write(s.join(JOURNALS).join(id), b"").expect("indexed");
+        }
+        std::fs::write(s.join("active").join("r3"), b"").expect("active run");
+        assert!(!may_prune(s, 3));
+        assert!(may_prune(s, 2));
+        assert!(!may_prune(s, 20));
     }
 }

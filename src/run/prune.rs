@@ -21,9 +21,10 @@ fn prune(state: &Path, keep: usize) {
 
 impl Pruning {
     /// Start pruning the journals in `state` down to the newest `keep`; nothing when `keep`
-    /// is `None`. When no thread can be started, prune here and now.
+    /// is `None` or nothing is beyond it ([`journal::may_prune`]). When no thread can be
+    /// started, prune here and now.
     pub(super) fn start(state: &Path, keep: Option<usize>) -> Pruning {
-        let Some(keep) = keep else {
+        let Some(keep) = keep.filter(|&keep| journal::may_prune(state, keep)) else {
             return Pruning { thread: None };
         };
         let dir: PathBuf = state.to_path_buf();

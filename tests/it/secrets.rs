@@ -114,6 +114,85 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
     }
 }
 
+/// A guard without capabilities (an ordinary user's) leaves to their permissions the hidden
+/// paths its user cannot reach, and hides by Landlock only those the user could read: both
+/// stay unreadable to the command, the rest of the root stays readable, and the run's
+/// `run-start` says which way each pattern went.
+#[test]
+fn an_unprivileged_run_hides_by_landlock_only_what_its_user_could_read() {
+    let w = Workspace::unprivileged();
+    let probe = w.probe();
+    let mine = w.write(&w.outside.join("mine.key").display().to_string(), "mine\n");
+    let plain = w.write(
+        &w.outside.join("plain.txt").display().to_string(),
+        "plain\n",
+    );
+    // Owned by root and readable by root only: out of the unprivileged user's reach. Without
+    // root there is no such file to make, and only the Landlock half is checked.
+    let roots = w.outside.join("roots.key");
+    if is_root() {
+        std::fs::write(&roots, "root's\n").expect("write");
+        std::fs::set_permissions(&roots, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+    }
+    let layer = w.profile_file(
+        "hide-two",
+        &format!(
+            "name = \"hide-two\"\n[fs]\nread = [\"{o}\"]\nhide = [\"{m}\", \"{r}\"]\n",
+            o = w.outside.display(),
+            m = mine.display(),
+            r = roots.display(),
+        ),
+    );
+    let mut script = format!(
+        "{probe} read {}; {probe} read {}",
+        mine.display(),
+        plain.display()
+    );
+    if is_root() {
+        script.push_str(&format!("; {probe} read {}", roots.display()));
+    }
+    let shadow = std::path::Path::new("/etc/shadow").exists();
+    if shadow {
+        script.push_str(&format!("; {probe} read /etc/shadow"));
+    }
+    let out = w.exec(&["agent", &layer]).run(&["sh", "-c", &script]);
+    assert_eq!(out.code(), 0, "{}", out.stderr());
+    let stdout = out.stdout();
+    let results: Vec<&str> = stdout.lines().collect();
+    assert_eq!(results.first(), Some(&"errno 13 EACCES"), "{results:?}");
+    assert_eq!(results.get(1), Some(&"ok"), "{results:?}");
+    let mut more = results[2..].iter();
+    if is_root() {
+        assert_eq!(more.next(), Some(&"errno 13 EACCES"), "root's: {results:?}");
+    }
+    if shadow {
+        assert_eq!(
+            more.next(),
+            Some(&"errno 13 EACCES"),
+            "/etc/shadow: {results:?}"
+        );
+    }
+    let start = w
+        .audit()
+        .into_iter()
+        .find(|e| e["type"] == "run-start")
+        .expect("run-start");
+    let enforced = start["enforced"].to_string();
+    assert!(
+        enforced.contains("path(s) inside the roots hidden (fs.hide)"),
+        "{enforced}"
+    );
+    if is_root() {
+        // The layer's root-only file, and whatever of the base profile's list (/etc/shadow...)
+        // this machine has out of the user's reach.
+        assert!(
+            enforced.contains("fs.hide pattern(s) left to file permissions"),
+            "{enforced}"
+        );
+    }
+}
+
 /// The `fs.hide` expansion makes hundreds of Landlock rules; guard adds each as it opens its
 /// root, so a run starts, and hides what it must, under an open-file limit far below that
 /// (it used to fail with "Too many open files" before the command started).
