@@ -217,6 +217,44 @@ if avail hyperfine; then
             "$RAW/startup-many-$i.json" >>"$STARTUP_MD"
         rm -rf "$dir"
     done
+    # The same start for an ordinary user (uid 65534, no capability), as most people run
+    # their agents: guard then leaves to the files' permissions the `fs.hide` paths that user
+    # cannot reach, instead of granting /etc entry by entry around them. hyperfine itself
+    # runs as that user, in a directory of its own that user can reach.
+    {
+        echo
+        echo "The same start for an ordinary user: hyperfine and every command run as uid 65534"
+        echo "(\`setpriv --reuid=65534 --regid=65534 --clear-groups\`), with a workspace, home and"
+        echo "state directory of that user's."
+        echo
+    } >>"$STARTUP_MD"
+    if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+        log "start-up as uid 65534"
+        UDIR=$(mktemp -d /tmp/guard-bench-unpriv.XXXXXX)
+        chmod 755 "$UDIR"
+        mkdir -p "$UDIR/home" "$UDIR/ws" "$UDIR/state"
+        chown -R 65534:65534 "$UDIR"
+        unames=("true (bare), uid 65534" "guard (agent), uid 65534")
+        ucmds=("true" "$GUARD exec -w $UDIR/ws -- true")
+        if [[ -n $BASELINE ]]; then
+            unames+=("baseline guard (agent), uid 65534")
+            ucmds+=("$BASELINE exec -w $UDIR/ws -- true")
+        fi
+        uhf=(hyperfine -N --warmup 5 --runs "$RUNS" --style basic --export-json "$UDIR/startup.json")
+        for i in "${!ucmds[@]}"; do uhf+=(-n "${unames[$i]}" "${ucmds[$i]}"); done
+        (cd "$UDIR/ws" && setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env HOME="$UDIR/home" GUARD_STATE_DIR="$UDIR/state" "${uhf[@]}") >&2
+        {
+            echo "| what | mean ms | median ms | min ms | stddev ms |"
+            echo "|---|---:|---:|---:|---:|"
+            jq -r '.results[] | "| \(.command) | \(.mean*1000*100|round/100) | \(.median*1000*100|round/100) | \(.min*1000*100|round/100) | \(.stddev*1000*100|round/100) |"' \
+                "$UDIR/startup.json"
+        } >>"$STARTUP_MD"
+        cp "$UDIR/startup.json" "$RAW/startup-unpriv.json"
+        rm -rf "$UDIR"
+    else
+        echo "Skipped: not run as root, or setpriv not installed." >>"$STARTUP_MD"
+    fi
 else
     echo "Skipped: hyperfine not available: ${NA[hyperfine]}." >"$STARTUP_MD"
 fi
@@ -804,10 +842,11 @@ $(cat "$BL_MD")
 ## Reading the numbers
 
 EOF
-startup_ms() {   # startup_ms NAME: median ms of that start-up row, or "-"
-    [[ -f $RAW/startup.json ]] || { echo -; return; }
+startup_ms() {   # startup_ms NAME [FILE]: median ms of that start-up row, or "-"
+    local f=${2:-$RAW/startup.json}
+    [[ -f $f ]] || { echo -; return; }
     jq -r --arg n "$1" '[.results[] | select(.command == $n) | .median * 1000 * 10 | round / 10][0] // "-"' \
-        "$RAW/startup.json"
+        "$f"
 }
 cat >>"$REPORT" <<NOTES
 - **Calls guard does not trap cost nothing extra.** \`getpid\` and \`open-read\` run at the bare
@@ -886,7 +925,10 @@ cat >>"$REPORT" <<NOTES
   $(startup_ms "true (bare)") ms bare, $(startup_ms bwrap) ms for bwrap, $(startup_ms "strace -f") ms for strace -f and
   $(startup_ms firejail) ms for firejail (medians). guard's start-up includes loading and layering the
   profile, the Landlock ruleset, the seccomp filters, the run directory, the journal's first
-  checkpoint, its audit log and summary, and pruning old runs.
+  checkpoint, its audit log and summary, and pruning old runs. For an ordinary user (uid 65534)
+  it takes $(startup_ms "guard (agent), uid 65534" "$RAW/startup-unpriv.json") ms against $(startup_ms "true (bare), uid 65534" "$RAW/startup-unpriv.json") ms bare and $(startup_ms "baseline guard (agent), uid 65534" "$RAW/startup-unpriv.json") ms
+  for the baseline build: without capabilities, the \`fs.hide\` paths that user cannot reach are left
+  to the files' permissions instead of granting \`/etc\` entry by entry around them.
 
 ### Compared with DESIGN.md's table and with the prototype's figure
 
