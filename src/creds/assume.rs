@@ -9,7 +9,8 @@
 //! Only what differs from the thread's present credentials is switched, so the common cases
 //! cost little: an unprivileged guard runs commands with its own credentials (nothing to
 //! switch, only the umask of a create), a root guard that dropped the command's capabilities
-//! switches the effective set alone (capset there and back).
+//! switches the effective set alone (capset there and back), and a lookup that cannot come
+//! out differently skips even that ([`lookup_differs_in_capabilities_only`]).
 //!
 //! Order matters: the thread needs CAP_SETUID/CAP_SETGID to change its groups, fsgid and
 //! fsuid, so the capabilities are lowered last and raised first. setfsuid away from 0 drops
