@@ -9,7 +9,8 @@
 //! Only what differs from the thread's present credentials is switched, so the common cases
 //! cost little: an unprivileged guard runs commands with its own credentials (nothing to
 //! switch, only the umask of a create), a root guard that dropped the command's capabilities
-//! switches the effective set alone (capset there and back).
+//! switches the effective set alone (capset there and back), and a lookup that cannot come
+//! out differently skips even that ([`lookup_differs_in_capabilities_only`]).
 //!
 //! Order matters: the thread needs CAP_SETUID/CAP_SETGID to change its groups, fsgid and
 //! fsuid, so the capabilities are lowered last and raised first. setfsuid away from 0 drops
@@ -113,6 +114,21 @@ pub fn as_caller_creating_nothing<T>(call: impl FnOnce() -> io::Result<T>) -> io
 /// fewer on every judged call).
 pub fn looking_up_as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     with_callers(call, false)
+}
+
+/// The caller's file-system uid, when a lookup as the caller would differ from guard's only
+/// by guard's extra capabilities: the caller's fsuid, fsgid and groups are guard's own, its
+/// effective capabilities are not (a root guard's command, whose capabilities were dropped). A lookup that searches only directories
+/// this uid owns and may search by their mode then meets the same checks as guard or as the
+/// caller, and needs no switch of credentials (see `supervisor::target`). `None` outside
+/// [`for_caller`], when the ids differ, or when nothing differs (no switch to spare).
+pub fn lookup_differs_in_capabilities_only() -> Option<u32> {
+    let caller = current()?;
+    let own = own().as_ref().ok()?;
+    let c = &caller.creds;
+    let same_ids = c.fsuid() == own.fsuid && c.fsgid() == own.fsgid && *c.groups == *own.groups;
+    let fewer_caps = c.cap_effective & own.caps.permitted != own.caps.effective;
+    (same_ids && fewer_caps).then(|| c.fsuid())
 }
 
 fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Result<T> {

@@ -11,7 +11,10 @@ pub mod assume;
 use std::io;
 use std::sync::Arc;
 
-pub use assume::{as_caller, as_caller_creating_nothing, for_caller, looking_up_as_caller, Caller};
+pub use assume::{
+    as_caller, as_caller_creating_nothing, for_caller, looking_up_as_caller,
+    lookup_differs_in_capabilities_only, Caller,
+};
 
 /// The capabilities the kernel drops from the effective set when the fsuid leaves 0, and
 /// raises again (from the permitted set) when it comes back (`CAP_FS_MASK`): CHOWN,

@@ -279,6 +279,8 @@ fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
 }
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// openat2's RESOLVE_NO_SYMLINKS: no symlink anywhere in the path (ELOOP).
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 /// `/proc/N/fd` or `/proc/N/task/M/fd`.
 fn is_fd_dir(p: &Path) -> bool {
@@ -383,7 +385,15 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
                 fd_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
             })
     };
-    let first = base(absolute)?;
+    let mut first = base(absolute)?;
+    if last != Last::Follow {
+        if let Some(here) = first.take() {
+            match walk_alike(here, &owned_raw, last, pid) {
+                Ok(found) => return found,
+                Err(here) => first = Some(here),
+            }
+        }
+    }
     match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid)) {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
             let base = base(absolute)?;
@@ -394,6 +404,54 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
             }
         }
         other => other,
+    }
+}
+
+/// The walk of a relative `name` or `dir/name` (no symlink in `dir`, no final one followed)
+/// with guard's own credentials, when that meets the same permission checks as the caller's:
+/// the caller differs from guard by capabilities only, and each directory searched (`base`,
+/// then `dir`) is the caller's own with its owner's search bit set (an ACL gives the owner
+/// the mode's bits). An `fstat` each instead of the two `capset`s of a switch. `Err(base)`
+/// when that cannot be told: the caller's credentials are then taken on.
+fn walk_alike(
+    base: OwnedFd,
+    raw: &[u8],
+    last: Last,
+    pid: u32,
+) -> Result<io::Result<Target>, OwnedFd> {
+    let Some(fsuid) = crate::creds::lookup_differs_in_capabilities_only() else {
+        return Err(base);
+    };
+    let owner_searches = |dir: BorrowedFd<'_>| {
+        nix::sys::stat::fstat(dir.as_raw_fd())
+            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & libc::S_IXUSR != 0)
+    };
+    let (dir, name, slashed) = split(raw);
+    if slashed || dir.contains(&b'/') || !owner_searches(base.as_fd()) {
+        return Err(base);
+    }
+    if dir == b"." {
+        return Ok(walk_from(Some(base), Cow::Borrowed(raw), last, pid));
+    }
+    let Ok(c) = CString::new(dir) else {
+        return Err(base);
+    };
+    let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    match sys::process::openat2(
+        base.as_fd(),
+        &c,
+        how,
+        0,
+        RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+    ) {
+        Ok(sub) if owner_searches(sub.as_fd()) => {
+            Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid))
+        }
+        // A symlink (ELOOP) may lead anywhere: walked as the caller.
+        Ok(_) => Err(base),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(base),
+        // What the caller meets as well: it may search `base`.
+        Err(e) => Ok(Err(e)),
     }
 }
 
@@ -516,6 +574,76 @@ mod tests {
     fn walk(raw: &[u8], follow: bool) -> io::Result<Target> {
         let last = if follow { Last::Follow } else { Last::Entry };
         target(std::process::id(), libc::AT_FDCWD as u64, raw, last)
+    }
+
+    /// A root caller without capabilities (a root guard's command) gets, from walks that skip
+    /// the switch of credentials and from walks that cannot, what the kernel would give it:
+    /// EACCES in a directory whose owner may not search it, in another user's directory, and
+    /// behind a symlink to one; the walk's own result where it may search.
+    #[test]
+    fn a_walk_without_the_switch_fails_where_the_caller_would() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (a caller that differs from guard by capabilities)");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+        };
+        for sub in ["open", "unsearchable", "theirs"] {
+            std::fs::create_dir(d.join(sub)).expect("mkdir");
+            std::fs::write(d.join(sub).join("f"), "x").expect("write");
+        }
+        mode(&d.join("unsearchable"), 0o600);
+        std::os::unix::fs::chown(d.join("theirs"), Some(65534), Some(65534)).expect("chown");
+        mode(&d.join("theirs"), 0o700);
+        std::os::unix::fs::symlink("theirs", d.join("link")).expect("symlink");
+        let base = std::fs::File::open(d).expect("open the base");
+        let fd = base.as_raw_fd() as u64;
+        let me = nix::unistd::gettid().as_raw() as u32;
+        let mut creds = crate::creds::Creds::of_thread(me).expect("own creds");
+        creds.cap_effective = 0;
+        let caller = crate::creds::Caller {
+            creds: std::sync::Arc::new(creds),
+        };
+        let errno = |r: io::Result<Target>| match r {
+            Ok(t) => format!("ok {}", t.path.display()),
+            Err(e) => format!("errno {}", e.raw_os_error().unwrap_or(0)),
+        };
+        let cases: Vec<(&str, String)> = vec![
+            ("open/f", format!("ok {}", d.join("open/f").display())),
+            // A missing final name is a target too (what a create makes).
+            (
+                "open/missing",
+                format!("ok {}", d.join("open/missing").display()),
+            ),
+            ("unsearchable/f", format!("errno {}", libc::EACCES)),
+            ("theirs/f", format!("errno {}", libc::EACCES)),
+            ("link/f", format!("errno {}", libc::EACCES)),
+            ("missing/f", format!("errno {}", libc::ENOENT)),
+        ];
+        std::thread::spawn(move || {
+            let pid = std::process::id();
+            for (raw, want) in cases {
+                let got = crate::creds::for_caller(caller.clone(), || {
+                    errno(target(pid, fd, raw.as_bytes(), Last::Entry))
+                });
+                assert_eq!(got, want, "{raw} as the caller");
+                // As guard, with its capabilities, only the missing directory fails.
+                let as_guard = errno(target(pid, fd, raw.as_bytes(), Last::Entry));
+                assert_eq!(
+                    as_guard.starts_with("ok"),
+                    !raw.starts_with("missing/"),
+                    "{raw}"
+                );
+            }
+            drop(base);
+        })
+        .join()
+        .expect("thread");
+        mode(&d.join("unsearchable"), 0o700);
     }
 
     #[test]
