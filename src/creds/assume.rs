@@ -10,7 +10,7 @@
 //! cost little: an unprivileged guard runs commands with its own credentials (nothing to
 //! switch, only the umask of a create), a root guard that dropped the command's capabilities
 //! switches the effective set alone (capset there and back), and a lookup that cannot come
-//! out differently skips even that ([`lookup_differs_in_capabilities_only`]).
+//! out differently skips even that ([`caller_differs_in_capabilities_only`]).
 //!
 //! Order matters: the thread needs CAP_SETUID/CAP_SETGID to change its groups, fsgid and
 //! fsuid, so the capabilities are lowered last and raised first. setfsuid away from 0 drops
@@ -120,15 +120,41 @@ pub fn looking_up_as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Resu
 /// by guard's extra capabilities: the caller's fsuid, fsgid and groups are guard's own, its
 /// effective capabilities are not (a root guard's command, whose capabilities were dropped). A lookup that searches only directories
 /// this uid owns and may search by their mode then meets the same checks as guard or as the
-/// caller, and needs no switch of credentials (see `supervisor::target`). `None` outside
-/// [`for_caller`], when the ids differ, or when nothing differs (no switch to spare).
-pub fn lookup_differs_in_capabilities_only() -> Option<u32> {
+/// caller, and needs no switch of credentials (see `supervisor::target`); so does a change
+/// of the entries of a directory it owns and may write and search ([`changing_entries_of`]).
+/// `None` outside [`for_caller`], when the ids differ, or when nothing differs (no switch to
+/// spare).
+pub fn caller_differs_in_capabilities_only() -> Option<u32> {
     let caller = current()?;
     let own = own().as_ref().ok()?;
     let c = &caller.creds;
     let same_ids = c.fsuid() == own.fsuid && c.fsgid() == own.fsgid && *c.groups == *own.groups;
     let fewer_caps = c.cap_effective & own.caps.permitted != own.caps.effective;
     (same_ids && fewer_caps).then(|| c.fsuid())
+}
+
+/// [`as_caller_creating_nothing`] for the unlink of a non-directory in `dir`, or its rename
+/// from `dir` into the journal's store: made with guard's own credentials when they meet the
+/// same checks as the caller's. That is when the caller differs from guard by capabilities
+/// only ([`caller_differs_in_capabilities_only`]) and owns `dir`, whose mode lets the owner
+/// write and search it: the kernel's other checks then pass or fail alike (the sticky bit
+/// passes for a directory's owner; append-only and immutable flags refuse guard as they refuse
+/// the caller), and the store belongs to guard's fsuid, the caller's too, with every right
+/// for its owner. One `fstat` instead of two `capset`s.
+pub fn changing_entries_of<T>(
+    dir: std::os::fd::BorrowedFd<'_>,
+    call: impl FnOnce() -> io::Result<T>,
+) -> io::Result<T> {
+    let alike = caller_differs_in_capabilities_only().is_some_and(|fsuid| {
+        let both = libc::S_IWUSR | libc::S_IXUSR;
+        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&dir))
+            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & both == both)
+    });
+    if alike {
+        call()
+    } else {
+        as_caller_creating_nothing(call)
+    }
 }
 
 fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Result<T> {
@@ -306,6 +332,64 @@ mod tests {
             assert_eq!(seen.expect("runs"), 0o077);
             let now = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
             assert_eq!(now.bits(), 0);
+        })
+        .join()
+        .expect("thread");
+    }
+
+    /// A root caller without capabilities (a root guard's command) meets, through
+    /// `changing_entries_of`, the kernel's answer to its own unlink: it goes through in its
+    /// own directory, fails with EACCES where the owner may not write and with EPERM in
+    /// another user's sticky directory. guard, with its capabilities, passes all three.
+    #[test]
+    fn a_change_without_the_switch_fails_where_the_caller_would() {
+        use std::os::fd::AsFd as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (a caller that differs from guard by capabilities)");
+            return;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = |name: &str, mode: u32, owner: Option<u32>| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir(&d).expect("mkdir");
+            std::fs::write(d.join("f"), "x").expect("write");
+            if let Some(uid) = owner {
+                std::os::unix::fs::chown(&d, Some(uid), Some(uid)).expect("chown");
+                std::os::unix::fs::chown(d.join("f"), Some(uid), Some(uid)).expect("chown");
+            }
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            d
+        };
+        let cases = [
+            (dir("own", 0o755, None), 0),
+            (dir("unwritable", 0o555, None), libc::EACCES),
+            (dir("sticky", 0o1777, Some(65534)), libc::EPERM),
+        ];
+        let unlink = |d: &std::path::Path| -> i32 {
+            let fd = std::fs::File::open(d).expect("open dir");
+            let r = changing_entries_of(fd.as_fd(), || {
+                nix::unistd::unlinkat(
+                    Some(std::os::fd::AsRawFd::as_raw_fd(&fd)),
+                    "f",
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                )
+                .map_err(io::Error::from)
+            });
+            r.err().and_then(|e| e.raw_os_error()).unwrap_or(0)
+        };
+        std::thread::spawn(move || {
+            let mut c = creds_like_ours();
+            c.cap_effective = 0;
+            let caller = Caller { creds: Arc::new(c) };
+            for (d, errno) in &cases {
+                let got = for_caller(caller.clone(), || unlink(d));
+                assert_eq!(got, *errno, "{} as the caller", d.display());
+                assert!(d.join("f").exists() == (*errno != 0), "{}", d.display());
+                if *errno != 0 {
+                    assert_eq!(unlink(d), 0, "{} as guard", d.display());
+                }
+            }
         })
         .join()
         .expect("thread");

@@ -121,7 +121,7 @@ impl Journal {
         seen: Option<&libc::stat>,
     ) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
-            return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false));
+            return crate::creds::changing_entries_of(dir, || fsops::unlink_at(dir, name, false));
         };
         let mut seen = seen
             .filter(|st| {
@@ -162,7 +162,7 @@ impl Journal {
                 st: st.clone(),
             })
             .map_err(|e| journal_failed(&e))?;
-            as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false))?;
+            crate::creds::changing_entries_of(dir, || fsops::unlink_at(dir, name, false))?;
             if last {
                 // The inode is gone, and its number may be given to anything.
                 self.made.remove(&st.id());

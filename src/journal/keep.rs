@@ -30,7 +30,7 @@ use nix::fcntl::{OFlag, RenameFlags};
 
 use super::copy;
 use super::fsops;
-use super::hooks::{as_caller_creating_nothing, journal_failed};
+use super::hooks::journal_failed;
 use super::journal::{Journal, JournalError, StoreMode};
 use super::log::{Kind, Stat};
 
@@ -121,7 +121,7 @@ impl Journal {
         let way = way.unwrap_or_else(|| self.way(dir, name, st, Some(raw), false));
         if way == Way::Inode {
             record(self, None)?;
-            let moved = as_caller_creating_nothing(|| {
+            let moved = crate::creds::changing_entries_of(dir, || {
                 fsops::rename_at(dir, name, self.store()?, obj, RenameFlags::empty())
             });
             match moved {
@@ -140,7 +140,7 @@ impl Journal {
                 return Err(e);
             }
         }
-        as_caller_creating_nothing(|| fsops::unlink_at(dir, name, false))
+        crate::creds::changing_entries_of(dir, || fsops::unlink_at(dir, name, false))
             .inspect_err(|_| self.clear_object(seq))
     }
 

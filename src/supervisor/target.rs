@@ -386,12 +386,20 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
             })
     };
     let mut first = base(absolute)?;
-    if last != Last::Follow {
-        if let Some(here) = first.take() {
-            match walk_alike(here, &owned_raw, last, pid) {
-                Ok(found) => return found,
-                Err(here) => first = Some(here),
+    if let Some(here) = first.take() {
+        // A followed final symlink may lead anywhere: without the switch the name is looked
+        // up as an entry, which for anything but a symlink is what following finds.
+        let entry = if last == Last::Follow {
+            Last::Entry
+        } else {
+            last
+        };
+        match walk_alike(here, &owned_raw, entry, pid) {
+            Ok(Ok(t)) if last == Last::Follow && t.kind == Some(Kind::Symlink) => {
+                first = base(absolute)?;
             }
+            Ok(found) => return found,
+            Err(here) => first = Some(here),
         }
     }
     match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid)) {
@@ -407,8 +415,8 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     }
 }
 
-/// The walk of a relative `name` or `dir/name` (no symlink in `dir`, no final one followed)
-/// with guard's own credentials, when that meets the same permission checks as the caller's:
+/// The walk of a relative `name` or `dir/name` (no symlink in `dir`, the final one not
+/// followed) with guard's own credentials, when that meets the same permission checks as the caller's:
 /// the caller differs from guard by capabilities only, and each directory searched (`base`,
 /// then `dir`) is the caller's own with its owner's search bit set (an ACL gives the owner
 /// the mode's bits). An `fstat` each instead of the two `capset`s of a switch. `Err(base)`
@@ -419,7 +427,7 @@ fn walk_alike(
     last: Last,
     pid: u32,
 ) -> Result<io::Result<Target>, OwnedFd> {
-    let Some(fsuid) = crate::creds::lookup_differs_in_capabilities_only() else {
+    let Some(fsuid) = crate::creds::caller_differs_in_capabilities_only() else {
         return Err(base);
     };
     let owner_searches = |dir: BorrowedFd<'_>| {
