@@ -120,6 +120,7 @@ impl Hidden {
         let set = PathSet::lenient(&trimmed);
         let mut expand = HashSet::new();
         let mut left_to_permissions = 0;
+        let mut listings = Listings::new();
         for (p, trimmed) in patterns.iter().zip(&trimmed) {
             // Nothing to hide where nothing is: no root is expanded for it. (A path guard may
             // not look up is not taken for missing.)
@@ -129,7 +130,7 @@ impl Hidden {
             {
                 continue;
             }
-            if reach == Reach::ByPermissions && out_of_reach(trimmed, &a) {
+            if reach == Reach::ByPermissions && out_of_reach(trimmed, &a, &mut listings) {
                 left_to_permissions += 1;
                 continue;
             }
@@ -247,7 +248,7 @@ impl Hidden {
 /// searched with this thread's credentials. A literal path is checked itself; a pattern with
 /// glob syntax in its last component only, through a listing of its directory; any other
 /// pattern is taken as reachable.
-fn out_of_reach(pattern: &str, anchor: &Path) -> bool {
+fn out_of_reach(pattern: &str, anchor: &Path, listings: &mut Listings) -> bool {
     if anchor.as_os_str().len() == pattern.len() {
         return !reachable(anchor);
     }
@@ -259,15 +260,23 @@ fn out_of_reach(pattern: &str, anchor: &Path) -> bool {
         return false;
     }
     let one = PathSet::lenient(&[pattern]);
-    let Ok(listing) = std::fs::read_dir(anchor) else {
+    // The base profile has a dozen `/dev/...` patterns: `/dev` is listed once for them all.
+    let listing = listings.entry(anchor.to_path_buf()).or_insert_with(|| {
+        std::fs::read_dir(anchor)
+            .ok()
+            .map(|l| l.flatten().map(|e| e.path()).collect())
+    });
+    let Some(entries) = listing else {
         return false;
     };
-    listing
-        .flatten()
-        .map(|e| e.path())
+    entries
+        .iter()
         .filter(|p| one.is_match(p))
-        .all(|p| !reachable(&p))
+        .all(|p| !reachable(p))
 }
+
+/// The entries of each directory [`out_of_reach`] listed (`None`: it could not be listed).
+type Listings = std::collections::HashMap<PathBuf, Option<Vec<PathBuf>>>;
 
 /// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`: its
 /// effective credentials, ACLs included), or could come to: it owns `path` (and may change

@@ -120,8 +120,9 @@ pub fn looking_up_as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Resu
 /// by guard's extra capabilities: the caller's fsuid, fsgid and groups are guard's own, its
 /// effective capabilities are not (a root guard's command, whose capabilities were dropped). A lookup that searches only directories
 /// this uid owns and may search by their mode then meets the same checks as guard or as the
-/// caller, and needs no switch of credentials (see `supervisor::target`); so does a change
-/// of the entries of a directory it owns and may write and search ([`changing_entries_of`]).
+/// caller, and needs no switch of credentials ([`caller_owns_with`], `supervisor::target`);
+/// so does a change of the entries of a directory it owns and may write and search
+/// ([`changing_entries_of`]).
 /// `None` outside [`for_caller`], when the ids differ, or when nothing differs (no switch to
 /// spare).
 pub fn caller_differs_in_capabilities_only() -> Option<u32> {
@@ -133,24 +134,30 @@ pub fn caller_differs_in_capabilities_only() -> Option<u32> {
     (same_ids && fewer_caps).then(|| c.fsuid())
 }
 
+/// Whether the caller named by [`for_caller`] differs from guard by capabilities only
+/// ([`caller_differs_in_capabilities_only`]) and owns `dir`, whose mode gives the owner every
+/// bit of `owner_bits` (`S_IXUSR`, `S_IWUSR`). The owner of a directory gets exactly its
+/// mode's owner bits, ACL or not, so a check of those rights on `dir` comes out the same with
+/// guard's credentials as with the caller's. One `fstat`.
+pub fn caller_owns_with(dir: std::os::fd::BorrowedFd<'_>, owner_bits: u32) -> bool {
+    caller_differs_in_capabilities_only().is_some_and(|fsuid| {
+        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&dir))
+            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & owner_bits == owner_bits)
+    })
+}
+
 /// [`as_caller_creating_nothing`] for the unlink of a non-directory in `dir`, or its rename
 /// from `dir` into the journal's store: made with guard's own credentials when they meet the
-/// same checks as the caller's. That is when the caller differs from guard by capabilities
-/// only ([`caller_differs_in_capabilities_only`]) and owns `dir`, whose mode lets the owner
-/// write and search it: the kernel's other checks then pass or fail alike (the sticky bit
-/// passes for a directory's owner; append-only and immutable flags refuse guard as they refuse
-/// the caller), and the store belongs to guard's fsuid, the caller's too, with every right
-/// for its owner. One `fstat` instead of two `capset`s.
+/// same checks as the caller's. That is when the caller owns `dir` with the owner's write and
+/// search bits ([`caller_owns_with`]): the kernel's other checks then pass or fail alike (the
+/// sticky bit passes for a directory's owner; append-only and immutable flags refuse guard as
+/// they refuse the caller), and the store belongs to guard's fsuid, the caller's too, with
+/// every right for its owner. One `fstat` instead of two `capset`s.
 pub fn changing_entries_of<T>(
     dir: std::os::fd::BorrowedFd<'_>,
     call: impl FnOnce() -> io::Result<T>,
 ) -> io::Result<T> {
-    let alike = caller_differs_in_capabilities_only().is_some_and(|fsuid| {
-        let both = libc::S_IWUSR | libc::S_IXUSR;
-        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&dir))
-            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & both == both)
-    });
-    if alike {
+    if caller_owns_with(dir, libc::S_IWUSR | libc::S_IXUSR) {
         call()
     } else {
         as_caller_creating_nothing(call)

@@ -12,7 +12,7 @@ use std::io;
 use std::sync::Arc;
 
 pub use assume::{
-    as_caller, as_caller_creating_nothing, caller_differs_in_capabilities_only,
+    as_caller, as_caller_creating_nothing, caller_differs_in_capabilities_only, caller_owns_with,
     changing_entries_of, for_caller, looking_up_as_caller, Caller,
 };
 

@@ -416,24 +416,18 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 }
 
 /// The walk of a relative `name` or `dir/name` (no symlink in `dir`, the final one not
-/// followed) with guard's own credentials, when that meets the same permission checks as the caller's:
-/// the caller differs from guard by capabilities only, and each directory searched (`base`,
-/// then `dir`) is the caller's own with its owner's search bit set (an ACL gives the owner
-/// the mode's bits). An `fstat` each instead of the two `capset`s of a switch. `Err(base)`
-/// when that cannot be told: the caller's credentials are then taken on.
+/// followed) with guard's own credentials, when that meets the same permission checks as the
+/// caller's: each directory searched (`base`, then `dir`) is the caller's own with its
+/// owner's search bit set ([`crate::creds::caller_owns_with`]). An `fstat` each instead of
+/// the two `capset`s of a switch. `Err(base)` when that cannot be told: the caller's
+/// credentials are then taken on.
 fn walk_alike(
     base: OwnedFd,
     raw: &[u8],
     last: Last,
     pid: u32,
 ) -> Result<io::Result<Target>, OwnedFd> {
-    let Some(fsuid) = crate::creds::caller_differs_in_capabilities_only() else {
-        return Err(base);
-    };
-    let owner_searches = |dir: BorrowedFd<'_>| {
-        nix::sys::stat::fstat(dir.as_raw_fd())
-            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & libc::S_IXUSR != 0)
-    };
+    let owner_searches = |dir: BorrowedFd<'_>| crate::creds::caller_owns_with(dir, libc::S_IXUSR);
     let (dir, name, slashed) = split(raw);
     if slashed || dir.contains(&b'/') || !owner_searches(base.as_fd()) {
         return Err(base);

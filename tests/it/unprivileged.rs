@@ -105,6 +105,72 @@ fn root_under_guard_cannot_write_outside_the_write_roots() {
     );
 }
 
+/// A root command (no capabilities) meets the kernel's permission checks in its own
+/// directories as root without capabilities would bare, whether guard switches to its
+/// credentials or (in a directory the command owns with the owner's bits) does not: an unlink
+/// goes through in its own directory, and fails with EACCES in one whose mode refuses the
+/// owner writing or searching and with EPERM in another user's sticky directory; a lookup
+/// fails with EACCES there too. The files the refused calls name are still there.
+#[test]
+fn a_root_command_meets_the_permission_checks_of_root_without_capabilities() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !is_root() {
+        eprintln!("skip: not running as root");
+        return;
+    }
+    let w = Workspace::new();
+    let dir = |name: &str, mode: u32, owner: Option<u32>| {
+        let f = w.write(&format!("{name}/f"), "keep\n");
+        let d = w.ws.join(name);
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&d, Some(uid), Some(uid)).expect("chown");
+            std::os::unix::fs::chown(&f, Some(uid), Some(uid)).expect("chown");
+        }
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        f
+    };
+    let own = dir("own", 0o755, None);
+    let unwritable = dir("unwritable", 0o555, None);
+    let unsearchable = dir("unsearchable", 0o600, None);
+    let sticky = dir("sticky", 0o1777, Some(65534));
+    let probe = w.probe();
+    let script = format!(
+        "cd {ws}; {p} unlink own/f; {p} unlink unwritable/f; {p} unlink sticky/f; \
+         {p} unlink unsearchable/f; cd unwritable && {p} unlink f",
+        ws = w.ws.display(),
+        p = probe
+    );
+    let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    assert_eq!(out.code(), 0, "{}", out.stderr());
+    let stdout = out.stdout();
+    let results: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        results,
+        [
+            "ok",
+            "errno 13 EACCES",
+            "errno 1 EPERM",
+            "errno 13 EACCES",
+            "errno 13 EACCES"
+        ],
+        "{}",
+        out.stderr()
+    );
+    assert!(!own.exists());
+    for kept in [&unwritable, &sticky] {
+        assert_eq!(std::fs::read_to_string(kept).expect("kept"), "keep\n");
+    }
+    std::fs::set_permissions(
+        w.ws.join("unsearchable"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .expect("chmod");
+    assert_eq!(
+        std::fs::read_to_string(&unsearchable).expect("kept"),
+        "keep\n"
+    );
+}
+
 /// A root command keeps none of root's capabilities in any set, bounding set included (the
 /// launcher drops each bounding capability and empties the others in one call), and
 /// `--keep-caps` keeps them.
