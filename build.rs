@@ -3,7 +3,8 @@
 //! git checkout, else nothing (a tarball build shows the crate version alone). Cargo reruns
 //! this only when HEAD or the branch it points to moves, so ordinary builds do not pay for it.
 //!
-//! On glibc targets it also links the unwinder into the `guard` binary from libgcc_eh.a
+//! It converts the built-in profiles (`profiles/*.toml`) to JSON for the start to read (see
+//! [`builtin_profiles`]), and on glibc targets it links the unwinder into the `guard` binary from libgcc_eh.a
 //! instead of loading libgcc_s.so.1 at every start (see [`static_unwinder`]).
 
 use std::path::PathBuf;
@@ -50,7 +51,37 @@ fn main() {
         None => version.to_owned(),
     };
     println!("cargo:rustc-env=GUARD_VERSION={long}");
+    builtin_profiles();
     static_unwinder();
+}
+
+/// Every `guard exec` parses its built-in profiles (`agent` and `base`: 14 KB, most of it
+/// comments for people). Parsed here once instead, and written as JSON to `OUT_DIR/profiles/`
+/// for `policy::builtin` to embed beside the TOML text (which `guard profile show` prints):
+/// the same values, read by the same serde definitions. A built-in profile that is not valid
+/// TOML fails the build here, naming the file.
+fn builtin_profiles() {
+    let src = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
+        .join("profiles");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("profiles");
+    println!("cargo:rerun-if-changed={}", src.display());
+    std::fs::create_dir_all(&out).expect("create OUT_DIR/profiles");
+    let entries = std::fs::read_dir(&src).expect("read profiles/");
+    for entry in entries {
+        let path = entry.expect("list profiles/").path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).expect("read a built-in profile");
+        let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| {
+            panic!("built-in profile {} is not valid TOML: {e}", path.display())
+        });
+        let json = serde_json::to_string(&value).expect("a TOML value has a JSON form");
+        let name = path.file_stem().expect("a file name");
+        std::fs::write(out.join(name).with_extension("json"), json)
+            .expect("write OUT_DIR/profiles");
+    }
 }
 
 /// Rust's standard library takes its unwinder (panics, backtraces) from libgcc_s.so.1 on glibc
