@@ -4,6 +4,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::RenameFlags;
 use serde::{Deserialize, Serialize};
 
 /// Failures of the state directory and the run directories in it; I/O failures name their path.
@@ -216,7 +217,19 @@ impl RunDir {
                 .mode(0o600)
                 .open(&tmp)?;
             f.write_all(text.as_bytes())?;
-            std::fs::rename(&tmp, &path)
+            drop(f);
+            // Replacing run.json by a rename over it makes ext4 (auto_da_alloc) start writing
+            // the new file's blocks out at once, in the run's last steps; exchanging the two
+            // names does not, and the old content is then removed under the temporary name.
+            // Either way a reader finds a whole run.json, the old or the new.
+            match nix::fcntl::renameat2(None, &tmp, None, &path, RenameFlags::RENAME_EXCHANGE) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    Ok(())
+                }
+                // The first write (nothing to exchange with), or a filesystem without it.
+                Err(_) => std::fs::rename(&tmp, &path),
+            }
         };
         write().map_err(|source| StateError::Write {
             path: path.clone(),
@@ -337,4 +350,38 @@ pub fn list_runs(state: &Path) -> Vec<RunDir> {
         .unwrap_or_default();
     out.sort_by(|a, b| b.id.cmp(&a.id));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rewrite of run.json leaves the new content under its name and nothing under the
+    /// temporary one, whether it replaces a run.json or makes the first.
+    #[test]
+    fn run_json_is_replaced_whole_and_nothing_is_left_beside_it() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let run = RunDir::create(state.path()).expect("run dir");
+        let meta = |s: &str| RunMeta {
+            v: 1,
+            id: run.id.clone(),
+            workspace: PathBuf::from("/ws"),
+            command: vec!["true".into()],
+            profile: "agent".into(),
+            started: "2026-12-04T00:00:00Z".into(),
+            guard_pid: 1,
+            state: s.into(),
+            status: None,
+            tmp: None,
+        };
+        for s in ["running", "done", "rolled-back"] {
+            run.write_meta(&meta(s)).expect("write");
+            assert_eq!(run.read_meta().expect("read").state, s);
+            let names: Vec<String> = std::fs::read_dir(&run.path)
+                .expect("list")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names, ["run.json"]);
+        }
+    }
 }
