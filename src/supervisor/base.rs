@@ -13,6 +13,9 @@
 //! the caller's directory (its path is read again from the descriptor on every call), and a
 //! caller that changed directory since gets another identity.
 //!
+//! The same holds for the directory part of a `dir/name` path, looked up in the base with one
+//! `statx` that does not follow a symlink ([`kept_subdir`]).
+//!
 //! What cannot be proved the same is opened as before: a link that is no directory, a kernel
 //! without the mount in `statx` (before 5.8), a link that changed between the `statx` and the
 //! open of a miss.
@@ -99,6 +102,37 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
             Ok((fd, Some(owner)))
         }
         _ => Ok((fd, None)),
+    }
+}
+
+/// The directory `dir` (one component, no slash) in `base`, when a worker keeps it: one `statx`
+/// that does not follow a final symlink tells, now, which directory `dir` names and its owner
+/// and mode. `None` when it is not kept, is no directory, or cannot be looked up: the caller
+/// then opens it its own way (and may keep it with [`keep_opened`]).
+pub fn kept_subdir(base: BorrowedFd<'_>, dir: &CStr) -> Option<(DirFd, Owner)> {
+    let now = sys::fs::statx_at(
+        Some(base),
+        dir,
+        libc::AT_SYMLINK_NOFOLLOW,
+        MASK | libc::STATX_MNT_ID,
+    )
+    .ok()?;
+    let id = identity(&now)?;
+    let kept = BASES.with(|b| take(&mut b.borrow_mut(), id))?;
+    Some((kept, owner(&now)))
+}
+
+/// Keeps the directory `fd` just opened, by its identity (one `statx`), for
+/// [`kept_subdir`] and [`base`] to find.
+pub fn keep_opened(fd: &DirFd) {
+    let st = sys::fs::statx_at(
+        Some(fd.as_fd()),
+        c"",
+        libc::AT_EMPTY_PATH,
+        MASK | libc::STATX_MNT_ID,
+    );
+    if let Some(id) = st.ok().as_ref().and_then(identity) {
+        BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
     }
 }
 
@@ -237,6 +271,38 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
         let err = base(std::process::id(), (-5i64) as u64).expect_err("negative");
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+    }
+
+    /// A directory part is found kept only while its name still leads to the kept directory:
+    /// not once the name is another directory, nor once it is a symlink (even to the kept
+    /// directory itself, which the open then follows).
+    #[test]
+    fn a_kept_subdirectory_is_found_only_under_a_name_that_still_leads_to_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let top = std::fs::File::open(dir.path()).expect("open");
+        let sub = DirFd::from(OwnedFd::from(
+            std::fs::File::open(dir.path().join("sub")).expect("open sub"),
+        ));
+        keep_opened(&sub);
+        let found = kept_subdir(top.as_fd(), c"sub").expect("kept");
+        assert_eq!(found.0.as_raw_fd(), sub.as_raw_fd());
+        assert_eq!(found.1.uid, nix::unistd::geteuid().as_raw());
+
+        std::fs::rename(dir.path().join("sub"), dir.path().join("moved")).unwrap();
+        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "nothing there");
+        assert!(
+            kept_subdir(top.as_fd(), c"moved").is_some(),
+            "the same directory"
+        );
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(
+            kept_subdir(top.as_fd(), c"sub").is_none(),
+            "another directory"
+        );
+        std::fs::remove_dir(dir.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink("moved", dir.path().join("sub")).unwrap();
+        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "a symlink");
     }
 
     #[test]

@@ -257,6 +257,22 @@ fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
     )
 }
 
+/// [`open_dir`], for a directory part of one component looked up in the worker's kept
+/// directories first ([`base::kept_subdir`]), and kept once opened. A symlink there is no
+/// kept directory: it is followed by the open, as the kernel would follow it.
+fn open_dir_kept(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<DirFd> {
+    if dir.contains(&b'/') {
+        return open_dir(base, dir).map(DirFd::from);
+    }
+    let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if let Some((kept, _)) = base::kept_subdir(base, &c) {
+        return Ok(kept);
+    }
+    let opened = DirFd::from(open_dir(base, dir)?);
+    base::keep_opened(&opened);
+    Ok(opened)
+}
+
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 /// openat2's RESOLVE_NO_SYMLINKS: no symlink anywhere in the path (ELOOP).
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
@@ -426,6 +442,12 @@ fn walk_alike(
     let Ok(c) = CString::new(dir) else {
         return Err(base);
     };
+    if let Some((sub, owner)) = base::kept_subdir(base.as_fd(), &c) {
+        if !crate::creds::caller_owns_as(owner.uid, owner.mode, libc::S_IXUSR) {
+            return Err(base);
+        }
+        return Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid));
+    }
     let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
     match sys::process::openat2(
         base.as_fd(),
@@ -435,7 +457,9 @@ fn walk_alike(
         RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
     ) {
         Ok(sub) if owner_searches(sub.as_fd()) => {
-            Ok(walk_from(Some(sub.into()), Cow::Borrowed(name), last, pid))
+            let sub = DirFd::from(sub);
+            base::keep_opened(&sub);
+            Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid))
         }
         // A symlink (ELOOP) may lead anywhere: walked as the caller.
         Ok(_) => Err(base),
@@ -476,7 +500,7 @@ fn walk_from(
                 // need search permission on it.
                 here
             } else {
-                open_dir(here.as_fd(), dir)?.into()
+                open_dir_kept(here.as_fd(), dir)?
             }
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();

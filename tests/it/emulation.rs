@@ -86,11 +86,13 @@ fn emulation_works_without_addfd_too() {
     );
 }
 
-/// guard keeps the directories a command's relative paths start from between calls. What a
-/// call means must still be decided by where the caller is now: after a `cd`, a relative
-/// delete is judged and made in the new directory; after the caller's directory is renamed
-/// from outside the sandbox, it is judged by the directory's new path (here, into a place a
-/// rule keeps from deletion) and refused, and the file stays.
+/// guard keeps the directories a command's relative paths start from between calls, and the
+/// directories of `dir/name` paths. What a call means must still be decided by where the
+/// caller is now: after a `cd`, a relative delete is judged and made in the new directory;
+/// after the caller's directory is renamed from outside the sandbox, it is judged by the
+/// directory's new path (here, into a place a rule keeps from deletion) and refused, and the
+/// file stays; after a `dir` guard has met is swapped for a symlink into that place, `dir/name`
+/// is judged where the symlink leads, refused, and both files stay.
 #[test]
 fn relative_paths_are_judged_where_the_caller_is_now() {
     judged_where_the_caller_is_now(Workspace::new());
@@ -109,6 +111,9 @@ fn judged_where_the_caller_is_now(w: Workspace) {
         "work/a",
         "work/b",
         "work/c",
+        "free/sub/p",
+        "free/sub/q",
+        "two/q",
         "flags/.keep",
     ] {
         w.write(f, "data\n");
@@ -125,11 +130,13 @@ fn judged_where_the_caller_is_now(w: Workspace) {
         r#"
 cd one && rm x && echo one-removed
 cd ../two && {{ rm x 2>/dev/null || echo two-refused; }}
+cd ../free && rm sub/p && echo p-removed
 cd ../work && rm a && echo a-removed
 touch {flags}/ready
 i=0; while [ ! -e {flags}/go ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done
 pwd -P
 rm b 2>/dev/null || echo b-refused
+cd ../free && {{ rm sub/q 2>/dev/null || echo q-refused; }}
 "#,
         flags = flags.display()
     );
@@ -149,8 +156,11 @@ rm b 2>/dev/null || echo b-refused
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    // The rename happens outside the sandbox: guard sees nothing of it.
+    // The renames happen outside the sandbox: guard sees nothing of them. `free/sub`, whose
+    // directory guard has met, becomes a symlink into the protected `two`.
     std::fs::rename(w.ws.join("work"), w.ws.join("kept")).expect("rename work");
+    std::fs::rename(w.ws.join("free/sub"), w.ws.join("free/old")).expect("rename sub");
+    std::os::unix::fs::symlink("../two", w.ws.join("free/sub")).expect("symlink sub");
     std::fs::write(flags.join("go"), "").expect("go");
     let out = child.wait_with_output().expect("wait guard");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -165,9 +175,11 @@ rm b 2>/dev/null || echo b-refused
         [
             "one-removed",
             "two-refused",
+            "p-removed",
             "a-removed",
             &kept.display().to_string(),
-            "b-refused"
+            "b-refused",
+            "q-refused"
         ]
     );
     assert!(!w.ws.join("one/x").exists());
@@ -177,6 +189,15 @@ rm b 2>/dev/null || echo b-refused
     );
     assert!(!kept.join("a").exists());
     assert_eq!(std::fs::read_to_string(kept.join("b")).unwrap(), "data\n");
+    assert!(!w.ws.join("free/old/p").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("free/old/q")).unwrap(),
+        "data\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("two/q")).unwrap(),
+        "data\n"
+    );
     let denied: Vec<String> = w
         .decisions()
         .into_iter()
@@ -187,7 +208,8 @@ rm b 2>/dev/null || echo b-refused
         denied,
         [
             w.ws.join("two/x").display().to_string(),
-            kept.join("b").display().to_string()
+            kept.join("b").display().to_string(),
+            w.ws.join("two/q").display().to_string()
         ],
         "the refusals name the paths where the caller was"
     );
