@@ -117,7 +117,8 @@ impl RunDir {
     /// [`StateError::Create`] when the run directory or its active marker cannot be created.
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
-        mkdir_private(&runs)?;
+        // `runs` and `active` are made when missing, not asked for first on every start.
+        let mut made_runs = false;
         // 2026-12-02T11:02:32.123456Z -> 20261202T110232.123456Z: ids sort by start time to
         // the microsecond (two runs started in one second sort in the order they started).
         let stamp = crate::audit::Timestamp::now().to_string();
@@ -125,7 +126,8 @@ impl RunDir {
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
             .collect();
-        for n in 0..1000u32 {
+        let mut n = 0u32;
+        while n < 1000 {
             let id = if n == 0 {
                 format!("{base}-{:04x}", std::process::id() & 0xffff)
             } else {
@@ -137,14 +139,26 @@ impl RunDir {
                     // The active marker lets the next start find interrupted runs without
                     // reading every run's metadata.
                     let active = state.join("active");
-                    mkdir_private(&active)?;
-                    std::fs::write(active.join(&id), b"").map_err(|source| StateError::Create {
-                        path: active.join(&id),
+                    let marker = active.join(&id);
+                    let mark = || std::fs::write(&marker, b"");
+                    let marked = match mark() {
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            mkdir_private(&active)?;
+                            mark()
+                        }
+                        other => other,
+                    };
+                    marked.map_err(|source| StateError::Create {
+                        path: marker.clone(),
                         source,
                     })?;
                     return Ok(RunDir { id, path });
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !made_runs => {
+                    mkdir_private(&runs)?;
+                    made_runs = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
                 Err(source) => return Err(StateError::Create { path, source }),
             }
         }
@@ -383,5 +397,20 @@ mod tests {
                 .collect();
             assert_eq!(names, ["run.json"]);
         }
+    }
+
+    /// A start makes `runs` and `active` when they are missing, and finds them otherwise.
+    #[test]
+    fn a_run_directory_is_made_with_its_marker_whatever_is_missing() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let marked =
+            |run: &RunDir| run.path.is_dir() && state.path().join("active").join(&run.id).is_file();
+        let first = RunDir::create(state.path()).expect("fresh state");
+        let second = RunDir::create(state.path()).expect("both there");
+        assert!(marked(&first) && marked(&second));
+        assert_ne!(first.id, second.id);
+        std::fs::remove_dir_all(state.path().join("active")).unwrap();
+        let third = RunDir::create(state.path()).expect("no active");
+        assert!(marked(&third));
     }
 }
