@@ -2,6 +2,10 @@
 //! environment if set (release builds, packagers), else `git describe` when building from a
 //! git checkout, else nothing (a tarball build shows the crate version alone). Cargo reruns
 //! this only when HEAD or the branch it points to moves, so ordinary builds do not pay for it.
+//!
+//! It converts the built-in profiles (`profiles/*.toml`) to JSON for the start to read (see
+//! [`builtin_profiles`]), and on glibc targets it links the unwinder into the `guard` binary from libgcc_eh.a
+//! instead of loading libgcc_s.so.1 at every start (see [`static_unwinder`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,4 +51,71 @@ fn main() {
         None => version.to_owned(),
     };
     println!("cargo:rustc-env=GUARD_VERSION={long}");
+    builtin_profiles();
+    static_unwinder();
+}
+
+/// Every `guard exec` parses its built-in profiles (`agent` and `base`: 14 KB, most of it
+/// comments for people). Parsed here once instead, and written as JSON to `OUT_DIR/profiles/`
+/// for `policy::builtin` to embed beside the TOML text (which `guard profile show` prints):
+/// the same values, read by the same serde definitions. A built-in profile that is not valid
+/// TOML fails the build here, naming the file.
+fn builtin_profiles() {
+    let src = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
+        .join("profiles");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("profiles");
+    println!("cargo:rerun-if-changed={}", src.display());
+    std::fs::create_dir_all(&out).expect("create OUT_DIR/profiles");
+    let entries = std::fs::read_dir(&src).expect("read profiles/");
+    for entry in entries {
+        let path = entry.expect("list profiles/").path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).expect("read a built-in profile");
+        let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| {
+            panic!("built-in profile {} is not valid TOML: {e}", path.display())
+        });
+        let json = serde_json::to_string(&value).expect("a TOML value has a JSON form");
+        let name = path.file_stem().expect("a file name");
+        std::fs::write(out.join(name).with_extension("json"), json)
+            .expect("write OUT_DIR/profiles");
+    }
+}
+
+/// Rust's standard library takes its unwinder (panics, backtraces) from libgcc_s.so.1 on glibc
+/// targets. Loading it costs every start of guard a shared object, and its constructor probes
+/// the CPU with `cpuid`, which traps to the hypervisor on a VM: 170 µs per start of
+/// `guard --version` on this project's machine (1.31 -> 1.14 ms, hyperfine medians). The same
+/// unwinder, built to be linked statically, is libgcc_eh.a (what `crt-static` builds use): the
+/// whole archive goes into the binary, so libgcc_s is no longer needed and `--as-needed`
+/// leaves it out. Skipped, with the shared library used as before, where the C compiler
+/// cannot name the archive (another toolchain) or the target is not glibc.
+fn static_unwinder() {
+    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rustc-check-cfg=cfg(guard_static_unwinder)");
+    if os != "linux" || env != "gnu" || features.split(',').any(|f| f == "crt-static") {
+        return;
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let Ok(out) = Command::new(cc)
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+    else {
+        return;
+    };
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    // A compiler that does not know the file prints its bare name back.
+    if !out.status.success() || !path.is_absolute() || !path.is_file() {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins=-Wl,--whole-archive");
+    println!("cargo:rustc-link-arg-bins={}", path.display());
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-whole-archive");
+    // For the test that checks it (tests/it/process.rs).
+    println!("cargo:rustc-cfg=guard_static_unwinder");
 }

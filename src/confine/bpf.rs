@@ -394,6 +394,12 @@ impl Positions {
 /// mistake a broken program for a permissive one. Division by a zero `X` returns 0, like the
 /// kernel.
 pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
+    run_counting(prog, data).0
+}
+
+/// [`run`], and how many instructions it executed: what a call costs in the kernel, which
+/// runs the program on every call whose verdict it could not cache.
+pub fn run_counting(prog: &[SockFilter], data: &SeccompData) -> (u32, usize) {
     const INVALID: u32 = SECCOMP_RET_KILL_PROCESS;
     let bytes = data.to_bytes();
     let word = |k: u32| -> Option<u32> {
@@ -411,9 +417,11 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
     let (mut a, mut x) = (0u32, 0u32);
     let mut mem = [0u32; 16];
     let mut pc = 0usize;
+    let mut steps = 0usize;
     // Jumps only go forward, so the program always terminates.
     while let Some(ins) = prog.get(pc) {
         pc += 1;
+        steps += 1;
         let k = ins.k;
         let class = ins.code & 0x07;
         match class {
@@ -421,15 +429,15 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                 let v = match ins.code & 0xe0 {
                     BPF_ABS if ins.code & 0x18 == BPF_W => match word(k) {
                         Some(v) => v,
-                        None => return INVALID,
+                        None => return (INVALID, steps),
                     },
                     BPF_IMM => k,
                     BPF_LEN => SECCOMP_DATA_LEN,
                     BPF_MEM => match mem.get(k as usize) {
                         Some(v) => *v,
-                        None => return INVALID,
+                        None => return (INVALID, steps),
                     },
-                    _ => return INVALID,
+                    _ => return (INVALID, steps),
                 };
                 if class == BPF_LD {
                     a = v;
@@ -441,7 +449,7 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                 let v = if class == BPF_ST { a } else { x };
                 match mem.get_mut(k as usize) {
                     Some(m) => *m = v,
-                    None => return INVALID,
+                    None => return (INVALID, steps),
                 }
             }
             BPF_ALU => {
@@ -450,9 +458,9 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                     BPF_ADD => a.wrapping_add(src),
                     BPF_SUB => a.wrapping_sub(src),
                     BPF_MUL => a.wrapping_mul(src),
-                    BPF_DIV if src == 0 => return 0,
+                    BPF_DIV if src == 0 => return (0, steps),
                     BPF_DIV => a / src,
-                    BPF_MOD if src == 0 => return 0,
+                    BPF_MOD if src == 0 => return (0, steps),
                     BPF_MOD => a % src,
                     BPF_OR => a | src,
                     BPF_AND => a & src,
@@ -460,7 +468,7 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                     BPF_LSH => a.checked_shl(src).unwrap_or(0),
                     BPF_RSH => a.checked_shr(src).unwrap_or(0),
                     BPF_NEG => a.wrapping_neg(),
-                    _ => return INVALID,
+                    _ => return (INVALID, steps),
                 };
             }
             BPF_JMP => {
@@ -468,7 +476,7 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                 if op == BPF_JA {
                     pc = match pc.checked_add(k as usize) {
                         Some(p) => p,
-                        None => return INVALID,
+                        None => return (INVALID, steps),
                     };
                     continue;
                 }
@@ -478,26 +486,27 @@ pub fn run(prog: &[SockFilter], data: &SeccompData) -> u32 {
                     BPF_JGT => a > src,
                     BPF_JGE => a >= src,
                     BPF_JSET => a & src != 0,
-                    _ => return INVALID,
+                    _ => return (INVALID, steps),
                 };
                 pc += usize::from(if taken { ins.jt } else { ins.jf });
             }
             BPF_RET => {
-                return match ins.code & 0x18 {
+                let action = match ins.code & 0x18 {
                     BPF_K => k,
                     BPF_A => a,
                     _ => INVALID,
                 };
+                return (action, steps);
             }
             BPF_MISC => match ins.code & 0xf8 {
                 BPF_TAX => x = a,
                 BPF_TXA => a = x,
-                _ => return INVALID,
+                _ => return (INVALID, steps),
             },
-            _ => return INVALID,
+            _ => return (INVALID, steps),
         }
     }
-    INVALID
+    (INVALID, steps)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -210,13 +210,40 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     let mut hid = 0usize;
     // The entries of an expanded root (hundreds) go to the ruleset's descriptor directly:
     // their types are known from the listing, so the crate's `fstat` per rule is not needed.
-    let entries_fd: Option<std::os::fd::OwnedFd> = created.try_clone().ok().and_then(Into::into);
+    let entries_fd: Option<OwnedFd> = created.try_clone().ok().and_then(Into::into);
     let file_access = AccessFs::from_file(abi);
-    for (path, list) in fs_roots(policy) {
-        let access = match list {
-            RootList::Read => read_access,
-            RootList::Write => write_access,
-        };
+    let roots: Vec<(&Path, BitFlags<AccessFs>)> = fs_roots(policy)
+        .map(|(path, list)| match list {
+            RootList::Read => (path, read_access),
+            RootList::Write => (path, write_access),
+        })
+        .collect();
+    // A second root granted entry by entry (the base profile's `/etc` and `/dev` for a root
+    // guard: a few hundred open + add_rule pairs each) is granted on a helper thread while
+    // this one grants the rest. Its roots to add whole (none, or one it could not list) come
+    // back here, to the crate's ruleset.
+    let aside = entries_fd.as_ref().and_then(|fd| {
+        let (root, access) = roots.iter().filter(|(p, _)| hidden.expands(p)).nth(1)?;
+        Some((fd.as_fd(), *root, *access))
+    });
+    std::thread::scope(|s| -> Result<(), ConfineError> {
+        let helper = aside.map(|(ruleset, root, access)| {
+            let hidden = &hidden;
+            s.spawn(move || {
+                let mut whole = Vec::new();
+                let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
+                    Place::Root(root) => {
+                        whole.push((root.to_path_buf(), access));
+                        Ok(())
+                    }
+                    Place::Open(fd, path, is_dir) => {
+                        add_entry_rule(ruleset, fd, path, is_dir, access, file_access)
+                    }
+                };
+                let hid = hidden.grant(root, access, &mut add)?;
+                Ok::<_, ConfineError>((hid, whole))
+            })
+        });
         let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
             Place::Root(root) => match open_root(root)? {
                 Some(fd) => add_path_rule(&mut created, fd, access, root),
@@ -227,23 +254,28 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             },
             Place::Open(fd, path, is_dir) => match &entries_fd {
                 Some(ruleset) => {
-                    // A file takes only the rights that apply to files, as the crate does.
-                    let access = if is_dir { access } else { access & file_access };
-                    crate::sys::fs::landlock_add_path_rule(
-                        ruleset.as_fd(),
-                        fd.as_fd(),
-                        access.bits(),
-                    )
-                    .map_err(|source| ConfineError::AddEntryRule {
-                        path: path.to_path_buf(),
-                        source,
-                    })
+                    add_entry_rule(ruleset.as_fd(), fd, path, is_dir, access, file_access)
                 }
                 None => add_path_rule(&mut created, fd, access, path),
             },
         };
-        hid += hidden.grant(path, access, &mut add)?;
-    }
+        for &(path, access) in &roots {
+            if aside.is_some_and(|(_, root, _)| root == path) {
+                continue;
+            }
+            hid += hidden.grant(path, access, &mut add)?;
+        }
+        if let Some(helper) = helper {
+            let (n, whole) = helper
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            hid += n;
+            for (root, access) in &whole {
+                add(Place::Root(root), *access)?;
+            }
+        }
+        Ok(())
+    })?;
     if hid > 0 {
         report.enforced.push(format!(
             "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
@@ -275,6 +307,27 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     Ok(Prepared {
         ruleset: Some(created),
         report,
+    })
+}
+
+/// Adds the rule granting `access` beneath the entry `fd` of an expanded root (opened at
+/// `path`, which errors name) to `ruleset` directly: its type is known from the listing, so
+/// the crate's `fstat` per rule is not needed. A file takes only the rights that apply to
+/// files, as the crate does.
+fn add_entry_rule(
+    ruleset: BorrowedFd<'_>,
+    fd: OwnedFd,
+    path: &Path,
+    is_dir: bool,
+    access: BitFlags<AccessFs>,
+    file_access: BitFlags<AccessFs>,
+) -> Result<(), ConfineError> {
+    let access = if is_dir { access } else { access & file_access };
+    crate::sys::fs::landlock_add_path_rule(ruleset, fd.as_fd(), access.bits()).map_err(|source| {
+        ConfineError::AddEntryRule {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -142,8 +142,19 @@ pub fn caller_differs_in_capabilities_only() -> Option<u32> {
 pub fn caller_owns_with(dir: std::os::fd::BorrowedFd<'_>, owner_bits: u32) -> bool {
     caller_differs_in_capabilities_only().is_some_and(|fsuid| {
         nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&dir))
-            .is_ok_and(|st| st.st_uid == fsuid && st.st_mode & owner_bits == owner_bits)
+            .is_ok_and(|st| owns_with(fsuid, st.st_uid, st.st_mode, owner_bits))
     })
+}
+
+/// [`caller_owns_with`] for a directory whose owner and mode were just read (`uid`, `mode`):
+/// no `fstat` of its own.
+pub fn caller_owns_as(uid: u32, mode: u32, owner_bits: u32) -> bool {
+    caller_differs_in_capabilities_only()
+        .is_some_and(|fsuid| owns_with(fsuid, uid, mode, owner_bits))
+}
+
+fn owns_with(fsuid: u32, uid: u32, mode: u32, owner_bits: u32) -> bool {
+    uid == fsuid && mode & owner_bits == owner_bits
 }
 
 /// [`as_caller_creating_nothing`] for the unlink of a non-directory in `dir`, or its rename

@@ -4,6 +4,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::RenameFlags;
 use serde::{Deserialize, Serialize};
 
 /// Failures of the state directory and the run directories in it; I/O failures name their path.
@@ -116,7 +117,8 @@ impl RunDir {
     /// [`StateError::Create`] when the run directory or its active marker cannot be created.
     pub fn create(state: &Path) -> Result<RunDir, StateError> {
         let runs = state.join("runs");
-        mkdir_private(&runs)?;
+        // `runs` and `active` are made when missing, not asked for first on every start.
+        let mut made_runs = false;
         // 2026-12-02T11:02:32.123456Z -> 20261202T110232.123456Z: ids sort by start time to
         // the microsecond (two runs started in one second sort in the order they started).
         let stamp = crate::audit::Timestamp::now().to_string();
@@ -124,7 +126,8 @@ impl RunDir {
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
             .collect();
-        for n in 0..1000u32 {
+        let mut n = 0u32;
+        while n < 1000 {
             let id = if n == 0 {
                 format!("{base}-{:04x}", std::process::id() & 0xffff)
             } else {
@@ -136,14 +139,26 @@ impl RunDir {
                     // The active marker lets the next start find interrupted runs without
                     // reading every run's metadata.
                     let active = state.join("active");
-                    mkdir_private(&active)?;
-                    std::fs::write(active.join(&id), b"").map_err(|source| StateError::Create {
-                        path: active.join(&id),
+                    let marker = active.join(&id);
+                    let mark = || std::fs::write(&marker, b"");
+                    let marked = match mark() {
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            mkdir_private(&active)?;
+                            mark()
+                        }
+                        other => other,
+                    };
+                    marked.map_err(|source| StateError::Create {
+                        path: marker.clone(),
                         source,
                     })?;
                     return Ok(RunDir { id, path });
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !made_runs => {
+                    mkdir_private(&runs)?;
+                    made_runs = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
                 Err(source) => return Err(StateError::Create { path, source }),
             }
         }
@@ -216,7 +231,19 @@ impl RunDir {
                 .mode(0o600)
                 .open(&tmp)?;
             f.write_all(text.as_bytes())?;
-            std::fs::rename(&tmp, &path)
+            drop(f);
+            // Replacing run.json by a rename over it makes ext4 (auto_da_alloc) start writing
+            // the new file's blocks out at once, in the run's last steps; exchanging the two
+            // names does not, and the old content is then removed under the temporary name.
+            // Either way a reader finds a whole run.json, the old or the new.
+            match nix::fcntl::renameat2(None, &tmp, None, &path, RenameFlags::RENAME_EXCHANGE) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    Ok(())
+                }
+                // The first write (nothing to exchange with), or a filesystem without it.
+                Err(_) => std::fs::rename(&tmp, &path),
+            }
         };
         write().map_err(|source| StateError::Write {
             path: path.clone(),
@@ -337,4 +364,53 @@ pub fn list_runs(state: &Path) -> Vec<RunDir> {
         .unwrap_or_default();
     out.sort_by(|a, b| b.id.cmp(&a.id));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rewrite of run.json leaves the new content under its name and nothing under the
+    /// temporary one, whether it replaces a run.json or makes the first.
+    #[test]
+    fn run_json_is_replaced_whole_and_nothing_is_left_beside_it() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let run = RunDir::create(state.path()).expect("run dir");
+        let meta = |s: &str| RunMeta {
+            v: 1,
+            id: run.id.clone(),
+            workspace: PathBuf::from("/ws"),
+            command: vec!["true".into()],
+            profile: "agent".into(),
+            started: "2026-12-04T00:00:00Z".into(),
+            guard_pid: 1,
+            state: s.into(),
+            status: None,
+            tmp: None,
+        };
+        for s in ["running", "done", "rolled-back"] {
+            run.write_meta(&meta(s)).expect("write");
+            assert_eq!(run.read_meta().expect("read").state, s);
+            let names: Vec<String> = std::fs::read_dir(&run.path)
+                .expect("list")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names, ["run.json"]);
+        }
+    }
+
+    /// A start makes `runs` and `active` when they are missing, and finds them otherwise.
+    #[test]
+    fn a_run_directory_is_made_with_its_marker_whatever_is_missing() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let marked =
+            |run: &RunDir| run.path.is_dir() && state.path().join("active").join(&run.id).is_file();
+        let first = RunDir::create(state.path()).expect("fresh state");
+        let second = RunDir::create(state.path()).expect("both there");
+        assert!(marked(&first) && marked(&second));
+        assert_ne!(first.id, second.id);
+        std::fs::remove_dir_all(state.path().join("active")).unwrap();
+        let third = RunDir::create(state.path()).expect("no active");
+        assert!(marked(&third));
+    }
 }

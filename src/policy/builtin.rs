@@ -2,19 +2,28 @@
 //! files at run time. `agent` is the default; `claude-code`, `codex`, `gemini` and `aider`
 //! extend it for those agents.
 
-const BUILTINS: &[(&str, &str)] = &[
-    ("agent", include_str!("../../profiles/agent.toml")),
-    ("aider", include_str!("../../profiles/aider.toml")),
-    ("base", include_str!("../../profiles/base.toml")),
-    ("ci", include_str!("../../profiles/ci.toml")),
-    (
-        "claude-code",
-        include_str!("../../profiles/claude-code.toml"),
-    ),
-    ("codex", include_str!("../../profiles/codex.toml")),
-    ("gemini", include_str!("../../profiles/gemini.toml")),
-    ("observe", include_str!("../../profiles/observe.toml")),
-    ("strict", include_str!("../../profiles/strict.toml")),
+/// Each built-in profile: its name, its TOML text, and the same parsed into JSON at build time
+/// (build.rs, `builtin_profiles`), which the start reads instead of the commented TOML.
+macro_rules! builtin {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../profiles/", $name, ".toml")),
+            include_str!(concat!(env!("OUT_DIR"), "/profiles/", $name, ".json")),
+        )
+    };
+}
+
+const BUILTINS: &[(&str, &str, &str)] = &[
+    builtin!("agent"),
+    builtin!("aider"),
+    builtin!("base"),
+    builtin!("ci"),
+    builtin!("claude-code"),
+    builtin!("codex"),
+    builtin!("gemini"),
+    builtin!("observe"),
+    builtin!("strict"),
 ];
 
 const NAMES: &[&str] = &[
@@ -38,8 +47,16 @@ pub fn builtin_names() -> &'static [&'static str] {
 pub fn builtin_source(name: &str) -> Option<&'static str> {
     BUILTINS
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, text)| text)
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, text, _)| text)
+}
+
+/// A built-in profile's values as JSON: [`builtin_source`] parsed at build time.
+pub fn builtin_values(name: &str) -> Option<&'static str> {
+    BUILTINS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, _, json)| json)
 }
 
 #[cfg(test)]
@@ -48,7 +65,7 @@ mod tests {
 
     #[test]
     fn names_and_sources_agree() {
-        let from_table: Vec<&str> = BUILTINS.iter().map(|(n, _)| *n).collect();
+        let from_table: Vec<&str> = BUILTINS.iter().map(|(n, _, _)| *n).collect();
         assert_eq!(from_table, builtin_names());
         for name in builtin_names() {
             let text = builtin_source(name).unwrap();
@@ -56,5 +73,21 @@ mod tests {
             crate::policy::raw::parse(text).unwrap();
         }
         assert!(builtin_source("nope").is_none());
+        assert!(builtin_values("nope").is_none());
+    }
+
+    /// What the start reads (the JSON made at build time) is what the TOML says.
+    #[test]
+    fn the_values_read_at_start_are_the_profiles_own() {
+        for name in builtin_names() {
+            let from_toml = crate::policy::raw::parse(builtin_source(name).unwrap()).unwrap();
+            let from_json =
+                crate::policy::raw::parse_values(builtin_values(name).unwrap()).unwrap();
+            assert_eq!(format!("{from_toml:?}"), format!("{from_json:?}"), "{name}");
+            assert!(
+                format!("{from_json:?}").len() > 100,
+                "{name}: {from_json:?}"
+            );
+        }
     }
 }

@@ -132,14 +132,24 @@ fn identity(spec: &Spec) -> (String, String) {
 }
 
 fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyError> {
-    let (text, default_name) = match spec {
+    let (text, default_name, raw) = match spec {
         Spec::Builtin(name) => {
-            let text =
-                builtin::builtin_source(name).ok_or_else(|| PolicyError::UnknownProfile {
-                    name: name.clone(),
-                    builtins: builtin::builtin_names().join(", "),
-                })?;
-            (text.to_string(), name.clone())
+            let unknown = || PolicyError::UnknownProfile {
+                name: name.clone(),
+                builtins: builtin::builtin_names().join(", "),
+            };
+            let text = builtin::builtin_source(name).ok_or_else(unknown)?;
+            let values = builtin::builtin_values(name).ok_or_else(unknown)?;
+            // Checked at build time and by a test: a built-in profile always parses. Were it
+            // not to, the TOML's own parse says where.
+            let raw = match raw::parse_values(values) {
+                Ok(raw) => raw,
+                Err(_) => raw::parse(text).map_err(|error| PolicyError::Parse {
+                    profile: display.clone(),
+                    problem: super::diagnose::describe(text, &error),
+                })?,
+            };
+            (text.to_string(), name.clone(), raw)
         }
         Spec::Path(path) => {
             let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
@@ -150,13 +160,13 @@ fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyEr
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| display.clone());
-            (text, stem)
+            let raw = raw::parse(&text).map_err(|error| PolicyError::Parse {
+                profile: display.clone(),
+                problem: super::diagnose::describe(&text, &error),
+            })?;
+            (text, stem, raw)
         }
     };
-    let raw = raw::parse(&text).map_err(|error| PolicyError::Parse {
-        profile: display.clone(),
-        problem: super::diagnose::describe(&text, &error),
-    })?;
     let file = match spec {
         Spec::Path(_) => key.strip_prefix("file:").map(PathBuf::from),
         Spec::Builtin(_) => None,

@@ -308,6 +308,11 @@ pub fn parse(text: &str) -> Result<RawProfile, toml::de::Error> {
     toml::from_str(text)
 }
 
+/// A built-in profile from its JSON form ([`super::builtin::builtin_values`]).
+pub fn parse_values(json: &str) -> Result<RawProfile, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

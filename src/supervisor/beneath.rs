@@ -126,7 +126,7 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
     };
     let path = target::fd_path(parent.as_fd())?.join(&name);
     Ok(Target {
-        parent,
+        parent: parent.into(),
         name,
         path,
         kind,

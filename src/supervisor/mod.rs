@@ -23,6 +23,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 mod answer;
+mod base;
 mod beneath;
 mod callers;
 mod decode;

@@ -187,7 +187,7 @@ mod tests {
     fn t(name: &str, kind: Option<Kind>, slash: bool) -> Target {
         let parent = OwnedFd::from(std::fs::File::open("/").expect("open /"));
         Target {
-            parent,
+            parent: parent.into(),
             name: name.into(),
             path: std::path::Path::new("/x").join(name),
             kind,

@@ -14,15 +14,11 @@ use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::Write as _;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use super::base::{self, DirFd, Owner};
 use crate::sys;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-
-/// `AT_FDCWD` as it appears in a 64-bit argument register (sign-extended or not).
-fn is_at_fdcwd(dirfd: u64) -> bool {
-    dirfd as i32 == libc::AT_FDCWD
-}
 
 /// The caller's current directory.
 pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
@@ -48,8 +44,8 @@ pub fn lexical(path: &Path) -> PathBuf {
 /// final name is looked up again when the supervisor acts, inside that directory.
 #[derive(Debug)]
 pub struct Target {
-    /// The directory the entry lives in (O_PATH).
-    pub parent: OwnedFd,
+    /// The directory the entry lives in (O_PATH; a base the worker keeps is shared).
+    pub parent: DirFd,
     /// The final component (never contains `/`; `.` when the path names a directory itself).
     pub name: OsString,
     /// The absolute path of the entry: the parent's real path plus `name`.
@@ -141,29 +137,12 @@ fn kind_of(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Found> {
 /// nothing is there).
 type Found = (Option<Kind>, Option<[i64; 2]>, Option<libc::stat>);
 
-/// The caller's view of "where relative paths start": its cwd, or one of its descriptors.
+/// The caller's view of "where relative paths start": its cwd, or one of its descriptors,
+/// opened now (the walk asks [`base::base`], which keeps what it opens).
 pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
     // Built on the stack: this runs on nearly every judged call.
     let mut buf = [0u8; 48];
-    let mut w = &mut buf[..];
-    let written = if absolute {
-        // The caller's root: chroot is on the deny list, so it is the system root.
-        w.write_all(b"/\0")
-    } else if is_at_fdcwd(dirfd) {
-        write!(w, "/proc/{pid}/cwd\0")
-    } else {
-        let fd = dirfd as i32;
-        if fd < 0 {
-            return Err(io::Error::from_raw_os_error(libc::EBADF));
-        }
-        write!(w, "/proc/{pid}/fd/{fd}\0")
-    };
-    written.map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let c =
-        CStr::from_bytes_until_nul(&buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // Opening the magic link follows it to the caller's directory.
-    let root = sys::process::openat2(cwd_fd(), c, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)?;
-    Ok(root)
+    base::open(base::callers_link(pid, dirfd, absolute, &mut buf)?)
 }
 
 fn cwd_fd() -> BorrowedFd<'static> {
@@ -215,12 +194,12 @@ pub fn descriptor(pid: u32, fd: i32) -> io::Result<Target> {
         nix::sys::stat::Mode::empty(),
     )?;
     let name = std::ffi::OsString::from(fd.to_string());
-    pinned_object(parent, name, Path::new(&dir), false)
+    pinned_object(parent.into(), name, Path::new(&dir), false)
 }
 
 /// The object the caller's magic link `parent/name` (in its /proc fd directory `real`) leads
 /// to, pinned with an O_PATH descriptor of guard's own.
-fn pinned_object(parent: OwnedFd, name: OsString, real: &Path, slash: bool) -> io::Result<Target> {
+fn pinned_object(parent: DirFd, name: OsString, real: &Path, slash: bool) -> io::Result<Target> {
     let pinned = sys::fs::openat(
         Some(parent.as_fd()),
         name.as_os_str(),
@@ -276,6 +255,22 @@ fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
         0,
         RESOLVE_NO_MAGICLINKS,
     )
+}
+
+/// [`open_dir`], for a directory part of one component looked up in the worker's kept
+/// directories first ([`base::kept_subdir`]), and kept once opened. A symlink there is no
+/// kept directory: it is followed by the open, as the kernel would follow it.
+fn open_dir_kept(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<DirFd> {
+    if dir.contains(&b'/') {
+        return open_dir(base, dir).map(DirFd::from);
+    }
+    let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if let Some((kept, _)) = base::kept_subdir(base, &c) {
+        return Ok(kept);
+    }
+    let opened = DirFd::from(open_dir(base, dir)?);
+    base::keep_opened(&opened);
+    Ok(opened)
 }
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
@@ -373,20 +368,20 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     let owned_raw = callers_proc(raw, pid);
     // An absolute path starts at the root whatever the dirfd: no base to open (the caller's
     // root is the system's, see `open_base`).
-    let base = |absolute: bool| -> io::Result<Option<OwnedFd>> {
+    let base = |absolute: bool| -> io::Result<Option<(DirFd, Option<Owner>)>> {
         match absolute {
             true => Ok(None),
-            false => open_base(pid, dirfd, false).map(Some),
+            false => base::base(pid, dirfd).map(Some),
         }
     };
-    let in_proc = |base: &Option<OwnedFd>| {
+    let in_proc = |base: &Option<DirFd>| {
         owned_raw.starts_with(b"/proc/")
             || base.as_ref().is_some_and(|b| {
                 fd_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
             })
     };
-    let mut first = base(absolute)?;
-    if let Some(here) = first.take() {
+    let mut first = None;
+    if let Some((here, owner)) = base(absolute)? {
         // A followed final symlink may lead anywhere: without the switch the name is looked
         // up as an entry, which for anything but a symlink is what following finds.
         let entry = if last == Last::Follow {
@@ -394,9 +389,9 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
         } else {
             last
         };
-        match walk_alike(here, &owned_raw, entry, pid) {
+        match walk_alike(here, owner, &owned_raw, entry, pid) {
             Ok(Ok(t)) if last == Last::Follow && t.kind == Some(Kind::Symlink) => {
-                first = base(absolute)?;
+                first = base(absolute)?.map(|(b, _)| b);
             }
             Ok(found) => return found,
             Err(here) => first = Some(here),
@@ -404,7 +399,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     }
     match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid)) {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            let base = base(absolute)?;
+            let base = base(absolute)?.map(|(b, _)| b);
             if in_proc(&base) {
                 walk_from(base, owned_raw.clone(), last, pid)
             } else {
@@ -422,14 +417,23 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 /// the two `capset`s of a switch. `Err(base)` when that cannot be told: the caller's
 /// credentials are then taken on.
 fn walk_alike(
-    base: OwnedFd,
+    base: DirFd,
+    owner: Option<Owner>,
     raw: &[u8],
     last: Last,
     pid: u32,
-) -> Result<io::Result<Target>, OwnedFd> {
+) -> Result<io::Result<Target>, DirFd> {
     let owner_searches = |dir: BorrowedFd<'_>| crate::creds::caller_owns_with(dir, libc::S_IXUSR);
     let (dir, name, slashed) = split(raw);
-    if slashed || dir.contains(&b'/') || !owner_searches(base.as_fd()) {
+    if slashed || dir.contains(&b'/') {
+        return Err(base);
+    }
+    // The base's owner and mode as the caller's link showed them just now, when it did.
+    let base_searchable = match owner {
+        Some(o) => crate::creds::caller_owns_as(o.uid, o.mode, libc::S_IXUSR),
+        None => owner_searches(base.as_fd()),
+    };
+    if !base_searchable {
         return Err(base);
     }
     if dir == b"." {
@@ -438,6 +442,12 @@ fn walk_alike(
     let Ok(c) = CString::new(dir) else {
         return Err(base);
     };
+    if let Some((sub, owner)) = base::kept_subdir(base.as_fd(), &c) {
+        if !crate::creds::caller_owns_as(owner.uid, owner.mode, libc::S_IXUSR) {
+            return Err(base);
+        }
+        return Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid));
+    }
     let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
     match sys::process::openat2(
         base.as_fd(),
@@ -447,6 +457,8 @@ fn walk_alike(
         RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
     ) {
         Ok(sub) if owner_searches(sub.as_fd()) => {
+            let sub = DirFd::from(sub);
+            base::keep_opened(&sub);
             Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid))
         }
         // A symlink (ELOOP) may lead anywhere: walked as the caller.
@@ -459,7 +471,7 @@ fn walk_alike(
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
 fn walk_from(
-    mut base: Option<OwnedFd>,
+    mut base: Option<DirFd>,
     mut owned_raw: Cow<'_, [u8]>,
     last: Last,
     pid: u32,
@@ -476,7 +488,7 @@ fn walk_from(
         let here = base.take();
         let parent = if owned_raw.first() == Some(&b'/') {
             // Absolute: the directory part names its own start.
-            open_dir(cwd_fd(), dir)?
+            open_dir(cwd_fd(), dir)?.into()
         } else {
             // Relative paths always come with a base: the caller's cwd or dirfd, or the
             // directory a relative symlink was found in.
@@ -488,7 +500,7 @@ fn walk_from(
                 // need search permission on it.
                 here
             } else {
-                open_dir(here.as_fd(), dir)?
+                open_dir_kept(here.as_fd(), dir)?
             }
         };
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();

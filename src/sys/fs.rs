@@ -101,6 +101,27 @@ fn statx_entry(
     Ok((stx, born))
 }
 
+/// statx(2) of `path` from `dir` (the current directory when `None`) with `flags`
+/// (`AT_EMPTY_PATH` for `dir` itself; 0 follows a final symlink, a /proc magic link too),
+/// for the fields in `mask`; `stx_mask` says which the kernel filled.
+pub fn statx_at(
+    dir: Option<BorrowedFd<'_>>,
+    path: &std::ffi::CStr,
+    flags: libc::c_int,
+    mask: u32,
+) -> io::Result<libc::statx> {
+    let mut buf = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    let dir = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `path` is NUL-terminated and `buf` is a writable statx buffer of the right size;
+    // the kernel reads the path and writes at most one statx structure.
+    let rc = unsafe { libc::statx(dir, path.as_ptr(), flags, mask, buf.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed (every field of statx is a plain integer) and filled by the kernel.
+    Ok(unsafe { buf.assume_init() })
+}
+
 /// The file type bits (`S_IFMT`) and the birth time (`[seconds, nanoseconds]`, `None` when
 /// the filesystem does not record it) of `dir/name`, a final symlink not followed, in one
 /// statx.

@@ -83,7 +83,11 @@ pub fn fork_single_threaded() -> io::Result<Forked> {
 /// shares with guard would copy the page).
 pub struct ExecImage {
     program: CString,
-    _strings: Vec<CString>,
+    /// Every string of `argv` and `envp`, NUL-terminated, back to back in one allocation:
+    /// guard frees it after the fork as one chunk, where a string each would write a free
+    /// list into every page they span, and each page guard writes that it still shares with
+    /// the init is copied (about 30 µs of a run's start when they were separate).
+    _strings: Box<[u8]>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
 }
@@ -91,22 +95,31 @@ pub struct ExecImage {
 impl ExecImage {
     /// The image of `program` with `argv` and `envp` (`NAME=value`).
     pub fn new(program: CString, argv: Vec<CString>, envp: Vec<CString>) -> ExecImage {
-        let argc = argv.len();
-        let mut strings = argv;
-        strings.extend(envp);
-        let ptrs = |range: std::ops::Range<usize>| {
-            let mut v: Vec<*const libc::c_char> =
-                strings[range].iter().map(|s| s.as_ptr()).collect();
+        let all = || argv.iter().chain(&envp).map(|s| s.as_bytes_with_nul());
+        let mut strings = Vec::with_capacity(all().map(<[u8]>::len).sum());
+        let mut starts = Vec::with_capacity(argv.len() + envp.len());
+        for s in all() {
+            starts.push(strings.len());
+            strings.extend_from_slice(s);
+        }
+        let strings = strings.into_boxed_slice();
+        let base = strings.as_ptr();
+        let ptrs = |starts: &[usize]| {
+            let mut v: Vec<*const libc::c_char> = starts
+                .iter()
+                // SAFETY: each start is the offset of a string inside `strings`, whose heap
+                // buffer stays where it is when the box moves into the image.
+                .map(|&at| unsafe { base.add(at) }.cast())
+                .collect();
             v.push(std::ptr::null());
             v
         };
-        let argv_ptrs = ptrs(0..argc);
-        let envp_ptrs = ptrs(argc..strings.len());
+        let (argv_starts, envp_starts) = starts.split_at(argv.len());
         ExecImage {
             program,
+            argv: ptrs(argv_starts),
+            envp: ptrs(envp_starts),
             _strings: strings,
-            argv: argv_ptrs,
-            envp: envp_ptrs,
         }
     }
 }
@@ -604,6 +617,35 @@ pub fn favour_wakeups() -> Favoured {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pointer arrays `execve` gets name every string in order, each NUL-terminated, and
+    /// end with NULL; an empty environment is just the NULL.
+    #[test]
+    fn an_exec_image_points_at_each_of_its_strings() {
+        let c = |s: &str| CString::new(s).unwrap();
+        let read = |ptrs: &[*const libc::c_char]| -> Vec<String> {
+            assert!(ptrs.last().is_some_and(|p| p.is_null()), "ends with NULL");
+            ptrs[..ptrs.len() - 1]
+                .iter()
+                .map(|&p| {
+                    // SAFETY: the pointers point into the image, alive for this test.
+                    unsafe { std::ffi::CStr::from_ptr(p) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect()
+        };
+        let image = ExecImage::new(
+            c("/bin/sh"),
+            vec![c("sh"), c("-c"), c(""), c("echo ok")],
+            vec![c("A=1"), c("PATH=/usr/bin:/bin")],
+        );
+        assert_eq!(read(&image.argv), ["sh", "-c", "", "echo ok"]);
+        assert_eq!(read(&image.envp), ["A=1", "PATH=/usr/bin:/bin"]);
+        let bare = ExecImage::new(c("/bin/true"), vec![c("true")], vec![]);
+        assert_eq!(read(&bare.argv), ["true"]);
+        assert_eq!(read(&bare.envp), Vec::<String>::new());
+    }
 
     #[test]
     fn a_favoured_thread_has_the_nice_or_the_slice_it_reports() {

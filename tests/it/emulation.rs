@@ -85,3 +85,132 @@ fn emulation_works_without_addfd_too() {
         start["degraded"]
     );
 }
+
+/// guard keeps the directories a command's relative paths start from between calls, and the
+/// directories of `dir/name` paths. What a call means must still be decided by where the
+/// caller is now: after a `cd`, a relative delete is judged and made in the new directory;
+/// after the caller's directory is renamed from outside the sandbox, it is judged by the
+/// directory's new path (here, into a place a rule keeps from deletion) and refused, and the
+/// file stays; after a `dir` guard has met is swapped for a symlink into that place, `dir/name`
+/// is judged where the symlink leads, refused, and both files stay.
+#[test]
+fn relative_paths_are_judged_where_the_caller_is_now() {
+    judged_where_the_caller_is_now(Workspace::new());
+}
+
+/// The same for an unprivileged guard (when the tests run as root).
+#[test]
+fn relative_paths_are_judged_where_an_unprivileged_caller_is_now() {
+    judged_where_the_caller_is_now(Workspace::unprivileged());
+}
+
+fn judged_where_the_caller_is_now(w: Workspace) {
+    for f in [
+        "one/x",
+        "two/x",
+        "work/a",
+        "work/b",
+        "work/c",
+        "free/sub/p",
+        "free/sub/q",
+        "two/q",
+        "flags/.keep",
+    ] {
+        w.write(f, "data\n");
+    }
+    let rule = w.profile_file(
+        "keep",
+        &format!(
+            "[[rule]]\nid = \"keep-kept\"\nwhen = \"delete\"\npath = [\"{ws}/two/**\", \"{ws}/kept/**\"]\naction = \"deny\"\n",
+            ws = w.ws.display()
+        ),
+    );
+    let flags = w.ws.join("flags");
+    let script = format!(
+        r#"
+cd one && rm x && echo one-removed
+cd ../two && {{ rm x 2>/dev/null || echo two-refused; }}
+cd ../free && rm sub/p && echo p-removed
+cd ../work && rm a && echo a-removed
+touch {flags}/ready
+i=0; while [ ! -e {flags}/go ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done
+pwd -P
+rm b 2>/dev/null || echo b-refused
+cd ../free && {{ rm sub/q 2>/dev/null || echo q-refused; }}
+"#,
+        flags = flags.display()
+    );
+    let child = w
+        .exec(&["agent", &rule])
+        .cmd
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn guard");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !flags.join("ready").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The renames happen outside the sandbox: guard sees nothing of them. `free/sub`, whose
+    // directory guard has met, becomes a symlink into the protected `two`.
+    std::fs::rename(w.ws.join("work"), w.ws.join("kept")).expect("rename work");
+    std::fs::rename(w.ws.join("free/sub"), w.ws.join("free/old")).expect("rename sub");
+    std::os::unix::fs::symlink("../two", w.ws.join("free/sub")).expect("symlink sub");
+    std::fs::write(flags.join("go"), "").expect("go");
+    let out = child.wait_with_output().expect("wait guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept = w.ws.join("kept");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "one-removed",
+            "two-refused",
+            "p-removed",
+            "a-removed",
+            &kept.display().to_string(),
+            "b-refused",
+            "q-refused"
+        ]
+    );
+    assert!(!w.ws.join("one/x").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("two/x")).unwrap(),
+        "data\n"
+    );
+    assert!(!kept.join("a").exists());
+    assert_eq!(std::fs::read_to_string(kept.join("b")).unwrap(), "data\n");
+    assert!(!w.ws.join("free/old/p").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("free/old/q")).unwrap(),
+        "data\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("two/q")).unwrap(),
+        "data\n"
+    );
+    let denied: Vec<String> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["verdict"] == "deny" && d["rule"] == "keep-kept")
+        .filter_map(|d| d["path"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            w.ws.join("two/x").display().to_string(),
+            kept.join("b").display().to_string(),
+            w.ws.join("two/q").display().to_string()
+        ],
+        "the refusals name the paths where the caller was"
+    );
+}

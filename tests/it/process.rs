@@ -402,3 +402,25 @@ fn the_supervisor_is_favoured_and_the_command_is_not() {
         assert!(child.wait().expect("wait").success());
     }
 }
+
+/// guard's binary carries its own unwinder (build.rs, `static_unwinder`): the dynamic loader
+/// maps no libgcc_s at its start, and a run still works. `LD_DEBUG=libs` is glibc's own
+/// account of what it loads.
+#[cfg(guard_static_unwinder)]
+#[test]
+fn guard_starts_without_loading_libgcc_s() {
+    let out = Command::new(GUARD)
+        .arg("--version")
+        .env("LD_DEBUG", "libs")
+        .output()
+        .expect("guard --version");
+    assert!(out.status.success());
+    let loaded = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        loaded.contains("libc.so.6"),
+        "LD_DEBUG=libs names what is loaded:\n{loaded}"
+    );
+    assert!(!loaded.contains("libgcc_s"), "{loaded}");
+    let w = Workspace::new();
+    w.exec(&["agent"]).run(&["true"]).expect_code(0);
+}

@@ -1,0 +1,326 @@
+//! Where a caller's relative path starts (its cwd, or the directory behind a dirfd), kept by
+//! each worker between calls.
+//!
+//! Opening the caller's `/proc/PID/cwd` on every judged call costs an open, an `fstat` (the
+//! owner check of `target::walk_alike`) and a close. Most calls of a run start from the same
+//! few directories, so each worker keeps the directories it opened, by identity: the mount
+//! and the inode. A call then asks only `statx` of the caller's magic link, which follows it
+//! *now* to the caller's directory and tells its mount, inode, owner and mode; the directory
+//! kept under that identity is the same directory, reached through the same mount, so a walk
+//! from it meets what a walk from a fresh open would. The identity cannot name another
+//! directory later: the kept descriptor holds the inode and the mount, so neither number can
+//! be given to anything else while it is kept. A directory renamed or moved since is still
+//! the caller's directory (its path is read again from the descriptor on every call), and a
+//! caller that changed directory since gets another identity.
+//!
+//! The same holds for the directory part of a `dir/name` path, looked up in the base with one
+//! `statx` that does not follow a symlink ([`kept_subdir`]).
+//!
+//! What cannot be proved the same is opened as before: a link that is no directory, a kernel
+//! without the mount in `statx` (before 5.8), a link that changed between the `statx` and the
+//! open of a miss.
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+use std::io::{self, Write as _};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use crate::sys;
+
+/// How many directories a worker keeps (most recently used first).
+const KEPT: usize = 8;
+
+/// A directory descriptor a [`super::target::Target`] holds: opened by the walk, or a base a
+/// worker keeps (shared: dropping it closes nothing while the worker keeps it).
+#[derive(Debug, Clone)]
+pub struct DirFd(Arc<OwnedFd>);
+
+impl From<OwnedFd> for DirFd {
+    fn from(fd: OwnedFd) -> Self {
+        DirFd(Arc::new(fd))
+    }
+}
+
+impl AsFd for DirFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for DirFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// The owner and mode of a base, as the `statx` of the caller's link found them for this
+/// call: what `creds::caller_owns` checks without an `fstat` of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub mode: u32,
+}
+
+/// A directory's identity: mount id, device and inode.
+type Identity = (u64, u32, u32, u64);
+
+const MASK: u32 = libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_UID | libc::STATX_INO;
+
+thread_local! {
+    static BASES: RefCell<Vec<(Identity, DirFd)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The caller's base for a relative path: its cwd (`dirfd` is AT_FDCWD) or the directory
+/// behind its descriptor `dirfd`, with the owner and mode found now when the base is a
+/// directory a worker keeps or has just kept. Errors are those of opening the caller's link.
+pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
+    let mut buf = [0u8; 48];
+    let link = callers_link(pid, dirfd, false, &mut buf)?;
+    let Ok(now) = sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID) else {
+        return open(link).map(|fd| (fd.into(), None));
+    };
+    let Some(id) = identity(&now) else {
+        return open(link).map(|fd| (fd.into(), None));
+    };
+    let owner = owner(&now);
+    if let Some(kept) = BASES.with(|b| take(&mut b.borrow_mut(), id)) {
+        return Ok((kept, Some(owner)));
+    }
+    let fd = DirFd::from(open(link)?);
+    // The caller may have changed directory between the statx and the open: keep and use the
+    // owner only of what is proved to be the directory the statx saw.
+    let opened = sys::fs::statx_at(
+        Some(fd.as_fd()),
+        c"",
+        libc::AT_EMPTY_PATH,
+        MASK | libc::STATX_MNT_ID,
+    );
+    match opened {
+        Ok(st) if identity(&st) == Some(id) => {
+            BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
+            Ok((fd, Some(owner)))
+        }
+        _ => Ok((fd, None)),
+    }
+}
+
+/// The directory `dir` (one component, no slash) in `base`, when a worker keeps it: one `statx`
+/// that does not follow a final symlink tells, now, which directory `dir` names and its owner
+/// and mode. `None` when it is not kept, is no directory, or cannot be looked up: the caller
+/// then opens it its own way (and may keep it with [`keep_opened`]).
+pub fn kept_subdir(base: BorrowedFd<'_>, dir: &CStr) -> Option<(DirFd, Owner)> {
+    let now = sys::fs::statx_at(
+        Some(base),
+        dir,
+        libc::AT_SYMLINK_NOFOLLOW,
+        MASK | libc::STATX_MNT_ID,
+    )
+    .ok()?;
+    let id = identity(&now)?;
+    let kept = BASES.with(|b| take(&mut b.borrow_mut(), id))?;
+    Some((kept, owner(&now)))
+}
+
+/// Keeps the directory `fd` just opened, by its identity (one `statx`), for
+/// [`kept_subdir`] and [`base`] to find.
+pub fn keep_opened(fd: &DirFd) {
+    let st = sys::fs::statx_at(
+        Some(fd.as_fd()),
+        c"",
+        libc::AT_EMPTY_PATH,
+        MASK | libc::STATX_MNT_ID,
+    );
+    if let Some(id) = st.ok().as_ref().and_then(identity) {
+        BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
+    }
+}
+
+/// The caller's link to its base, NUL-terminated in `buf`: `/` when the path is absolute (the
+/// caller's root: chroot is on the deny list, so it is the system root), its cwd for
+/// AT_FDCWD, its descriptor otherwise.
+pub fn callers_link(pid: u32, dirfd: u64, absolute: bool, buf: &mut [u8; 48]) -> io::Result<&CStr> {
+    let mut w = &mut buf[..];
+    let written = if absolute {
+        w.write_all(b"/\0")
+    } else if is_at_fdcwd(dirfd) {
+        write!(w, "/proc/{pid}/cwd\0")
+    } else {
+        let fd = dirfd as i32;
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        write!(w, "/proc/{pid}/fd/{fd}\0")
+    };
+    written.map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    CStr::from_bytes_until_nul(buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `AT_FDCWD` as it appears in a 64-bit argument register (sign-extended or not).
+fn is_at_fdcwd(dirfd: u64) -> bool {
+    dirfd as i32 == libc::AT_FDCWD
+}
+
+/// Opens the caller's link (O_PATH): following it leads to the caller's directory.
+pub fn open(link: &CStr) -> io::Result<OwnedFd> {
+    let at = sys::process::at_fdcwd();
+    sys::process::openat2(at, link, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0)
+}
+
+/// A directory's identity, when the kernel told its mount.
+fn identity(st: &libc::statx) -> Option<Identity> {
+    let is_dir = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFDIR;
+    let told = st.stx_mask & (libc::STATX_MNT_ID | libc::STATX_INO)
+        == libc::STATX_MNT_ID | libc::STATX_INO;
+    (is_dir && told).then_some((
+        st.stx_mnt_id,
+        st.stx_dev_major,
+        st.stx_dev_minor,
+        st.stx_ino,
+    ))
+}
+
+fn owner(st: &libc::statx) -> Owner {
+    Owner {
+        uid: st.stx_uid,
+        mode: u32::from(st.stx_mode),
+    }
+}
+
+/// The kept directory `id`, moved to the front.
+fn take(kept: &mut Vec<(Identity, DirFd)>, id: Identity) -> Option<DirFd> {
+    let at = kept.iter().position(|(k, _)| *k == id)?;
+    let entry = kept.remove(at);
+    let fd = entry.1.clone();
+    kept.insert(0, entry);
+    Some(fd)
+}
+
+/// Keeps `fd` as `id` in front, dropping the least recently used past [`KEPT`].
+fn keep(kept: &mut Vec<(Identity, DirFd)>, id: Identity, fd: DirFd) {
+    kept.retain(|(k, _)| *k != id);
+    kept.insert(0, (id, fd));
+    kept.truncate(KEPT);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_base(dirfd: u64) -> (DirFd, Option<Owner>) {
+        base(std::process::id(), dirfd).expect("base")
+    }
+
+    fn ino(fd: &DirFd) -> u64 {
+        nix::sys::stat::fstat(fd.as_raw_fd()).expect("fstat").st_ino
+    }
+
+    #[test]
+    fn a_directory_is_kept_and_found_again_by_identity() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = std::fs::File::open(dir.path()).expect("open");
+        let dirfd = d.as_raw_fd() as u64;
+        let (first, owner) = own_base(dirfd);
+        let (again, _) = own_base(dirfd);
+        assert_eq!(first.as_raw_fd(), again.as_raw_fd(), "the kept descriptor");
+        let meta = std::fs::metadata(dir.path()).expect("metadata");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            owner,
+            Some(Owner {
+                uid: meta.uid(),
+                mode: meta.mode()
+            })
+        );
+
+        // Another directory behind the same descriptor number: another identity.
+        drop(d);
+        let other = tempfile::tempdir().expect("tempdir");
+        let o = std::fs::File::open(other.path()).expect("open");
+        let (next, _) = own_base(o.as_raw_fd() as u64);
+        assert_eq!(ino(&next), std::fs::metadata(other.path()).unwrap().ino());
+        assert_ne!(ino(&next), ino(&first));
+    }
+
+    #[test]
+    fn the_owner_is_read_now_not_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let d = std::fs::File::open(dir.path()).expect("open");
+        let dirfd = d.as_raw_fd() as u64;
+        let (_, before) = own_base(dirfd);
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
+        let (_, after) = own_base(dirfd);
+        assert_eq!(before.map(|o| o.mode & 0o777), Some(0o700));
+        assert_eq!(after.map(|o| o.mode & 0o777), Some(0o500));
+    }
+
+    #[test]
+    fn a_file_behind_the_descriptor_is_opened_not_kept() {
+        let file = tempfile::NamedTempFile::new().expect("file");
+        let (fd, owner) = own_base(file.as_file().as_raw_fd() as u64);
+        assert_eq!(owner, None);
+        let st = nix::sys::stat::fstat(fd.as_raw_fd()).expect("fstat");
+        assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFREG);
+    }
+
+    #[test]
+    fn a_closed_descriptor_fails_as_the_open_would() {
+        let err = base(std::process::id(), 987_654).expect_err("no such descriptor");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        let err = base(std::process::id(), (-5i64) as u64).expect_err("negative");
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+    }
+
+    /// A directory part is found kept only while its name still leads to the kept directory:
+    /// not once the name is another directory, nor once it is a symlink (even to the kept
+    /// directory itself, which the open then follows).
+    #[test]
+    fn a_kept_subdirectory_is_found_only_under_a_name_that_still_leads_to_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let top = std::fs::File::open(dir.path()).expect("open");
+        let sub = DirFd::from(OwnedFd::from(
+            std::fs::File::open(dir.path().join("sub")).expect("open sub"),
+        ));
+        keep_opened(&sub);
+        let found = kept_subdir(top.as_fd(), c"sub").expect("kept");
+        assert_eq!(found.0.as_raw_fd(), sub.as_raw_fd());
+        assert_eq!(found.1.uid, nix::unistd::geteuid().as_raw());
+
+        std::fs::rename(dir.path().join("sub"), dir.path().join("moved")).unwrap();
+        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "nothing there");
+        assert!(
+            kept_subdir(top.as_fd(), c"moved").is_some(),
+            "the same directory"
+        );
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(
+            kept_subdir(top.as_fd(), c"sub").is_none(),
+            "another directory"
+        );
+        std::fs::remove_dir(dir.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink("moved", dir.path().join("sub")).unwrap();
+        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "a symlink");
+    }
+
+    #[test]
+    fn only_the_most_recent_are_kept() {
+        let dirs: Vec<_> = (0..KEPT + 2)
+            .map(|_| tempfile::tempdir().unwrap())
+            .collect();
+        let files: Vec<_> = dirs
+            .iter()
+            .map(|d| std::fs::File::open(d.path()).unwrap())
+            .collect();
+        for f in &files {
+            own_base(f.as_raw_fd() as u64);
+        }
+        BASES.with(|b| assert_eq!(b.borrow().len(), KEPT));
+        let newest = nix::sys::stat::fstat(files.last().unwrap().as_raw_fd())
+            .unwrap()
+            .st_ino;
+        BASES.with(|b| assert_eq!(ino(&b.borrow()[0].1), newest));
+    }
+}
