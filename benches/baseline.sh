@@ -2,7 +2,7 @@
 # Section 7 of benches/compare.sh (sourced by it with --baseline OLD_GUARD): the same guard
 # measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, so
 # both see the same machine at the same moment. Measured: start-up of `guard exec -- true`
-# (hyperfine, both in one run), the judged calls of guard-callloop (median ns per call of REPS
+# (hyperfine, twice, in both orders), the judged calls of guard-callloop (median ns per call of REPS
 # runs each), an exec (section 3's bash loop), the supervisor's system calls per judged unlinkat
 # (strace -f -c), `rm -rf` of the 10,000-file tree and `guard rollback` of it, and the git
 # session and shell edits of section 6. Uses
@@ -21,12 +21,24 @@ mkdir -p "$GUARD_STATE_DIR"
 
 if avail hyperfine; then
     mkdir -p "$BWS"
-    (cd "$BWS" && hyperfine -N --warmup 5 --runs "$RUNS" --style basic --export-json "$RAW/bl-startup.json" \
-        -n before "$BASELINE exec -w $BWS -- true" -n after "$GUARD exec -w $BWS -- true") >&2
+    # hyperfine runs one command's runs, then the other's: a machine that slows down or speeds
+    # up meanwhile (this one's host runs other work, and the sections before leave the disk
+    # busy) favours one build. In two runs, in both orders, each build is measured first once;
+    # its figure is the median of all its samples.
+    for order in "before after" "after before"; do
+        args=()
+        for v in $order; do
+            args+=(-n "$v" "${BL_BIN[$v]} exec -w $BWS -- true")
+        done
+        (cd "$BWS" && hyperfine -N --warmup 5 --runs "$RUNS" --style basic \
+            --export-json "$RAW/bl-startup-${order%% *}-first.json" "${args[@]}") >&2
+    done
     for v in before after; do
-        bl_row "start-up of \`guard exec -- true\`, ms" "$v" \
-            "$(jq -r --arg n "$v" '.results[] | select(.command == $n) | .median * 1000 * 100 | round / 100' \
-                "$RAW/bl-startup.json")"
+        bl_row "start-up of \`guard exec -- true\`, ms (median of both orders)" "$v" \
+            "$(jq -rs --arg n "$v" '[.[].results[] | select(.command == $n) | .times[]] | sort
+                | (if length % 2 == 1 then .[length / 2 | floor]
+                   else (.[length / 2 - 1] + .[length / 2]) / 2 end) * 1000 * 100 | round / 100' \
+                "$RAW/bl-startup-before-first.json" "$RAW/bl-startup-after-first.json")"
     done
 fi
 for ((r = 1; r <= REPS; r++)); do
