@@ -594,12 +594,7 @@ mod tests {
         std::os::unix::fs::symlink("theirs", d.join("link")).expect("symlink");
         let base = std::fs::File::open(d).expect("open the base");
         let fd = base.as_raw_fd() as u64;
-        let me = nix::unistd::gettid().as_raw() as u32;
-        let mut creds = crate::creds::Creds::of_thread(me).expect("own creds");
-        creds.cap_effective = 0;
-        let caller = crate::creds::Caller {
-            creds: std::sync::Arc::new(creds),
-        };
+        let caller = crate::creds::assume::caller_without_capabilities();
         let errno = |r: io::Result<Target>| match r {
             Ok(t) => format!("ok {}", t.path.display()),
             Err(e) => format!("errno {}", e.raw_os_error().unwrap_or(0)),
