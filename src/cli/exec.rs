@@ -96,11 +96,7 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
     if let Some(file) = args.summary {
         run = run.summary(file);
     }
-    let running = run.spawn(&args.command)?;
-    // guard exits as soon as the run is over: freeing the policy (its compiled matchers are
-    // thousands of allocations) would only delay that exit, by some 50 µs of every run here.
-    std::mem::forget(running.policy());
-    let outcome = running.wait()?;
+    let outcome = run.spawn(&args.command)?.wait()?;
     if let Some(line) = outcome.refusals_line() {
         eprintln!("guard: {line}");
     }

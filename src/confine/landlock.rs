@@ -222,12 +222,17 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // guard: a few hundred open + add_rule pairs each) is granted on a helper thread while
     // this one grants the rest. Its roots to add whole (none, or one it could not list) come
     // back here, to the crate's ruleset.
+    // By its place in the list: a path may be a read root and a write root both.
     let aside = entries_fd.as_ref().and_then(|fd| {
-        let (root, access) = roots.iter().filter(|(p, _)| hidden.expands(p)).nth(1)?;
-        Some((fd.as_fd(), *root, *access))
+        let (at, &(root, access)) = roots
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| hidden.expands(p))
+            .nth(1)?;
+        Some((at, fd.as_fd(), root, access))
     });
     std::thread::scope(|s| -> Result<(), ConfineError> {
-        let helper = aside.map(|(ruleset, root, access)| {
+        let helper = aside.map(|(_, ruleset, root, access)| {
             let hidden = &hidden;
             s.spawn(move || {
                 let mut whole = Vec::new();
@@ -259,8 +264,8 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
                 None => add_path_rule(&mut created, fd, access, path),
             },
         };
-        for &(path, access) in &roots {
-            if aside.is_some_and(|(_, root, _)| root == path) {
+        for (at, &(path, access)) in roots.iter().enumerate() {
+            if aside.is_some_and(|(aside, ..)| aside == at) {
                 continue;
             }
             hid += hidden.grant(path, access, &mut add)?;

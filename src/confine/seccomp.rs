@@ -229,27 +229,22 @@ pub fn build(spec: &FilterSpec) -> Result<Vec<SockFilter>, ConfineError> {
 /// The numbers from 0 up as runs that share a target: `(first number, target)`, each run
 /// ending where the next begins, the last one at the top. Numbers no list names go to `allow`.
 fn segments(targets: &BTreeMap<u32, Label>, allow: Label) -> Vec<(u32, Label)> {
-    let mut runs: Vec<(u32, Label)> = vec![(0, allow)];
+    let mut runs: Vec<(u32, Label)> = Vec::new();
     let mut push = |first: u32, target: Label| {
-        if runs.last().is_some_and(|&(_, t)| t == target) {
-            return;
+        if runs.last().is_none_or(|&(_, t)| t != target) {
+            runs.push((first, target));
         }
-        if runs.last().is_some_and(|&(f, _)| f == first) {
-            runs.pop();
-            if runs.last().is_some_and(|&(_, t)| t == target) {
-                return;
-            }
-        }
-        runs.push((first, target));
     };
+    // The first number no run covers yet.
+    let mut next = 0;
     for (&nr, &target) in targets {
-        push(nr, target);
-        if let Some(after) = nr.checked_add(1) {
-            if !targets.contains_key(&after) {
-                push(after, allow);
-            }
+        if nr > next {
+            push(next, allow);
         }
+        push(nr, target);
+        next = nr + 1;
     }
+    push(next, allow);
     runs
 }
 

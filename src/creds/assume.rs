@@ -175,6 +175,19 @@ pub fn changing_entries_of<T>(
     }
 }
 
+/// A caller like the calling thread but without an effective capability: a root guard's
+/// command as [`caller_differs_in_capabilities_only`] sees it. For the tests that run the
+/// kernel's checks as such a caller.
+#[cfg(test)]
+pub(crate) fn caller_without_capabilities() -> Caller {
+    let me = nix::unistd::gettid().as_raw() as u32;
+    let mut creds = Creds::of_thread(me).expect("own creds");
+    creds.cap_effective = 0;
+    Caller {
+        creds: Arc::new(creds),
+    }
+}
+
 fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Result<T> {
     let Some(caller) = current() else {
         return call();
@@ -397,9 +410,7 @@ mod tests {
             r.err().and_then(|e| e.raw_os_error()).unwrap_or(0)
         };
         std::thread::spawn(move || {
-            let mut c = creds_like_ours();
-            c.cap_effective = 0;
-            let caller = Caller { creds: Arc::new(c) };
+            let caller = caller_without_capabilities();
             for (d, errno) in &cases {
                 let got = for_caller(caller.clone(), || unlink(d));
                 assert_eq!(got, *errno, "{} as the caller", d.display());

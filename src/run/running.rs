@@ -162,11 +162,6 @@ impl Running {
         self.active().exec_failed
     }
 
-    /// The policy the run enforces, resolved from its profiles.
-    pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.active().policy)
-    }
-
     /// A handle on the run's process tree, to signal or kill it from another thread.
     pub fn tree(&self) -> RunTree {
         self.active().tree.clone()

@@ -14,7 +14,7 @@
 //! caller that changed directory since gets another identity.
 //!
 //! The same holds for the directory part of a `dir/name` path, looked up in the base with one
-//! `statx` that does not follow a symlink ([`kept_subdir`]).
+//! `statx` that does not follow a symlink ([`subdir`]).
 //!
 //! What cannot be proved the same is opened as before: a link that is no directory, a kernel
 //! without the mount in `statx` (before 5.8), a link that changed between the `statx` and the
@@ -90,14 +90,8 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
     let fd = DirFd::from(open(link)?);
     // The caller may have changed directory between the statx and the open: keep and use the
     // owner only of what is proved to be the directory the statx saw.
-    let opened = sys::fs::statx_at(
-        Some(fd.as_fd()),
-        c"",
-        libc::AT_EMPTY_PATH,
-        MASK | libc::STATX_MNT_ID,
-    );
-    match opened {
-        Ok(st) if identity(&st) == Some(id) => {
+    match opened_identity(&fd) {
+        Some((opened, _)) if opened == id => {
             BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
             Ok((fd, Some(owner)))
         }
@@ -105,35 +99,46 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
     }
 }
 
-/// The directory `dir` (one component, no slash) in `base`, when a worker keeps it: one `statx`
-/// that does not follow a final symlink tells, now, which directory `dir` names and its owner
-/// and mode. `None` when it is not kept, is no directory, or cannot be looked up: the caller
-/// then opens it its own way (and may keep it with [`keep_opened`]).
-pub fn kept_subdir(base: BorrowedFd<'_>, dir: &CStr) -> Option<(DirFd, Owner)> {
+/// The directory `dir` (one component, no slash) in `base`, with its owner and mode when they
+/// were read for this call. A directory a worker keeps is found by one `statx` that does not
+/// follow a final symlink and tells, now, which directory `dir` names; any other is opened
+/// with `resolve` (openat2's flags: a symlink there is followed, or refused, as they say) and
+/// kept. Errors are the open's.
+pub fn subdir(
+    base: BorrowedFd<'_>,
+    dir: &CStr,
+    resolve: u64,
+) -> io::Result<(DirFd, Option<Owner>)> {
     let now = sys::fs::statx_at(
         Some(base),
         dir,
         libc::AT_SYMLINK_NOFOLLOW,
         MASK | libc::STATX_MNT_ID,
-    )
-    .ok()?;
-    let id = identity(&now)?;
-    let kept = BASES.with(|b| take(&mut b.borrow_mut(), id))?;
-    Some((kept, owner(&now)))
+    );
+    if let Some(id) = now.as_ref().ok().and_then(identity) {
+        if let Some(kept) = BASES.with(|b| take(&mut b.borrow_mut(), id)) {
+            return Ok((kept, now.ok().as_ref().map(owner)));
+        }
+    }
+    let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    let fd = DirFd::from(sys::process::openat2(base, dir, how, 0, resolve)?);
+    let opened = opened_identity(&fd);
+    if let Some((id, _)) = opened {
+        BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
+    }
+    Ok((fd, opened.map(|(_, owner)| owner)))
 }
 
-/// Keeps the directory `fd` just opened, by its identity (one `statx`), for
-/// [`kept_subdir`] and [`base`] to find.
-pub fn keep_opened(fd: &DirFd) {
+/// The identity, owner and mode of a directory just opened (one `statx`).
+fn opened_identity(fd: &DirFd) -> Option<(Identity, Owner)> {
     let st = sys::fs::statx_at(
         Some(fd.as_fd()),
         c"",
         libc::AT_EMPTY_PATH,
         MASK | libc::STATX_MNT_ID,
-    );
-    if let Some(id) = st.ok().as_ref().and_then(identity) {
-        BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
-    }
+    )
+    .ok()?;
+    Some((identity(&st)?, owner(&st)))
 }
 
 /// The caller's link to its base, NUL-terminated in `buf`: `/` when the path is absolute (the
@@ -278,31 +283,32 @@ mod tests {
     /// directory itself, which the open then follows).
     #[test]
     fn a_kept_subdirectory_is_found_only_under_a_name_that_still_leads_to_it() {
+        const NO_SYMLINKS: u64 = 0x04;
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         let top = std::fs::File::open(dir.path()).expect("open");
-        let sub = DirFd::from(OwnedFd::from(
-            std::fs::File::open(dir.path().join("sub")).expect("open sub"),
-        ));
-        keep_opened(&sub);
-        let found = kept_subdir(top.as_fd(), c"sub").expect("kept");
-        assert_eq!(found.0.as_raw_fd(), sub.as_raw_fd());
-        assert_eq!(found.1.uid, nix::unistd::geteuid().as_raw());
+        let at = |name: &CStr, resolve: u64| subdir(top.as_fd(), name, resolve);
+        let (sub, owner) = at(c"sub", 0).expect("opened and kept");
+        assert_eq!(owner.map(|o| o.uid), Some(nix::unistd::geteuid().as_raw()));
+        let (found, owner) = at(c"sub", 0).expect("kept");
+        assert_eq!(found.as_raw_fd(), sub.as_raw_fd());
+        assert_eq!(owner.map(|o| o.uid), Some(nix::unistd::geteuid().as_raw()));
 
         std::fs::rename(dir.path().join("sub"), dir.path().join("moved")).unwrap();
-        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "nothing there");
-        assert!(
-            kept_subdir(top.as_fd(), c"moved").is_some(),
-            "the same directory"
-        );
+        let err = at(c"sub", 0).expect_err("nothing there");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        let (moved, _) = at(c"moved", 0).expect("kept");
+        assert_eq!(moved.as_raw_fd(), sub.as_raw_fd(), "the same directory");
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        assert!(
-            kept_subdir(top.as_fd(), c"sub").is_none(),
-            "another directory"
-        );
+        let (other, _) = at(c"sub", 0).expect("opened");
+        assert_ne!(other.as_raw_fd(), sub.as_raw_fd(), "another directory");
+        drop(other);
         std::fs::remove_dir(dir.path().join("sub")).unwrap();
         std::os::unix::fs::symlink("moved", dir.path().join("sub")).unwrap();
-        assert!(kept_subdir(top.as_fd(), c"sub").is_none(), "a symlink");
+        let err = at(c"sub", NO_SYMLINKS).expect_err("refused by the open");
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "a symlink");
+        let (through, _) = at(c"sub", 0).expect("followed by the open");
+        assert_ne!(through.as_raw_fd(), sub.as_raw_fd(), "a symlink");
     }
 
     #[test]

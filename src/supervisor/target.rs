@@ -257,20 +257,15 @@ fn open_dir(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<OwnedFd> {
     )
 }
 
-/// [`open_dir`], for a directory part of one component looked up in the worker's kept
-/// directories first ([`base::kept_subdir`]), and kept once opened. A symlink there is no
-/// kept directory: it is followed by the open, as the kernel would follow it.
+/// [`open_dir`], for a directory part of one component through the worker's kept directories
+/// ([`base::subdir`]). A symlink there is no kept directory: it is followed by the open, as
+/// the kernel would follow it.
 fn open_dir_kept(base: BorrowedFd<'_>, dir: &[u8]) -> io::Result<DirFd> {
     if dir.contains(&b'/') {
         return open_dir(base, dir).map(DirFd::from);
     }
     let c = CString::new(dir).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    if let Some((kept, _)) = base::kept_subdir(base, &c) {
-        return Ok(kept);
-    }
-    let opened = DirFd::from(open_dir(base, dir)?);
-    base::keep_opened(&opened);
-    Ok(opened)
+    base::subdir(base, &c, RESOLVE_NO_MAGICLINKS).map(|(dir, _)| dir)
 }
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
@@ -389,9 +384,9 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
         } else {
             last
         };
-        match walk_alike(here, owner, &owned_raw, entry, pid) {
+        match walk_alike(here.clone(), owner, &owned_raw, entry, pid) {
             Ok(Ok(t)) if last == Last::Follow && t.kind == Some(Kind::Symlink) => {
-                first = base(absolute)?.map(|(b, _)| b);
+                first = Some(here);
             }
             Ok(found) => return found,
             Err(here) => first = Some(here),
@@ -413,8 +408,9 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 /// The walk of a relative `name` or `dir/name` (no symlink in `dir`, the final one not
 /// followed) with guard's own credentials, when that meets the same permission checks as the
 /// caller's: each directory searched (`base`, then `dir`) is the caller's own with its
-/// owner's search bit set ([`crate::creds::caller_owns_with`]). An `fstat` each instead of
-/// the two `capset`s of a switch. `Err(base)` when that cannot be told: the caller's
+/// owner's search bit set ([`crate::creds::caller_owns_with`]), as read by the `statx` that
+/// found each directory for this call ([`base`]): no system call of its own, where a switch
+/// costs two `capset`s. `Err(base)` when that cannot be told: the caller's
 /// credentials are then taken on.
 fn walk_alike(
     base: DirFd,
@@ -423,17 +419,13 @@ fn walk_alike(
     last: Last,
     pid: u32,
 ) -> Result<io::Result<Target>, DirFd> {
-    let owner_searches = |dir: BorrowedFd<'_>| crate::creds::caller_owns_with(dir, libc::S_IXUSR);
-    let (dir, name, slashed) = split(raw);
-    if slashed || dir.contains(&b'/') {
-        return Err(base);
-    }
-    // The base's owner and mode as the caller's link showed them just now, when it did.
-    let base_searchable = match owner {
+    // Owner and mode as this call's statx read them, when it did; an fstat otherwise.
+    let owner_searches = |dir: &DirFd, owner: Option<Owner>| match owner {
         Some(o) => crate::creds::caller_owns_as(o.uid, o.mode, libc::S_IXUSR),
-        None => owner_searches(base.as_fd()),
+        None => crate::creds::caller_owns_with(dir.as_fd(), libc::S_IXUSR),
     };
-    if !base_searchable {
+    let (dir, name, slashed) = split(raw);
+    if slashed || dir.contains(&b'/') || !owner_searches(&base, owner) {
         return Err(base);
     }
     if dir == b"." {
@@ -442,27 +434,13 @@ fn walk_alike(
     let Ok(c) = CString::new(dir) else {
         return Err(base);
     };
-    if let Some((sub, owner)) = base::kept_subdir(base.as_fd(), &c) {
-        if !crate::creds::caller_owns_as(owner.uid, owner.mode, libc::S_IXUSR) {
-            return Err(base);
-        }
-        return Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid));
-    }
-    let how = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-    match sys::process::openat2(
-        base.as_fd(),
-        &c,
-        how,
-        0,
-        RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
-    ) {
-        Ok(sub) if owner_searches(sub.as_fd()) => {
-            let sub = DirFd::from(sub);
-            base::keep_opened(&sub);
+    let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    match base::subdir(base.as_fd(), &c, no_symlinks) {
+        Ok((sub, owner)) if owner_searches(&sub, owner) => {
             Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid))
         }
-        // A symlink (ELOOP) may lead anywhere: walked as the caller.
         Ok(_) => Err(base),
+        // A symlink (ELOOP) may lead anywhere: walked as the caller.
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(base),
         // What the caller meets as well: it may search `base`.
         Err(e) => Ok(Err(e)),
@@ -616,12 +594,7 @@ mod tests {
         std::os::unix::fs::symlink("theirs", d.join("link")).expect("symlink");
         let base = std::fs::File::open(d).expect("open the base");
         let fd = base.as_raw_fd() as u64;
-        let me = nix::unistd::gettid().as_raw() as u32;
-        let mut creds = crate::creds::Creds::of_thread(me).expect("own creds");
-        creds.cap_effective = 0;
-        let caller = crate::creds::Caller {
-            creds: std::sync::Arc::new(creds),
-        };
+        let caller = crate::creds::assume::caller_without_capabilities();
         let errno = |r: io::Result<Target>| match r {
             Ok(t) => format!("ok {}", t.path.display()),
             Err(e) => format!("errno {}", e.raw_os_error().unwrap_or(0)),

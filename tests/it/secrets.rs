@@ -300,3 +300,50 @@ fn raw_disks_are_unreadable_to_root_while_dev_stays_usable() {
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "4", "/dev/null and /dev/zero work");
 }
+
+/// A directory that is both a read root and a write root, and holds a hidden path, is granted
+/// entry by entry twice, once for each list, and both grants hold whichever of them the start
+/// gives to its helper thread (the second root so expanded goes there). As an ordinary user,
+/// who expands neither `/etc` nor `/dev`, the expanded roots here are `x` and `y` to read,
+/// then `y` to write: the helper takes `y` to read, and `y` must stay writable by Landlock.
+/// `GUARD_NO_ADDFD=1` lets the kernel continue the write-open, so Landlock, not guard's own
+/// open, decides it.
+#[test]
+fn a_root_listed_for_reading_and_writing_keeps_both_grants_around_what_it_hides() {
+    let w = Workspace::unprivileged();
+    let probe = w.probe();
+    let (x, y) = (w.outside.join("x"), w.outside.join("y"));
+    for d in [&x, &y] {
+        w.write(&d.join("secret").display().to_string(), "secret\n");
+        w.write(&d.join("plain").display().to_string(), "plain\n");
+    }
+    let layer = w.profile_file(
+        "both",
+        &format!(
+            "name = \"both\"\n[fs]\nread = [\"{x}\", \"{y}\"]\nwrite = [\"{y}\"]\nhide = [\"{x}/secret\", \"{y}/secret\"]\n",
+            x = x.display(),
+            y = y.display(),
+        ),
+    );
+    let out = w.exec(&["agent", &layer]).env("GUARD_NO_ADDFD", "1").run(&[
+        "sh",
+        "-c",
+        &format!(
+            "{probe} read {xs}; {probe} read {xp}; {probe} read {ys}; {probe} write {yp} new",
+            xs = x.join("secret").display(),
+            xp = x.join("plain").display(),
+            ys = y.join("secret").display(),
+            yp = y.join("plain").display(),
+        ),
+    ]);
+    assert_eq!(out.code(), 0, "{}", out.stderr());
+    assert_eq!(
+        out.stdout().lines().collect::<Vec<_>>(),
+        ["errno 13 EACCES", "ok", "errno 13 EACCES", "ok"]
+    );
+    assert_eq!(std::fs::read_to_string(y.join("plain")).unwrap(), "new");
+    assert_eq!(
+        std::fs::read_to_string(y.join("secret")).unwrap(),
+        "secret\n"
+    );
+}
