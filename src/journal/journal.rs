@@ -404,9 +404,14 @@ impl Journal {
                 source,
             })?;
         self.unwritten.set(0);
+        // Written aside and renamed into place: a recovery that finds journal.json finds it
+        // whole. guard killed between creating it and writing it left an empty one, which no
+        // recovery could read (the run's first change was not made yet: nothing to undo).
         let path = self.dir.join("journal.json");
+        let tmp = self.dir.join(".journal.json.tmp");
         let text = serde_json::to_vec_pretty(&self.header).map_err(io::Error::other);
-        text.and_then(|t| std::fs::write(&path, t))
+        text.and_then(|t| std::fs::write(&tmp, t))
+            .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(create_err(&path))?;
         Ok(self.disk.get_or_init(|| Disk { store_fd, log }))
     }
