@@ -155,6 +155,10 @@ impl Journal {
             .map_err(fail("inspect", rel))?
             .ok_or_else(|| format!("{} vanished", rel.display()))?;
         let seq = self.next_seq();
+        if obj.is_none() {
+            // A new object, named by a seq a crash may have left an object under.
+            self.clear_leftover(seq);
+        }
         let target = Self::object_name(obj.unwrap_or(seq));
         if st.kind == Kind::Dir {
             self.forget_dirs();

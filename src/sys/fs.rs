@@ -6,6 +6,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -48,8 +49,9 @@ pub fn ficlone(dst: BorrowedFd<'_>, src: BorrowedFd<'_>) -> io::Result<()> {
 /// CAP_LEASE, and a filesystem with leases; those errors come back as they are.
 ///
 /// Should another process open the file in the instant the lease is held, its open waits for
-/// the release, and the kernel signals the lease holder: with SIGURG (ignored unless handled),
-/// not the default SIGIO, which would end the process.
+/// the release, and the kernel signals the lease holder: SIGIO, which would end the process,
+/// unless [`block_lease_signal`] blocked it for good; otherwise the lease is set to send
+/// SIGURG instead (ignored unless handled), one system call more.
 pub fn open_elsewhere(file: OwnedFd) -> io::Result<bool> {
     let fcntl = |cmd: libc::c_int, arg: libc::c_int| {
         // SAFETY: F_SETSIG and F_SETLEASE take an integer argument; no memory is involved.
@@ -61,7 +63,9 @@ pub fn open_elsewhere(file: OwnedFd) -> io::Result<bool> {
     };
     // F_SETSIG (include/uapi/asm-generic/fcntl.h), which the libc crate does not name.
     const F_SETSIG: libc::c_int = 10;
-    fcntl(F_SETSIG, libc::SIGURG)?;
+    if !LEASE_SIGNAL_BLOCKED.load(Ordering::Relaxed) {
+        fcntl(F_SETSIG, libc::SIGURG)?;
+    }
     let granted = match fcntl(libc::F_SETLEASE, libc::F_WRLCK) {
         Ok(()) => Ok(false),
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(true),
@@ -69,6 +73,28 @@ pub fn open_elsewhere(file: OwnedFd) -> io::Result<bool> {
     };
     drop(file);
     granted
+}
+
+/// Set once SIGIO is blocked in every thread of this process ([`block_lease_signal`]).
+static LEASE_SIGNAL_BLOCKED: AtomicBool = AtomicBool::new(false);
+
+/// Blocks SIGIO, the signal a lease's holder gets when someone opens the file, in the calling
+/// thread and so in every thread it starts later (threads inherit their creator's mask), for
+/// the rest of the process's life: a lease broken while [`open_elsewhere`] holds it then
+/// leaves SIGIO pending, never delivered, and [`open_elsewhere`] needs no F_SETSIG (one system
+/// call fewer on each deletion kept by inode). Only done while the process has no other
+/// thread, which might not block it: call it first thing in `main`. Returns whether it was
+/// done. The commands guard starts get a clear mask (`launch`), and a fork's child has no
+/// pending signal of its parent's.
+pub fn block_lease_signal() -> io::Result<bool> {
+    if !crate::sys::process::single_threaded()? {
+        return Ok(false);
+    }
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGIO);
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+    LEASE_SIGNAL_BLOCKED.store(true, Ordering::Relaxed);
+    Ok(true)
 }
 
 /// statx(2) of `dir/name`, a final symlink not followed, for the fields in `mask`, and the

@@ -4,6 +4,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
     if rc < 0 {
@@ -146,7 +147,8 @@ pub struct ExecSetup<'a> {
 }
 
 /// Fork a child that enforces `setup.landlock`, reports its pid, sets its parent-death
-/// signal, clears its signal mask and execs `image`; returns its pid. The child makes only
+/// signal, clears its signal mask, ignores the signals this process found ignored at its
+/// start and no other (see [`ignored_at_start`]) and execs `image`; returns its pid. The child makes only
 /// async-signal-safe system calls on memory prepared before the fork, so this is sound in
 /// any process.
 ///
@@ -202,6 +204,91 @@ fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
+/// The signals ignored when this process started (bit `n - 1` for signal `n`), noted by
+/// [`note_ignored_signals`] before Rust's runtime ignores SIGPIPE for its own writes and
+/// before guard or the C library install handlers (a handler replaces SIG_IGN, and `execve`
+/// resets it to the default). An ignored signal stays ignored across `execve`: the commands
+/// guard starts must find exactly these ignored, as they would bare. SIGPIPE matters most:
+/// ignored, `yes | head -1` ends `yes` with EPIPE and a message, not quietly by the signal,
+/// and a pipeline's status changes with it.
+static IGNORED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+/// The kernel's `struct sigaction` for rt_sigaction(2) (x86_64 and arm64 alike). The C
+/// library's sigaction refuses the two real-time signals it keeps for itself (32 and 33),
+/// which a parent may still have left ignored: these go to the kernel directly.
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// rt_sigaction(2) of `sig`: sets `new` when given, returns the action before.
+fn kernel_sigaction(sig: libc::c_int, new: Option<&KernelSigaction>) -> Option<libc::sighandler_t> {
+    let mut old = KernelSigaction::default();
+    let new = new.map_or(std::ptr::null(), |n| n as *const KernelSigaction);
+    // SAFETY: `new` is null or a live KernelSigaction the kernel only reads; `old` is a
+    // writable one of the size the kernel writes; the mask size is the kernel's (8 bytes).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            new,
+            &mut old as *mut KernelSigaction,
+            std::mem::size_of::<u64>(),
+        )
+    };
+    (rc == 0).then_some(old.handler)
+}
+
+/// Runs from the C library's start-up, before Rust's runtime and `main` (`.init_array`).
+extern "C" fn note_ignored_signals() {
+    let mut ignored = 0u64;
+    for sig in 1..=64 {
+        if kernel_sigaction(sig, None) == Some(libc::SIG_IGN) {
+            ignored |= 1 << (sig - 1);
+        }
+    }
+    IGNORED_AT_START.store(ignored, Ordering::Relaxed);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static NOTE_IGNORED_SIGNALS: extern "C" fn() = note_ignored_signals;
+
+/// The signals ignored when this process started (see [`IGNORED_AT_START`]).
+pub fn ignored_at_start() -> u64 {
+    IGNORED_AT_START.load(Ordering::Relaxed)
+}
+
+/// Gives the calling process's signals the dispositions of [`ignored_at_start`] as far as
+/// `execve` keeps them: those ignored at start are ignored, SIGPIPE is the default unless it
+/// was ignored at start (Rust's runtime ignores it). Handlers need nothing: `execve` resets
+/// them. System calls only, on no memory but the stack: sound between fork and exec.
+fn restore_ignored_signals() {
+    // SIG_IGN and SIG_DFL install no handler code: no flags, no mask, no restorer.
+    let set = |sig: libc::c_int, handler: libc::sighandler_t| {
+        kernel_sigaction(
+            sig,
+            Some(&KernelSigaction {
+                handler,
+                ..KernelSigaction::default()
+            }),
+        )
+    };
+    let ignored = ignored_at_start();
+    if ignored & (1 << (libc::SIGPIPE - 1)) == 0 {
+        set(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    for sig in 1..=64 {
+        if ignored & (1 << (sig - 1)) != 0 {
+            set(sig, libc::SIG_IGN);
+        }
+    }
+}
+
 /// The child side of [`fork_exec`]: system calls only.
 fn exec_child(image: &ExecImage, setup: &ExecSetup<'_>) -> ! {
     if let Some(ruleset) = setup.landlock {
@@ -223,6 +310,7 @@ fn exec_child(image: &ExecImage, setup: &ExecSetup<'_>) -> ! {
     let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `empty` is a valid, live sigset_t; the old mask pointer is null.
     unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) };
+    restore_ignored_signals();
     // SAFETY: `program` is NUL-terminated; `argv` and `envp` are null-terminated arrays of
     // pointers to NUL-terminated strings owned by `image`, alive for the call.
     unsafe {

@@ -430,3 +430,43 @@ fn files_made_and_deleted_by_one_command_keep_nothing_and_roll_back_exactly() {
     w.guard().arg("undo").output().expect_code(0);
     after.assert_restored(&w.ws, "undo of that rollback");
 }
+
+/// A file kept by inode is first checked for other openers with a write lease, and an open
+/// elsewhere while the lease is held breaks it: the kernel then signals guard (SIGIO, which
+/// guard blocks for good, or SIGURG). Here a process outside the sandbox opens, over and over,
+/// the very file that `rm` under guard deletes next, so the supervisor's leases are broken
+/// again and again: guard must end normally, every file deleted and the run rolled back to
+/// exactly what was there.
+#[test]
+fn files_opened_from_outside_while_their_deletion_is_kept_end_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const FILES: usize = 1500;
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        for i in 1..FILES {
+            std::fs::write(w.ws.join(format!("f{i:05}")), format!("{i}\n")).expect("write");
+        }
+        // The last through the workspace, which hands them all to the unprivileged user.
+        w.write("f00000", "0\n");
+        let before = w.state();
+        let stop = AtomicBool::new(false);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Opens the lowest-numbered file still there until it is gone, then the next.
+                let mut i = 0;
+                while i < FILES && !stop.load(Ordering::Relaxed) {
+                    if std::fs::File::open(w.ws.join(format!("f{i:05}"))).is_err() {
+                        i += 1;
+                    }
+                }
+            });
+            let out = w.exec(&["agent"]).run(&["sh", "-c", "rm f*"]);
+            stop.store(true, Ordering::Relaxed);
+            out
+        });
+        out.expect_code(0);
+        let left = std::fs::read_dir(&w.ws).expect("ws").count();
+        assert_eq!(left, 0, "every file deleted");
+        w.guard().arg("rollback").output().expect_code(0);
+        before.assert_restored(&w.ws, "rollback of rm f* under outside opens");
+    }
+}

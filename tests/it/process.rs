@@ -424,3 +424,49 @@ fn guard_starts_without_loading_libgcc_s() {
     let w = Workspace::new();
     w.exec(&["agent"]).run(&["true"]).expect_code(0);
 }
+
+/// The command finds ignored exactly the signals guard found ignored: SIGPIPE is not when
+/// guard was started normally (Rust's runtime ignores it inside guard, and an ignored signal
+/// survives exec), and is when guard's own parent ignored it; the others as they came.
+/// `yes | head -1` shows the difference bare: `yes` ends by the signal (141), not with EPIPE
+/// and a message (1). As root and as an unprivileged user.
+#[test]
+fn the_command_finds_ignored_the_signals_guard_found_ignored() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let pipeline = "yes | head -1 >/dev/null; echo \"${PIPESTATUS[0]}\"";
+        let ignored = "grep SigIgn /proc/self/status";
+        for (trap, status) in [("", "141"), ("trap '' PIPE; ", "1")] {
+            let bare = Command::new("bash")
+                .args(["-c", &format!("{trap}exec bash -c '{ignored}'")])
+                .output()
+                .expect("bare bash");
+            let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+            for (script, want) in [(ignored, bare.trim()), (pipeline, status)] {
+                // guard (or setpriv, which execs guard) started by a shell that ignores
+                // SIGPIPE or not.
+                let mut g = w.exec(&["agent"]);
+                g.cmd.args(["--", "bash", "-c", script]);
+                let mut cmd = Command::new("bash");
+                cmd.args(["-c", &format!("{trap}exec \"$@\""), "bash"])
+                    .arg(g.cmd.get_program())
+                    .args(g.cmd.get_args())
+                    .current_dir(&w.ws)
+                    .stdin(Stdio::null());
+                for (k, v) in g.cmd.get_envs() {
+                    match v {
+                        Some(v) => cmd.env(k, v),
+                        None => cmd.env_remove(k),
+                    };
+                }
+                let out = cmd.output().expect("guard");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert_eq!(
+                    stdout.trim(),
+                    want,
+                    "{trap:?} {script:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
