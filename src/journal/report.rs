@@ -2,13 +2,11 @@
 //! ([`Journal::conflicts`], from the seal in `seal.rs`).
 
 use std::collections::BTreeMap;
-use std::io;
-use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 
-use super::fsops::{self, stat_at};
 use super::journal::{CheckpointId, Journal, JournalError};
 use super::log::Op;
+use super::seal::Prober;
 use crate::audit::PathText;
 
 /// Paths (relative to the workspace) changed since a checkpoint, each sorted by bytes.
@@ -36,14 +34,6 @@ pub struct Conflict {
 }
 
 impl Journal {
-    fn exists(&self, rel: &PathText) -> io::Result<bool> {
-        match fsops::parent_of(self.ws(), Path::new(rel.as_os_str())) {
-            Ok((dir, name)) => Ok(stat_at(dir.as_fd(), &name)?.is_some()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Paths whose state differs from what the run left, that a rollback to the run's start
     /// would refuse to overwrite (see `seal.rs`).
     ///
@@ -109,11 +99,17 @@ impl Journal {
             excluded: self.header.exclude.clone(),
             ..Diff::default()
         };
+        // The paths come sorted, so a directory's entries come together: the prober opens
+        // each directory once for them, not once per path (every run's end computes this).
+        let mut probe = Prober::new(self);
         for (path, (existed, content)) in seen {
-            let exists = self.exists(&path).map_err(|source| JournalError::Inspect {
-                path: self.workspace.join(path.as_os_str()),
-                source,
-            })?;
+            let exists = probe
+                .stat(Path::new(path.as_os_str()))
+                .map_err(|source| JournalError::Inspect {
+                    path: self.workspace.join(path.as_os_str()),
+                    source,
+                })?
+                .is_some();
             let list = match (existed, exists) {
                 (true, false) => &mut diff.deleted,
                 (false, true) => &mut diff.added,

@@ -712,6 +712,40 @@ fn diff_lists_added_modified_deleted_and_metadata() {
     assert_eq!(d.excluded, ["target/**"]);
 }
 
+/// The diff looks each path up from its own directory, not through a symlink: a journaled
+/// directory replaced by a symlink (to a directory holding the same names) leaves its
+/// journaled entries gone, as the seal sees them, and the files of many directories are
+/// each found where they are.
+#[test]
+fn diff_looks_paths_up_where_the_journal_names_them() {
+    let e = env();
+    for d in ["a", "b", "c"] {
+        fs::create_dir_all(e.ws.join(d)).expect("mkdir");
+        for f in ["x", "y"] {
+            fs::write(e.ws.join(d).join(f), b"old").expect("write");
+        }
+    }
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let cp = j.checkpoint("start", None).expect("checkpoint");
+    for d in ["a", "b", "c"] {
+        write(&mut j, &e.ws.join(d).join("x"), b"new");
+        create(&mut j, &e.ws.join(d).join("z"), b"z");
+    }
+    del(&mut j, &e.ws.join("c/y")).expect("delete");
+    // Outside the journal's view: b becomes a symlink to a directory with the same names.
+    fs::rename(e.ws.join("b"), e.ws.join("b.real")).expect("rename");
+    std::os::unix::fs::symlink("b.real", e.ws.join("b")).expect("symlink");
+    let d = j.diff(cp).expect("diff");
+    let paths = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(paths(&d.added), ["a/z", "c/z"]);
+    assert_eq!(paths(&d.modified), ["a/x", "c/x"]);
+    assert_eq!(paths(&d.deleted), ["b/x", "c/y"]);
+}
+
 #[test]
 fn conflicts_show_work_done_after_the_run() {
     let e = env();
