@@ -81,9 +81,12 @@ pub enum LaunchError {
     /// fork(2) failed.
     #[error("cannot fork")]
     Fork(#[source] io::Error),
-    /// The process has more than one thread.
-    #[error("a run starts only from a single-threaded process: the sandbox's setup runs in a fork of it\nhint: start the run before the program starts threads, or run the guard binary")]
-    Threads,
+    /// The process has more than one thread (`seen`: what the check found, for the report).
+    #[error("a run starts only from a single-threaded process: the sandbox's setup runs in a fork of it ({seen})\nhint: start the run before the program starts threads, or run the guard binary")]
+    Threads {
+        /// The threads listed in /proc/self/task, or that none but this one is.
+        seen: String,
+    },
     /// A setup step failed in the child or the init.
     #[error("the sandbox could not be set up in the child: {stage} failed")]
     Child {
@@ -128,7 +131,9 @@ pub struct ExecFailed(pub io::Error);
 /// [`Signals`]) are unblocked in the child.
 pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     if !sys::process::single_threaded().map_err(LaunchError::Fork)? {
-        return Err(LaunchError::Threads);
+        return Err(LaunchError::Threads {
+            seen: sys::process::threads_seen(),
+        });
     }
     let (parent_sock, child_sock) = socketpair(
         AddressFamily::Unix,

@@ -63,6 +63,30 @@ pub fn single_threaded() -> io::Result<bool> {
     Ok(std::fs::read_dir("/proc/self/task")?.count() == 1)
 }
 
+/// What [`single_threaded`] saw when it said no, for an error report: the threads
+/// /proc/self/task lists with their names, or that it lists only the calling one (then the
+/// kernel's EINVAL came from another process sharing this memory, or a thread that was
+/// ending).
+pub fn threads_seen() -> String {
+    let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                    format!("{} {}", e.file_name().to_string_lossy(), comm.trim())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    match names.len() {
+        0 => "/proc/self/task cannot be read".to_string(),
+        1 => "/proc/self/task lists this thread alone: another task shares this memory, or a \
+              thread was ending"
+            .to_string(),
+        n => format!("{n} threads: {}", names.join(", ")),
+    }
+}
+
 /// fork(2) for a single-threaded process, checked: fails with `EAGAIN` and a message when the
 /// process has other threads (the child of a multi-threaded fork could block on a lock that
 /// another thread held). The child may then do anything the parent could.
@@ -705,6 +729,24 @@ pub fn favour_wakeups() -> Favoured {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The test harness runs each test on a thread of its own, beside its main thread: the
+    /// check says no, and the report names the threads, this one among them.
+    #[test]
+    fn a_process_with_threads_is_refused_and_its_threads_are_named() {
+        let me = std::thread::Builder::new()
+            .name("guard-t-seen".into())
+            .spawn(|| {
+                assert!(!single_threaded().expect("check"));
+                threads_seen()
+            })
+            .expect("spawn")
+            .join()
+            .expect("join");
+        let (count, names) = me.split_once(" threads: ").expect(&me);
+        assert!(count.parse::<usize>().expect(&me) >= 2, "{me}");
+        assert!(names.contains("guard-t-seen"), "{me}");
+    }
 
     /// The pointer arrays `execve` gets name every string in order, each NUL-terminated, and
     /// end with NULL; an empty environment is just the NULL.
