@@ -757,8 +757,9 @@ open-read +$ADD_OPENR µs, getpid +$ADD_GETPID µs. Without SYNC_WAKE_UP: unlink
 unlink-missing.
 
 guard's own view of the same runs (its summary counts every judged call; the audit log's
-\`latency_us\` is the supervisor's time from reading a notification to having answered it and
-queued the audit event, for the loop's call: \`unlinkat\` for unlink-*, \`openat\` for the others;
+\`latency_us\` is the supervisor's time from reading a notification to having answered it (what
+the caller waits for guard; journaling a file it made and queuing the record come after the
+answer), for the loop's call: \`unlinkat\` for unlink-*, \`openat\` for the others;
 the audit log is rate-limited, so these medians come from the calls it kept; for unlink-made
 they include the untimed creation's \`openat\`s in the judged count only):
 
