@@ -493,7 +493,10 @@ fn open(
     }
     let outcome = match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
-            Ok(_) => Outcome::Answered,
+            Ok(_) => {
+                super::answer::answered(std::time::Instant::now());
+                Outcome::Answered
+            }
             Err(e) => Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
         },
         Inject::AddFd => match listener.addfd(n.id, fd.as_fd(), cloexec, false) {

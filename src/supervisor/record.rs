@@ -160,11 +160,12 @@ impl Record {
     }
 }
 
-/// Hand `r` to the audit writer; `start`: when the notification was received. The event is
-/// built from `r` on the writer thread, while the caller goes on.
+/// Hand `r` to the audit writer; `start`: when the notification was received (its
+/// `latency_us` runs from there to the answer). The event is built from `r` on the writer
+/// thread, while the caller goes on.
 pub(super) fn record(core: &Core, r: Record, start: Instant) {
     let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let latency_us = start.elapsed().as_micros() as u64;
+    let latency_us = super::answer::since(start).as_micros() as u64;
     core.audit
         .decision_with(r.audit_verdict(), move || r.into_event(seq, latency_us));
 }
