@@ -654,6 +654,7 @@ mod tests {
             ("open/deep/missing/er/f", format!("errno {}", libc::ENOENT)),
             ("open/deep/er/f/x", format!("errno {}", libc::ENOTDIR)),
         ];
+        let top = d.to_path_buf();
         std::thread::spawn(move || {
             let pid = std::process::id();
             for (raw, want) in cases {
@@ -661,6 +662,12 @@ mod tests {
                     errno(target(pid, fd, raw.as_bytes(), Last::Entry))
                 });
                 assert_eq!(got, want, "{raw} as the caller");
+                // The same path spelled absolute (walked as the caller from the root).
+                let abs = format!("{}/{raw}", top.display());
+                let got = crate::creds::for_caller(caller.clone(), || {
+                    errno(target(pid, fd, abs.as_bytes(), Last::Entry))
+                });
+                assert_eq!(got, want, "{abs} as the caller");
                 // As guard, with its capabilities, only a missing directory or a file on
                 // the way fails.
                 let as_guard = errno(target(pid, fd, raw.as_bytes(), Last::Entry));
