@@ -405,13 +405,18 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     }
 }
 
-/// The walk of a relative `name` or `dir/name` (no symlink in `dir`, the final one not
-/// followed) with guard's own credentials, when that meets the same permission checks as the
-/// caller's: each directory searched (`base`, then `dir`) is the caller's own with its
-/// owner's search bit set ([`crate::creds::caller_owns_with`]), as read by the `statx` that
-/// found each directory for this call ([`base`]): no system call of its own, where a switch
-/// costs two `capset`s. `Err(base)` when that cannot be told: the caller's
-/// credentials are then taken on.
+/// How many directories deep [`walk_alike`] goes before it leaves the walk to the caller's
+/// credentials: each is one `statx` (a kept directory) or an open, where the switch costs two
+/// `capset`s and the walk one `openat2` whatever the depth.
+const ALIKE_DEPTH: usize = 4;
+
+/// The walk of a relative `name` or `dir/name` (no symlink in `dir`, at most [`ALIKE_DEPTH`]
+/// directories deep, the final name not followed) with guard's own credentials, when that
+/// meets the same permission checks as the caller's: each directory searched (`base`, then
+/// each one of `dir` in turn) is the caller's own with its owner's search bit set
+/// ([`crate::creds::caller_owns_with`]), as read by the `statx` that found each directory for
+/// this call ([`base`]): no system call of its own, where a switch costs two `capset`s.
+/// `Err(base)` when that cannot be told: the caller's credentials are then taken on.
 fn walk_alike(
     base: DirFd,
     owner: Option<Owner>,
@@ -425,26 +430,36 @@ fn walk_alike(
         None => crate::creds::caller_owns_with(dir.as_fd(), libc::S_IXUSR),
     };
     let (dir, name, slashed) = split(raw);
-    if slashed || dir.contains(&b'/') || !owner_searches(&base, owner) {
+    if slashed || !owner_searches(&base, owner) {
         return Err(base);
     }
     if dir == b"." {
         return Ok(walk_from(Some(base), Cow::Borrowed(raw), last, pid));
     }
-    let Ok(c) = CString::new(dir) else {
+    // `a//b` and `a/./b` name what `a/b` does: each directory searched is still checked.
+    let parts: Vec<&[u8]> = dir
+        .split(|&b| b == b'/')
+        .filter(|p| !p.is_empty() && *p != b".")
+        .collect();
+    if parts.len() > ALIKE_DEPTH {
         return Err(base);
-    };
-    let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
-    match base::subdir(base.as_fd(), &c, no_symlinks) {
-        Ok((sub, owner)) if owner_searches(&sub, owner) => {
-            Ok(walk_from(Some(sub), Cow::Borrowed(name), last, pid))
-        }
-        Ok(_) => Err(base),
-        // A symlink (ELOOP) may lead anywhere: walked as the caller.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(base),
-        // What the caller meets as well: it may search `base`.
-        Err(e) => Ok(Err(e)),
     }
+    let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    let mut here = base.clone();
+    for part in parts {
+        let Ok(c) = CString::new(part) else {
+            return Err(base);
+        };
+        match base::subdir(here.as_fd(), &c, no_symlinks) {
+            Ok((sub, owner)) if owner_searches(&sub, owner) => here = sub,
+            Ok(_) => return Err(base),
+            // A symlink (ELOOP) may lead anywhere: walked as the caller.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(base),
+            // What the caller meets as well: it may search every directory before this one.
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(walk_from(Some(here), Cow::Borrowed(name), last, pid))
 }
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
@@ -588,6 +603,10 @@ mod tests {
             std::fs::create_dir(d.join(sub)).expect("mkdir");
             std::fs::write(d.join(sub).join("f"), "x").expect("write");
         }
+        std::fs::create_dir_all(d.join("open/deep/er/unsearchable/x")).expect("mkdir");
+        std::fs::write(d.join("open/deep/er/f"), "x").expect("write");
+        mode(&d.join("open/deep/er/unsearchable"), 0o600);
+        std::os::unix::fs::symlink("../../../theirs", d.join("open/deep/er/lt")).expect("symlink");
         mode(&d.join("unsearchable"), 0o600);
         std::os::unix::fs::chown(d.join("theirs"), Some(65534), Some(65534)).expect("chown");
         mode(&d.join("theirs"), 0o700);
@@ -610,7 +629,32 @@ mod tests {
             ("theirs/f", format!("errno {}", libc::EACCES)),
             ("link/f", format!("errno {}", libc::EACCES)),
             ("missing/f", format!("errno {}", libc::ENOENT)),
+            // Several directories deep: each one on the way is checked.
+            (
+                "open/deep/er/f",
+                format!("ok {}", d.join("open/deep/er/f").display()),
+            ),
+            (
+                "open/./deep//er/f",
+                format!("ok {}", d.join("open/deep/er/f").display()),
+            ),
+            (
+                "open/deep/er/../er/f",
+                format!("ok {}", d.join("open/deep/er/f").display()),
+            ),
+            (
+                "open/deep/er/unsearchable/x/f",
+                format!("errno {}", libc::EACCES),
+            ),
+            (
+                "open/deep/er/unsearchable/f",
+                format!("errno {}", libc::EACCES),
+            ),
+            ("open/deep/er/lt/f", format!("errno {}", libc::EACCES)),
+            ("open/deep/missing/er/f", format!("errno {}", libc::ENOENT)),
+            ("open/deep/er/f/x", format!("errno {}", libc::ENOTDIR)),
         ];
+        let top = d.to_path_buf();
         std::thread::spawn(move || {
             let pid = std::process::id();
             for (raw, want) in cases {
@@ -618,19 +662,24 @@ mod tests {
                     errno(target(pid, fd, raw.as_bytes(), Last::Entry))
                 });
                 assert_eq!(got, want, "{raw} as the caller");
-                // As guard, with its capabilities, only the missing directory fails.
+                // The same path spelled absolute (walked as the caller from the root).
+                let abs = format!("{}/{raw}", top.display());
+                let got = crate::creds::for_caller(caller.clone(), || {
+                    errno(target(pid, fd, abs.as_bytes(), Last::Entry))
+                });
+                assert_eq!(got, want, "{abs} as the caller");
+                // As guard, with its capabilities, only a missing directory or a file on
+                // the way fails.
                 let as_guard = errno(target(pid, fd, raw.as_bytes(), Last::Entry));
-                assert_eq!(
-                    as_guard.starts_with("ok"),
-                    !raw.starts_with("missing/"),
-                    "{raw}"
-                );
+                let fails = raw.contains("missing/") || raw.ends_with("f/x");
+                assert_eq!(as_guard.starts_with("ok"), !fails, "{raw}");
             }
             drop(base);
         })
         .join()
         .expect("thread");
         mode(&d.join("unsearchable"), 0o700);
+        mode(&d.join("open/deep/er/unsearchable"), 0o700);
     }
 
     #[test]

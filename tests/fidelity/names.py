@@ -193,6 +193,40 @@ def main():
     show("chmod ld/", lambda: os.chmod("ld/", 0o700))
     show("lchown lf/", lambda: os.lchown("lf/", -1, -1))
     show("chmod /usr/no-such", lambda: os.chmod("/usr/guard-no-such", 0o600))
+    # Paths through several directories: every directory on the way must be searchable by
+    # the caller (guard may walk them with its own credentials only when that cannot differ).
+    for p in ["p", "p/q", "p/q/r", "p/q/r/s", "p/q/r/s/t"]:
+        os.mkdir(p)
+    for p in ["a", "b", "c", "x", "s/t/deep"]:
+        open("p/q/r/" + p, "w").close()
+    os.symlink("q", "p/lq")
+    show("unlink p/q/r/a", lambda: os.unlink("p/q/r/a"))
+    show("unlink p/./q//r/b", lambda: os.unlink("p/./q//r/b"))
+    show("unlink p/q/../q/r/c", lambda: os.unlink("p/q/../q/r/c"))
+    show("open O_CREAT p/q/r/s/t/new (five deep)", lambda: opened("p/q/r/s/t/new", C | W))
+    show("unlink p/q/r/s/t/deep", lambda: os.unlink("p/q/r/s/t/deep"))
+    show("open O_CREAT p/lq/r/vialink (a symlink on the way)", lambda: opened("p/lq/r/vialink", C | W))
+    show("unlink p/lq/r/missing", lambda: os.unlink("p/lq/r/missing"))
+    show("unlink p/q/r/x/y (a file on the way)", lambda: os.unlink("p/q/r/x/y"))
+    show("unlink p/missing/r/x", lambda: os.unlink("p/missing/r/x"))
+    show("link p/q/r/x p/q/r/s/xl", lambda: os.link("p/q/r/x", "p/q/r/s/xl"))
+    show("rename p/q/r/s/xl p/q/xl2", lambda: os.rename("p/q/r/s/xl", "p/q/xl2"))
+    here = os.getcwd()
+    show("open O_CREAT <cwd>/p/q/abs (absolute)", lambda: opened(here + "/p/q/abs", C | W))
+    show("unlink <cwd>/p/q/abs (absolute)", lambda: os.unlink(here + "/p/q/abs"))
+    show("unlink <cwd>//p/./q/missing (absolute)", lambda: os.unlink(here + "//p/./q/missing"))
+    os.chmod("p/q", 0o600)
+    show("unlink <cwd>/p/q/r/x (absolute, p/q not searchable)", lambda: os.unlink(here + "/p/q/r/x"))
+    show("unlink p/q/r/x (p/q not searchable)", lambda: os.unlink("p/q/r/x"))
+    show("open O_CREAT p/q/r/new2 (p/q not searchable)", lambda: opened("p/q/r/new2", C | W))
+    show("unlink p/lq/r/x (through a symlink to p/q)", lambda: os.unlink("p/lq/r/x"))
+    show("unlink p/q/r/missing (p/q not searchable)", lambda: os.unlink("p/q/r/missing"))
+    os.chmod("p/q", 0o755)
+    os.chmod("p/q/r/s", 0o644)
+    show("unlink p/q/r/s/t/new (p/q/r/s not searchable)", lambda: os.unlink("p/q/r/s/t/new"))
+    show("rename p/q/r/s/t/new p/moved (from behind it)", lambda: os.rename("p/q/r/s/t/new", "p/moved"))
+    show("link p/q/r/x p/q/r/s/t/xl (into behind it)", lambda: os.link("p/q/r/x", "p/q/r/s/t/xl"))
+    os.chmod("p/q/r/s", 0o755)
     # What is left.
     for root, dirs, files in sorted(os.walk(".")):
         for name in sorted(dirs + files):

@@ -99,6 +99,13 @@ fn compare(w: &Workspace) {
         guarded.stderr()
     );
     assert!(bare.stdout().contains("mkdir /usr: EEXIST"));
+    // The caller (without capabilities) meets the permissions of the directories on the way.
+    assert!(bare
+        .stdout()
+        .contains("unlink p/q/r/x (p/q not searchable): EACCES"));
+    assert!(bare
+        .stdout()
+        .contains("unlink p/q/r/s/t/new (p/q/r/s not searchable): EACCES"));
 }
 
 #[test]
