@@ -73,9 +73,9 @@ switches the spinners off, and they stay off under a cgroup CPU quota.
 
 These figures come from one run of `benches/compare.sh` on a shared 2-vCPU machine, copied into
 this page by `benches/readme_figures.py`; expect noise of tens of percent between runs. The
-script runs on a fresh ext4 image it mounts for the run: a disk's history changes what a
-create costs (on this machine's long-used root file system, ext4 without a journal, a bare
-create took 320-640 µs against 18 µs on a fresh file system).
+script runs on a fresh ext4 image it mounts for the run (`BENCH_FS=tmp` runs it in /tmp
+instead): a long-used disk's history changes what a create costs, for bare runs as for
+guard (a comment in the script says how).
 
 """
 r = r[:table_start] + new + r[end:]

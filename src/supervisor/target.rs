@@ -437,16 +437,17 @@ fn walk_alike(
         return Ok(walk_from(Some(base), Cow::Borrowed(raw), last, pid));
     }
     // `a//b` and `a/./b` name what `a/b` does: each directory searched is still checked.
-    let parts: Vec<&[u8]> = dir
-        .split(|&b| b == b'/')
-        .filter(|p| !p.is_empty() && *p != b".")
-        .collect();
-    if parts.len() > ALIKE_DEPTH {
+    // Counted first, then walked: no allocation for the list on the hot path.
+    let parts = || {
+        dir.split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+    };
+    if parts().count() > ALIKE_DEPTH {
         return Err(base);
     }
     let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
     let mut here = base.clone();
-    for part in parts {
+    for part in parts() {
         let Ok(c) = CString::new(part) else {
             return Err(base);
         };
