@@ -140,10 +140,11 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
     super::init::run(image, sock, command_layer, parent_pid)
 }
 
-/// Closes every descriptor from 3 up but `keep` (in ascending order, each 3 or more).
+/// Closes every descriptor from 3 up but `keep` (in ascending order; one below 3, which a
+/// guard started with a closed stdio descriptor can be given, stays open anyway).
 fn close_all_but(keep: impl Iterator<Item = u32>) -> io::Result<()> {
     let mut first = 3;
-    for fd in keep {
+    for fd in keep.filter(|&fd| fd >= 3) {
         if fd > first {
             sys::process::close_range(first, fd - 1)?;
         }
