@@ -3,13 +3,11 @@
 
 use std::error::Error;
 
-use clap::Parser;
-
 fn main() {
     // Before any thread starts: every thread of guard's then blocks the signal a broken lease
     // sends (see the function). Failing it costs one system call per kept deletion, no more.
     let _ = guard::sys::fs::block_lease_signal();
-    let cli = match guard::cli::Cli::try_parse() {
+    let cli = match guard::cli::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

@@ -175,6 +175,71 @@ pub fn changing_entries_of<T>(
     }
 }
 
+/// Whether an open with `flags` may go without the switch of the effective set: the caller
+/// differs from guard by capabilities only ([`caller_differs_in_capabilities_only`]), and
+/// `flags` neither truncate nor make an unnamed file. Then guard may open an existing file
+/// with its own effective set, provided the result passes [`caller_could_open`], and create
+/// one where [`caller_could_create`] says the kernel's checks come out the same; otherwise
+/// the file is opened as the caller, whose answer is the kernel's. The caller's fsuid.
+pub fn open_without_switch(flags: i32) -> Option<u32> {
+    let fsuid = caller_differs_in_capabilities_only()?;
+    let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    (flags & libc::O_TRUNC == 0 && !tmpfile).then_some(fsuid)
+}
+
+/// Whether guard's create of a regular file with `mode` in `dir` meets the checks the
+/// caller's would ([`open_without_switch`]): the caller owns `dir` with the owner's write and
+/// search bits, and `mode` has no set-id bit (the kernel strips S_ISGID by the creator's
+/// capabilities). One `fstat`.
+pub fn caller_could_create(dir: std::os::fd::BorrowedFd<'_>, mode: u32) -> bool {
+    mode & (libc::S_ISUID | libc::S_ISGID) == 0
+        && caller_owns_with(dir, libc::S_IWUSR | libc::S_IXUSR)
+}
+
+/// Whether the caller (fsuid `fsuid`, differing from guard by capabilities only) could have
+/// opened the file behind `st` with `flags` itself: a regular file it owns, whose mode gives
+/// the owner the rights the access mode needs. The owner of a file gets exactly its mode's
+/// owner bits, ACL or not, so the kernel's check of the caller comes out the same.
+pub fn caller_could_open(st: &libc::stat, fsuid: u32, flags: i32) -> bool {
+    let need = match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => libc::S_IWUSR,
+        libc::O_RDWR => libc::S_IWUSR | libc::S_IRUSR,
+        _ => libc::S_IRUSR,
+    };
+    st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_uid == fsuid && st.st_mode & need == need
+}
+
+/// Runs `call` with the caller's umask alone ([`for_caller`]'s caller; guard's credentials
+/// otherwise): for a create that [`caller_could_create`] lets guard make.
+pub fn with_callers_umask<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let Some(caller) = current() else {
+        return call();
+    };
+    let own = match own() {
+        Ok(own) => own,
+        Err(e) => {
+            tracing::error!("cannot read guard's own credentials: {e}");
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+    };
+    let want = State {
+        umask: if has_private_fs() {
+            caller.creds.umask
+        } else {
+            own.umask
+        },
+        ..own.clone()
+    };
+    if let Err(e) = switch(own, &want) {
+        tracing::error!("cannot take on the caller's umask: {e}");
+        restore(own, &want);
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    let result = call();
+    restore(own, &want);
+    result
+}
+
 /// A caller like the calling thread but without an effective capability: a root guard's
 /// command as [`caller_differs_in_capabilities_only`] sees it. For the tests that run the
 /// kernel's checks as such a caller.

@@ -67,9 +67,31 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
         fail(sockb, Stage::NoNewPrivs, e.into());
     }
-    // 11. Landlock.
+    // 11. Landlock. Where the run scopes signals (ABI 6), this process, the sandbox's init
+    //     to be, enforces a layer that only does that, and the command enforces the run's
+    //     ruleset on itself before it execs (init.rs): its domain is nested in the init's, so
+    //     nothing of the tree can signal or trace the init, and the run's rules are copied
+    //     into one domain, not into the init's and again into the command's.
+    let mut command_layer: Option<OwnedFd> = None;
     if let Some(ruleset) = spec.landlock.take() {
-        if let Err(e) = ruleset.restrict_self() {
+        if spec.protect_init {
+            if let Err(e) = super::init::signal_scope().and_then(|scope| {
+                scope
+                    .restrict_self()
+                    .map(drop)
+                    .map_err(|e| io::Error::other(e.to_string()))
+            }) {
+                fail(sockb, Stage::ProtectInit, e);
+            }
+            command_layer = ruleset.into();
+            if command_layer.is_none() {
+                fail(
+                    sockb,
+                    Stage::Landlock,
+                    io::Error::from_raw_os_error(libc::ENOSYS),
+                );
+            }
+        } else if let Err(e) = ruleset.restrict_self() {
             fail(sockb, Stage::Landlock, io::Error::other(e.to_string()));
         }
     }
@@ -79,14 +101,11 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
             fail(sockb, Stage::DropCaps, e);
         }
     }
-    // 13. Close every inherited descriptor but stdio and the launch socket.
-    let s32 = s as u32;
-    if s32 > 3 {
-        if let Err(e) = sys::process::close_range(3, s32 - 1) {
-            fail(sockb, Stage::CloseFds, e);
-        }
-    }
-    if let Err(e) = sys::process::close_range(s32 + 1, u32::MAX) {
+    // 13. Close every inherited descriptor but stdio, the launch socket and the command's
+    //     Landlock layer.
+    let mut keep = [Some(s), command_layer.as_ref().map(AsRawFd::as_raw_fd)];
+    keep.sort_unstable();
+    if let Err(e) = close_all_but(keep.iter().flatten().map(|&fd| fd as u32)) {
         fail(sockb, Stage::CloseFds, e);
     }
     // 14. The seccomp filter, last: from here on judged calls wait for the supervisor.
@@ -118,7 +137,20 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
 
     // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).
-    super::init::run(&spec, image, sock, parent_pid)
+    super::init::run(image, sock, command_layer, parent_pid)
+}
+
+/// Closes every descriptor from 3 up but `keep` (in ascending order; one below 3, which a
+/// guard started with a closed stdio descriptor can be given, stays open anyway).
+fn close_all_but(keep: impl Iterator<Item = u32>) -> io::Result<()> {
+    let mut first = 3;
+    for fd in keep.filter(|&fd| fd >= 3) {
+        if fd > first {
+            sys::process::close_range(first, fd - 1)?;
+        }
+        first = fd + 1;
+    }
+    sys::process::close_range(first, u32::MAX)
 }
 
 /// Parent side: wait for `L` (the listener's number in the child behind `pidfd`) or `E` (a

@@ -1,13 +1,15 @@
 //! The sandbox's init: the first process inside the sandbox stays behind as the command's
 //! parent instead of exec'ing it. It is a child subreaper, so every orphan of the tree comes to
 //! it, and its parent-death signal fires when guard dies: then it SIGKILLs every process of the
-//! tree (it may, they share its Landlock domain) so nothing keeps writing through descriptors
-//! it already holds. Otherwise it reaps, passes signals from guard on to the command, and ends
-//! with the command's status (exit code, or the same signal).
+//! tree (it may: they run in its Landlock domain or in one nested in it) so nothing keeps
+//! writing through descriptors it already holds. Otherwise it reaps, passes signals from guard
+//! on to the command, and ends with the command's status (exit code, or the same signal).
 //!
-//! When the run enforces Landlock signal scoping (ABI 6), the command runs in a nested
-//! Landlock domain that scopes signals: nothing of the tree can signal (or trace) the init, so
-//! the command cannot end the init and leave its own tree without a reaper.
+//! When the run enforces Landlock signal scoping (ABI 6), the init's own domain only scopes
+//! signals and the command enforces the run's ruleset on itself before it execs, in a domain
+//! nested in the init's: nothing of the tree can signal (or trace) the init, so the command
+//! cannot end the init and leave its own tree without a reaper. (The run's rules, hundreds
+//! where `fs.hide` expands `/etc`, are so copied into one domain, not into two.)
 //!
 //! It makes no judged call: fork, wait, kill, signalfd, the Landlock calls and reads of /proc
 //! are never trapped.
@@ -15,7 +17,7 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
-use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
+use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated, Scope};
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -23,23 +25,28 @@ use nix::unistd::Pid;
 
 use super::message::{self, Stage};
 use super::signals::FORWARDED;
-use super::{LaunchSpec, EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
+use super::{EXIT_GUARD_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
 use crate::sys;
 use crate::sys::process::ExecImage;
 
-/// A ruleset that only scopes signals: enforced by the command on itself, it puts the command
-/// in a domain nested in the init's, which it cannot signal out of.
-fn signal_scope() -> io::Result<OwnedFd> {
-    let created = Ruleset::default()
+/// A ruleset that only scopes signals: the init's own layer, which the command's domain (the
+/// run's ruleset) is nested in, so that the command cannot signal out of it to the init.
+pub(super) fn signal_scope() -> io::Result<RulesetCreated> {
+    Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .scope(Scope::Signal)
         .and_then(|r| r.create())
-        .map_err(io::Error::other)?;
-    Option::<OwnedFd>::from(created).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSYS))
+        .map_err(io::Error::other)
 }
 
-/// Fork the command and stay as its init. Never returns.
-pub(super) fn run(spec: &LaunchSpec, image: &ExecImage, sock: OwnedFd, guard: u32) -> ! {
+/// Fork the command and stay as its init. Never returns. `command_layer` is the run's
+/// Landlock ruleset when the command enforces it on itself (see the module documentation).
+pub(super) fn run(
+    image: &ExecImage,
+    sock: OwnedFd,
+    command_layer: Option<OwnedFd>,
+    guard: u32,
+) -> ! {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
     set.add(Signal::SIGUSR1);
@@ -63,22 +70,11 @@ pub(super) fn run(spec: &LaunchSpec, image: &ExecImage, sock: OwnedFd, guard: u3
     if nix::unistd::getppid().as_raw() as u32 != guard {
         sys::process::exit_now(EXIT_GUARD_ERROR);
     }
-    let scope = if spec.protect_init {
-        match signal_scope() {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                message::send_failure(sock.as_fd(), Stage::ProtectInit, &e);
-                sys::process::exit_now(EXIT_GUARD_ERROR);
-            }
-        }
-    } else {
-        None
-    };
     let forked = sys::process::fork_exec(
         image,
         &sys::process::ExecSetup {
             report: sock.as_fd(),
-            landlock: scope.as_ref().map(AsFd::as_fd),
+            landlock: command_layer.as_ref().map(AsFd::as_fd),
             pdeathsig: libc::SIGKILL,
             exit_setup: EXIT_GUARD_ERROR,
             exit_not_found: EXIT_NOT_FOUND,
@@ -94,7 +90,7 @@ pub(super) fn run(spec: &LaunchSpec, image: &ExecImage, sock: OwnedFd, guard: u3
     };
     // Only the command reports to guard from here on (its pid, or why exec failed).
     drop(sock);
-    drop(scope);
+    drop(command_layer);
     let mut status: Option<WaitStatus> = None;
     loop {
         let info = match sfd.read_signal() {

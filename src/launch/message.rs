@@ -42,7 +42,8 @@ pub enum Stage {
     HandOver = 8,
     /// The init's own setup: subreaper, signals, parent-death signal.
     Init = 9,
-    /// A Landlock layer that keeps the command from signalling (or tracing) the init.
+    /// The init's own Landlock layer, which only scopes signals: the command's domain is nested
+    /// in it, so the command cannot signal (or trace) the init.
     ProtectInit = 10,
     /// The init forking the command.
     ForkCommand = 11,
@@ -134,7 +135,7 @@ pub(super) fn receive(sock: BorrowedFd<'_>) -> io::Result<Message> {
             None => Message::Garbled,
         },
         (_, b'S') => Message::Failed {
-            stage: Stage::ProtectInit,
+            stage: Stage::Landlock,
             source: errno_of(body),
         },
         (_, b'P') => le_i32(body).map_or(Message::Garbled, Message::CommandPid),

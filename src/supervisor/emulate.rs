@@ -471,19 +471,68 @@ fn open(
     };
     // Whether this open made the file: only an exclusive create proves it.
     let exclusive = creating.is_some() && at.pinned.is_none() && flags & libc::O_CREAT != 0;
-    let opened = creds::as_caller(|| {
-        if !exclusive || flags & libc::O_EXCL != 0 {
-            return open_as(ours)
-                .map(|fd| (fd, exclusive))
-                .map_err(io::Error::from);
+    // A root guard's command differs from guard by capabilities only: where the kernel's
+    // checks of its open come out the same for guard, guard opens the file without switching
+    // its effective set (two `capset`s) and proves it after (`creds::open_without_switch`):
+    // a file it finds must be one the caller could open, a file it makes is made with O_EXCL
+    // in a directory where the caller could make it. Anything else, an error included, is
+    // opened again as the caller, whose answer is the kernel's. The walk said whether the
+    // name was there; that is tried first.
+    let unswitched = || {
+        if !matches!(at.kind, None | Some(Kind::File)) || at.pinned.is_some() {
+            return None;
         }
-        match open_as(ours | libc::O_EXCL) {
-            // A file appeared since the walk: the caller's open (without O_EXCL) opens it.
-            Err(nix::errno::Errno::EEXIST) => open_as(ours).map(|fd| (fd, false)),
-            other => other.map(|fd| (fd, true)),
+        let fsuid = creds::open_without_switch(flags)?;
+        let creates = flags & libc::O_CREAT != 0;
+        let existing = || {
+            let fd = open_as(ours & !libc::O_CREAT).ok()?;
+            let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
+            creds::caller_could_open(&st, fsuid, flags).then_some((fd, false))
+        };
+        let create = || {
+            if !creds::caller_could_create(at.parent.as_fd(), mode) {
+                return Err(None);
+            }
+            match creds::with_callers_umask(|| {
+                open_as(ours | libc::O_EXCL).map_err(io::Error::from)
+            }) {
+                Ok(fd) => Ok((fd, true)),
+                // There after all: opened as it is, unless the caller asked for a new file.
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
+                    Err(Some(()))
+                }
+                Err(_) => Err(None),
+            }
+        };
+        if at.kind.is_some() && flags & libc::O_EXCL == 0 {
+            // Gone since the walk (ENOENT): created, as the caller's O_CREAT would.
+            return existing().or_else(|| creates.then(create).and_then(Result::ok));
         }
-        .map_err(io::Error::from)
-    });
+        if !creates {
+            return existing();
+        }
+        match create() {
+            Ok(made) => Some(made),
+            Err(Some(())) => existing(),
+            Err(None) => None,
+        }
+    };
+    let opened = match unswitched() {
+        Some(opened) => Ok(opened),
+        None => creds::as_caller(|| {
+            if !exclusive || flags & libc::O_EXCL != 0 {
+                return open_as(ours)
+                    .map(|fd| (fd, exclusive))
+                    .map_err(io::Error::from);
+            }
+            match open_as(ours | libc::O_EXCL) {
+                // A file appeared since the walk: the caller's open (without O_EXCL) opens it.
+                Err(nix::errno::Errno::EEXIST) => open_as(ours).map(|fd| (fd, false)),
+                other => other.map(|fd| (fd, true)),
+            }
+            .map_err(io::Error::from)
+        }),
+    };
     let (fd, made) = match opened {
         Ok(opened) => opened,
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),

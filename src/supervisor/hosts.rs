@@ -2,14 +2,17 @@
 //! is looked up until the command makes its first network call that guard judges (a connect
 //! or a DNS query); then a thread resolves every name in parallel and hands the supervisor the
 //! addresses, which it adds to what the run has learned (`net::NetState::learn`). A connect
-//! that arrives before the answers waits for them (bounded), so it is judged on the full list
-//! rather than refused. A command that never uses the network costs no lookup at all.
+//! to an IP address that arrives before the answers waits for them (bounded), so it is judged
+//! on the full list rather than refused; it waits on the lookups alone ([`Waiter`]), so the
+//! calls made meanwhile are judged meanwhile. A connect to a unix socket cannot match a host
+//! entry and never waits (the C library connects to nscd's socket for `ls -l` and `id`: with
+//! a slow nameserver those took the whole 5 s). A command that never uses the network costs
+//! no lookup at all.
 //! Wildcard names (`*.github.com`) cannot be resolved: their addresses come only from DNS
 //! answers guard judged during the run.
 
 use std::net::ToSocketAddrs;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::policy::{NetTarget, Policy};
@@ -40,11 +43,51 @@ pub fn nameservers() -> Vec<NetTarget> {
 /// What the start-up lookups found: each name with its addresses, and the lookups that failed.
 pub type Lookups = (Vec<(String, Vec<std::net::IpAddr>)>, Vec<String>);
 
+/// The lookups once they are done, shared by the resolving thread and every call that waits
+/// for them.
+#[derive(Default)]
+struct Outcome {
+    /// `None` while the lookups run.
+    done: Mutex<Option<Arc<Lookups>>>,
+    ended: Condvar,
+}
+
 /// The supervisor's side: the lookups, until they are done.
 pub struct PendingHosts {
     /// The names (with the port asked for) not looked up yet.
     names: Vec<(String, u16)>,
-    rx: Option<Receiver<Lookups>>,
+    /// The lookups begun and not yet handed out by [`PendingHosts::poll`].
+    outcome: Option<Arc<Outcome>>,
+}
+
+/// A wait for lookups under way, made without holding the [`PendingHosts`] (and so without
+/// holding up the calls judged meanwhile).
+pub struct Waiter(Arc<Outcome>);
+
+impl Waiter {
+    /// The lookups, once they are done, waiting for them at most [`WAIT_FOR_LOOKUPS`].
+    pub fn wait(&self) -> Option<Arc<Lookups>> {
+        let deadline = Instant::now() + WAIT_FOR_LOOKUPS;
+        let mut done = self.0.done.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(lookups) = done.as_ref() {
+                return Some(Arc::clone(lookups));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(
+                    "name lookups for net.connect are still running; judging without them"
+                );
+                return None;
+            }
+            done = self
+                .0
+                .ended
+                .wait_timeout(done, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
 }
 
 impl PendingHosts {
@@ -68,7 +111,10 @@ impl PendingHosts {
                 _ => None,
             })
             .collect();
-        PendingHosts { names, rx: None }
+        PendingHosts {
+            names,
+            outcome: None,
+        }
     }
 
     /// Start the lookups, unless they were started already or there is nothing to look up.
@@ -77,7 +123,8 @@ impl PendingHosts {
             return;
         }
         let names = std::mem::take(&mut self.names);
-        let (tx, rx) = mpsc::channel();
+        let outcome = Arc::new(Outcome::default());
+        let shared = Arc::clone(&outcome);
         let spawned = std::thread::Builder::new()
             .name("guard-resolver".into())
             .spawn(move || {
@@ -106,41 +153,44 @@ impl PendingHosts {
                         None => failures.push(format!("{name}: lookup did not finish")),
                     }
                 }
-                let _ = tx.send((found, failures));
+                let mut done = shared.done.lock().unwrap_or_else(PoisonError::into_inner);
+                *done = Some(Arc::new((found, failures)));
+                shared.ended.notify_all();
             });
         match spawned {
-            Ok(_) => self.rx = Some(rx),
+            Ok(_) => self.outcome = Some(outcome),
             Err(e) => {
                 tracing::warn!("cannot start the name resolver: {e}; host entries of net.connect match nothing");
             }
         }
     }
 
-    /// The lookups if they have finished; with `wait`, block for them (bounded). `None` while
-    /// they have not begun.
-    pub fn poll(&mut self, wait: bool) -> Option<Lookups> {
-        let rx = self.rx.as_ref()?;
-        let got = if wait {
-            let deadline = Instant::now() + WAIT_FOR_LOOKUPS;
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(v) => Some(v),
-                Err(RecvTimeoutError::Timeout) => {
-                    tracing::warn!(
-                        "name lookups for net.connect are still running; judging without them"
-                    );
-                    None
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.rx = None;
-                    None
-                }
-            }
-        } else {
-            rx.try_recv().ok()
-        };
-        if got.is_some() {
-            self.rx = None;
+    /// The lookups if they are done and were not handed out before (then once only: a later
+    /// call finds what they found in the policy already). Never waits.
+    pub fn poll(&mut self) -> Option<Arc<Lookups>> {
+        let outcome = self.outcome.as_ref()?;
+        let done = outcome
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if done.is_some() {
+            self.outcome = None;
         }
-        got
+        done
+    }
+
+    /// A [`Waiter`] for the lookups while they run; `None` when none are under way.
+    pub fn waiter(&self) -> Option<Waiter> {
+        self.outcome.as_ref().map(|o| Waiter(Arc::clone(o)))
+    }
+
+    /// The lookups, waiting for them while they run (at most [`WAIT_FOR_LOOKUPS`]).
+    pub fn wait(&mut self) -> Option<Arc<Lookups>> {
+        let found = self.waiter()?.wait();
+        if found.is_some() {
+            self.outcome = None;
+        }
+        found
     }
 }

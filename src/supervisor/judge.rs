@@ -24,23 +24,42 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         Judged::Call(r) => r,
         Judged::Failed(f) => return (policy_in_force(core), f.verdict()),
     };
-    let resolved = {
+    let (done, waiter) = {
         let mut hosts = lock(&core.hosts);
         if matches!(r.op, Op::Connect | Op::Dns) {
             // The command's first network call starts the lookups of net.connect's names.
             hosts.begin();
         }
-        // Nothing unless lookups are under way; only this worker waits (for a connect).
-        hosts.poll(r.op == Op::Connect)
+        let done = hosts.poll();
+        // A host entry stands for IP addresses, so only a connect to one can match it: that
+        // call waits for lookups still under way, and no other (a connect to a unix socket,
+        // such as the C library's to nscd for `ls -l`, is judged at once). It waits without
+        // the lock, so calls made meanwhile are judged meanwhile.
+        let inet = matches!(r.addr, Some(policy::NetAddr::Inet(_)));
+        let waiter = (done.is_none() && r.op == Op::Connect && inet)
+            .then(|| hosts.waiter())
+            .flatten();
+        (done.map(|d| (d, true)), waiter)
     };
-    if let Some((found, failures)) = resolved {
-        for f in failures {
-            core.audit.emit(audit::Event::Error(audit::ErrorEvent {
-                message: format!("net.connect host not resolved, it matches nothing: {f}"),
-            }));
+    // The call that takes the lookups from `poll` reports their failures; a waiter learns
+    // what they found as well (learning twice adds nothing), so it is judged on it even when
+    // another call took them a moment before.
+    let waited = || {
+        let lookups = waiter?.wait()?;
+        let first = lock(&core.hosts).poll().is_some();
+        Some((lookups, first))
+    };
+    if let Some((lookups, first)) = done.or_else(waited) {
+        let (found, failures) = &*lookups;
+        if first {
+            for f in failures {
+                core.audit.emit(audit::Event::Error(audit::ErrorEvent {
+                    message: format!("net.connect host not resolved, it matches nothing: {f}"),
+                }));
+            }
         }
         for (name, addrs) in found {
-            core.net.learn(&name, &addrs);
+            core.net.learn(name, addrs);
         }
     }
     let policy = policy_in_force(core);

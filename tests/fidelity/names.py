@@ -227,6 +227,30 @@ def main():
     show("rename p/q/r/s/t/new p/moved (from behind it)", lambda: os.rename("p/q/r/s/t/new", "p/moved"))
     show("link p/q/r/x p/q/r/s/t/xl (into behind it)", lambda: os.link("p/q/r/x", "p/q/r/s/t/xl"))
     os.chmod("p/q/r/s", 0o755)
+    # Opens for writing of the caller's own files, by their modes: a root guard opens these
+    # with its own capabilities when the owner's bits prove the caller could, else as the
+    # caller (the kernel's answer).
+    for name, m in [("m444", 0o444), ("m200", 0o200), ("m600", 0o600), ("m000", 0o000)]:
+        show(f"open O_CREAT|O_EXCL {name} mode {m:o}", lambda: opened(name, C | X | W, m))
+    show("open O_WRONLY m444", lambda: opened("m444", W))
+    show("open O_RDWR m200", lambda: opened("m200", os.O_RDWR))
+    show("open O_WRONLY m200", lambda: opened("m200", W))
+    show("open O_WRONLY|O_APPEND m600", lambda: opened("m600", W | os.O_APPEND))
+    show("open O_WRONLY m000", lambda: opened("m000", W))
+    show("open O_WRONLY|O_CREAT m444 (there)", lambda: opened("m444", W | C))
+    show("open O_WRONLY|O_CREAT m600 (there)", lambda: opened("m600", W | C))
+    show("open O_CREAT|O_EXCL m600 (there)", lambda: opened("m600", C | X | W))
+    show("open O_WRONLY|O_TRUNC m444", lambda: opened("m444", W | os.O_TRUNC))
+    show("open O_WRONLY ld (a directory)", lambda: opened("ld", W))
+    os.mkdir("ro")
+    os.chmod("ro", 0o555)
+    show("open O_CREAT ro/new (directory not writable)", lambda: opened("ro/new", C | W))
+    show("open O_CREAT|O_EXCL ro/new (directory not writable)", lambda: opened("ro/new", C | X | W))
+    os.chmod("ro", 0o300)
+    show("open O_CREAT ro/new2 (directory write and search only)", lambda: opened("ro/new2", C | W))
+    os.chmod("ro", 0o755)
+    for name in ["m444", "m200", "m600", "m000"]:
+        os.chmod(name, 0o644)
     # What is left.
     for root, dirs, files in sorted(os.walk(".")):
         for name in sorted(dirs + files):

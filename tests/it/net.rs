@@ -492,3 +492,108 @@ fn a_wildcard_rule_admits_only_what_an_allowed_name_resolved_to() {
     let asked = d.allowed.asked.lock().expect("lock").clone();
     assert!(!asked.iter().any(|n| n == "wild.test"), "{asked:?}");
 }
+
+#[test]
+fn a_connect_to_a_unix_socket_does_not_wait_for_the_host_lookups() {
+    // A host entry of net.connect stands for IP addresses; its lookup begins at the command's
+    // first network call, and a TCP connect waits for it (at most 5 s). A connect to a unix
+    // socket cannot match a host entry: it is judged at once. It used to wait as well (and
+    // hold up every other call meanwhile): `ls -l` or `id`, whose C library connects to
+    // nscd's socket, took 5 s under guard wherever a nameserver was slow.
+    let test = "a_connect_to_a_unix_socket_does_not_wait_for_the_host_lookups";
+    let python = "/usr/bin/python3";
+    if !std::path::Path::new(python).exists() {
+        eprintln!("skipped {test}: no {python}");
+        return;
+    }
+    let w = Workspace::new();
+    let Some(ns) = NetNs::new(test) else {
+        return;
+    };
+    // A nameserver that never answers: the lookup of slow.test takes the resolver's whole
+    // timeout (2 x 4 s), longer than a connect would wait for it.
+    let silent = ns.enter(|| UdpSocket::bind(("127.0.0.1", 53)).expect("udp 53"));
+    let resolv = w.root.join("resolv-silent.conf");
+    std::fs::write(
+        &resolv,
+        "nameserver 127.0.0.1\noptions timeout:4 attempts:2\n",
+    )
+    .expect("write resolv.conf");
+    let sock = w.ws.join("service.sock");
+    let l = layer(
+        &w,
+        "slow-names",
+        &["slow.test:443".into(), sock.display().to_string()],
+    );
+    let script = "import socket, sys\n\
+                  s = socket.socket(socket.AF_UNIX)\n\
+                  try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('connect', e.errno)\n\
+                  open('after.txt', 'w').write('done')\n";
+    let out = ns.wrap(w.exec(&["agent", &l]), &resolv).run(&[
+        python,
+        "-c",
+        script,
+        &sock.display().to_string(),
+    ]);
+    out.expect_code(0);
+    // Allowed, and the socket is not there: the kernel's own ENOENT.
+    assert_eq!(out.stdout().trim(), "connect 2", "{}", out.stderr());
+    assert!(
+        !out.stderr().contains("still running"),
+        "the unix connect waited for the lookups: {}",
+        out.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("after.txt")).expect("after"),
+        "done"
+    );
+    let connects = decisions_of(&w, "connect");
+    assert!(
+        connects
+            .iter()
+            .any(|d| d["verdict"] == "allow"
+                && d["addr"].as_str() == Some(&*sock.display().to_string())),
+        "the connect was judged: {connects:?}"
+    );
+    drop(silent);
+}
+
+#[test]
+fn a_tcp_connect_waits_for_the_host_lookups_and_is_judged_on_them() {
+    // The other side of the test above: the command's first network call is a TCP connect to
+    // the address a host entry resolves to. It begins the lookups and waits for them, so it
+    // is allowed on the entry, not refused for want of its addresses.
+    let test = "a_tcp_connect_waits_for_the_host_lookups_and_is_judged_on_them";
+    let w = Workspace::new();
+    let Some(d) = dns_world(test, &w, TABLE) else {
+        return;
+    };
+    let sink =
+        d.ns.enter(|| TcpSink::start(TcpListener::bind("127.0.0.9:8443").expect("bind")));
+    let l = layer(&w, "named", &["allowed.test:8443".into()]);
+    let out = d.ns.wrap(w.exec(&["agent", &l]), &d.resolv).run(&[
+        &w.probe(),
+        "connect",
+        "127.0.0.9:8443",
+    ]);
+    assert_eq!(probe_result(&out), "ok", "{}", out.stderr());
+    assert_eq!(sink.count(), 1, "the connect reached the listener");
+    let connects = decisions_of(&w, "connect");
+    assert!(
+        connects
+            .iter()
+            .any(|e| e["verdict"] == "allow" && e["addr"] == "127.0.0.9:8443"),
+        "{connects:?}"
+    );
+    // A port the entry does not name stays refused.
+    let out = d.ns.wrap(w.exec(&["agent", &l]), &d.resolv).run(&[
+        &w.probe(),
+        "connect",
+        "127.0.0.9:8444",
+    ]);
+    assert!(
+        probe_result(&out).starts_with("errno 13"),
+        "{}",
+        out.stdout()
+    );
+}

@@ -126,9 +126,9 @@ impl Explainer {
         Arc::clone(self.resolved.get_or_init(|| {
             let mut p = self.policy.clone();
             let mut pending = crate::supervisor::PendingHosts::start(&Arc::new(p.clone()));
-            if let Some((found, _)) = pending.poll(true) {
-                for (name, addrs) in found {
-                    crate::supervisor::add_addresses(&mut p, &name, &addrs);
+            if let Some(lookups) = pending.wait() {
+                for (name, addrs) in &lookups.0 {
+                    crate::supervisor::add_addresses(&mut p, name, addrs);
                 }
             }
             Arc::new(p)
