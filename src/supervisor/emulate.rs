@@ -66,6 +66,26 @@ fn as_caller(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
     io_done(creds::as_caller(|| call().map_err(io::Error::from)))
 }
 
+/// [`as_caller`] for a call that makes the new entry `at` (mkdir with `Some(mode)`, symlink
+/// with `None`): made with guard's own effective set where the caller could make it
+/// ([`creds::caller_could_create`]: one `fstat` instead of two `capset`s), with the caller's
+/// umask for a mode; a failure there (the name is taken, the directory changed meanwhile) is
+/// made again as the caller, whose answer is the kernel's.
+fn making_as_caller(at: &Target, mode: Option<u32>, call: impl Fn() -> nix::Result<()>) -> Outcome {
+    let unswitched = || {
+        creds::caller_differs_in_capabilities_only().is_some()
+            && creds::caller_could_create(at.parent.as_fd(), mode.unwrap_or(0))
+            && match mode {
+                Some(_) => creds::with_callers_umask(|| call().map_err(io::Error::from)).is_ok(),
+                None => call().is_ok(),
+            }
+    };
+    if unswitched() {
+        return Outcome::Done(0);
+    }
+    as_caller(call)
+}
+
 /// [`as_caller`] for a call that makes no new inode: the caller's umask plays no part.
 fn as_caller_creating_nothing(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
     io_done(creds::as_caller_creating_nothing(|| {
@@ -258,14 +278,14 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                 AtFlags::empty(),
             ),
         }),
-        Act::Symlink { target, at } => as_caller(|| {
+        Act::Symlink { target, at } => making_as_caller(at, None, || {
             nix::unistd::symlinkat(
                 std::ffi::OsStr::from_bytes(target),
                 raw(at),
                 &*at.call_name(),
             )
         }),
-        Act::Mkdir { at, mode } => as_caller(|| {
+        Act::Mkdir { at, mode } => making_as_caller(at, Some(*mode), || {
             nix::sys::stat::mkdirat(
                 raw(at),
                 &*at.call_name(),
