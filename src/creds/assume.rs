@@ -201,10 +201,12 @@ pub fn caller_could_create(dir: std::os::fd::BorrowedFd<'_>, mode: u32) -> bool 
 /// the owner the rights the access mode needs. The owner of a file gets exactly its mode's
 /// owner bits, ACL or not, so the kernel's check of the caller comes out the same.
 pub fn caller_could_open(st: &libc::stat, fsuid: u32, flags: i32) -> bool {
+    // The kernel's ACC_MODE: access mode 3 (no O_RDONLY/O_WRONLY/O_RDWR, an ioctl-only open)
+    // needs read and write permission, as O_RDWR does.
     let need = match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => libc::S_IRUSR,
         libc::O_WRONLY => libc::S_IWUSR,
-        libc::O_RDWR => libc::S_IWUSR | libc::S_IRUSR,
-        _ => libc::S_IRUSR,
+        _ => libc::S_IWUSR | libc::S_IRUSR,
     };
     st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_uid == fsuid && st.st_mode & need == need
 }

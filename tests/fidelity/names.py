@@ -230,13 +230,16 @@ def main():
     # Opens for writing of the caller's own files, by their modes: a root guard opens these
     # with its own capabilities when the owner's bits prove the caller could, else as the
     # caller (the kernel's answer).
-    for name, m in [("m444", 0o444), ("m200", 0o200), ("m600", 0o600), ("m000", 0o000)]:
+    for name, m in [("m444", 0o444), ("m200", 0o200), ("m600", 0o600), ("m000", 0o000), ("m400", 0o400)]:
         show(f"open O_CREAT|O_EXCL {name} mode {m:o}", lambda: opened(name, C | X | W, m))
     show("open O_WRONLY m444", lambda: opened("m444", W))
     show("open O_RDWR m200", lambda: opened("m200", os.O_RDWR))
     show("open O_WRONLY m200", lambda: opened("m200", W))
     show("open O_WRONLY|O_APPEND m600", lambda: opened("m600", W | os.O_APPEND))
     show("open O_WRONLY m000", lambda: opened("m000", W))
+    show("open access mode 3 m200", lambda: opened("m200", os.O_ACCMODE))
+    show("open access mode 3 m400", lambda: opened("m400", os.O_ACCMODE))
+    show("open access mode 3 m600", lambda: opened("m600", os.O_ACCMODE))
     show("open O_WRONLY|O_CREAT m444 (there)", lambda: opened("m444", W | C))
     show("open O_WRONLY|O_CREAT m600 (there)", lambda: opened("m600", W | C))
     show("open O_CREAT|O_EXCL m600 (there)", lambda: opened("m600", C | X | W))
@@ -261,7 +264,7 @@ def main():
     os.chmod("ro", 0o300)
     show("mkdir ro/wx (directory write and search only)", lambda: os.mkdir("ro/wx"))
     os.chmod("ro", 0o755)
-    for name in ["m444", "m200", "m600", "m000"]:
+    for name in ["m444", "m200", "m600", "m000", "m400"]:
         os.chmod(name, 0o644)
     # What is left.
     for root, dirs, files in sorted(os.walk(".")):
