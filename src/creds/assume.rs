@@ -99,21 +99,21 @@ pub fn current() -> Option<Caller> {
 /// [`for_caller`] it just runs `call`. When the thread cannot take the credentials on, the
 /// call is not made: EPERM.
 pub fn as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    with_callers(call, true)
+    with_callers(call, Taking::Everything)
 }
 
 /// [`as_caller`] for a mutation that makes no new inode (unlink, rmdir, rename, link, a change
 /// of metadata): the umask shapes only the modes of new entries, so it stays guard's (two
 /// system calls fewer on each such call).
 pub fn as_caller_creating_nothing<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    with_callers(call, false)
+    with_callers(call, Taking::AllButUmask)
 }
 
 /// [`as_caller`] for a lookup (a path walk, a stat, an O_PATH open): nothing is created, so
 /// the umask, which only shapes the modes of new entries, stays guard's (two system calls
 /// fewer on every judged call).
 pub fn looking_up_as_caller<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    with_callers(call, false)
+    with_callers(call, Taking::AllButUmask)
 }
 
 /// The caller's file-system uid, when a lookup as the caller would differ from guard's only
@@ -214,32 +214,7 @@ pub fn caller_could_open(st: &libc::stat, fsuid: u32, flags: i32) -> bool {
 /// Runs `call` with the caller's umask alone ([`for_caller`]'s caller; guard's credentials
 /// otherwise): for a create that [`caller_could_create`] lets guard make.
 pub fn with_callers_umask<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    let Some(caller) = current() else {
-        return call();
-    };
-    let own = match own() {
-        Ok(own) => own,
-        Err(e) => {
-            tracing::error!("cannot read guard's own credentials: {e}");
-            return Err(io::Error::from_raw_os_error(libc::EPERM));
-        }
-    };
-    let want = State {
-        umask: if has_private_fs() {
-            caller.creds.umask
-        } else {
-            own.umask
-        },
-        ..own.clone()
-    };
-    if let Err(e) = switch(own, &want) {
-        tracing::error!("cannot take on the caller's umask: {e}");
-        restore(own, &want);
-        return Err(io::Error::from_raw_os_error(libc::EPERM));
-    }
-    let result = call();
-    restore(own, &want);
-    result
+    with_callers(call, Taking::UmaskOnly)
 }
 
 /// A caller like the calling thread but without an effective capability: a root guard's
@@ -255,7 +230,18 @@ pub(crate) fn caller_without_capabilities() -> Caller {
     }
 }
 
-fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Result<T> {
+/// Which of the caller's credentials [`with_callers`] takes on.
+#[derive(Clone, Copy)]
+enum Taking {
+    /// All of them.
+    Everything,
+    /// All but the umask (a call that makes no new inode).
+    AllButUmask,
+    /// The umask alone (a create guard may make with its own effective set).
+    UmaskOnly,
+}
+
+fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, taking: Taking) -> io::Result<T> {
     let Some(caller) = current() else {
         return call();
     };
@@ -266,10 +252,18 @@ fn with_callers<T>(call: impl FnOnce() -> io::Result<T>, umask: bool) -> io::Res
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
     };
-    let mut want = wanted(own, &caller.creds);
-    if !umask {
-        want.umask = own.umask;
-    }
+    let callers = wanted(own, &caller.creds);
+    let want = match taking {
+        Taking::Everything => callers,
+        Taking::AllButUmask => State {
+            umask: own.umask,
+            ..callers
+        },
+        Taking::UmaskOnly => State {
+            umask: callers.umask,
+            ..own.clone()
+        },
+    };
     if let Err(e) = switch(own, &want) {
         tracing::error!("cannot take on the caller's credentials: {e}");
         restore(own, &want);
