@@ -193,6 +193,7 @@ mod tests {
             kind,
             born: None,
             seen: None,
+            looked: None,
             pinned: None,
             slash,
         }
