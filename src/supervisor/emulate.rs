@@ -146,6 +146,39 @@ pub fn perform(
     let Some(j) = journal else {
         return perform_plain(act, n, listener, inject);
     };
+    // The directory the call changes entries of, as the walk read it, when nothing can have
+    // changed it since: the checks of its owner (`creds::caller_owns_with`) need no `fstat`.
+    let changed_in = match act {
+        Act::Unlink(t) | Act::Rmdir(t) | Act::Link { to: t, .. } => Some(t),
+        Act::Symlink { at, .. }
+        | Act::Mkdir { at, .. }
+        | Act::Mknod { at, .. }
+        | Act::Open { at, .. } => Some(at),
+        _ => None,
+    };
+    if let Some((t, owner)) = changed_in
+        .filter(|t| !matches!(looked(t, since), Looked::Not))
+        .and_then(|t| Some((t, t.parent_owner?)))
+    {
+        return creds::knowing_dir(t.parent.as_fd(), owner.uid, owner.mode, || {
+            perform_journaled(act, n, listener, inject, j, since, oversize, note)
+        });
+    }
+    perform_journaled(act, n, listener, inject, j, since, oversize, note)
+}
+
+/// [`perform`] with a journal.
+#[allow(clippy::too_many_arguments)]
+fn perform_journaled(
+    act: &Act,
+    n: &Notif,
+    listener: &Arc<Listener>,
+    inject: Inject,
+    j: &mut Journal,
+    since: u64,
+    oversize: Oversize,
+    note: &mut Option<String>,
+) -> Outcome {
     let mut saved = |j: &mut Journal, at: &Target| -> Result<bool, JournalError> {
         match j.will_write(at.parent.as_fd(), &at.name, &at.path, looked(at, since))? {
             Saved::Unprotected { size } => {

@@ -194,6 +194,7 @@ mod tests {
             born: None,
             seen: None,
             looked: None,
+            parent_owner: None,
             pinned: None,
             slash,
         }

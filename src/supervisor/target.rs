@@ -63,6 +63,9 @@ pub struct Target {
     /// no walk found the target by name): if nobody has held the lock since, `kind` and `seen`
     /// still tell what is there ([`super::TX_TURNS`]).
     pub looked: Option<u64>,
+    /// The owner and mode of `parent`, as the walk's `statx` that found it read them (`None`
+    /// when it did not): trusted under the same condition as `seen`.
+    pub parent_owner: Option<Owner>,
     /// The object itself, where no name reaches it, pinned when it was judged: the caller's
     /// pipe ([`Kind::Magic`]), a file of the caller's that has no name left (deleted, or made
     /// with O_TMPFILE) reached through its descriptor. guard acts on it through this
@@ -227,6 +230,7 @@ fn pinned_object(parent: DirFd, name: OsString, real: &Path, slash: bool) -> io:
         born: None,
         seen: None,
         looked: None,
+        parent_owner: None,
         pinned: Some(pinned),
         slash,
     })
@@ -451,8 +455,18 @@ fn walk_alike(
     if slashed || !owner_searches(&base, owner) {
         return Err(base);
     }
+    // The directory the final name is in, with its owner and mode as read for this call.
+    let with_owner = |found: io::Result<Target>, dir: &DirFd, owner: Option<Owner>| {
+        found.map(|mut t| {
+            if t.parent.as_raw_fd() == dir.as_raw_fd() {
+                t.parent_owner = owner;
+            }
+            t
+        })
+    };
     if dir == b"." {
-        return Ok(walk_from(Some(base), Cow::Borrowed(raw), last, pid));
+        let found = walk_from(Some(base.clone()), Cow::Borrowed(raw), last, pid);
+        return Ok(with_owner(found, &base, owner));
     }
     // `a//b` and `a/./b` name what `a/b` does: each directory searched is still checked.
     // Counted first, then walked: no allocation for the list on the hot path.
@@ -465,12 +479,16 @@ fn walk_alike(
     }
     let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
     let mut here = base.clone();
+    let mut here_owner = owner;
     for part in parts() {
         let Ok(c) = CString::new(part) else {
             return Err(base);
         };
         match base::subdir(here.as_fd(), &c, no_symlinks) {
-            Ok((sub, owner)) if owner_searches(&sub, owner) => here = sub,
+            Ok((sub, owner)) if owner_searches(&sub, owner) => {
+                here = sub;
+                here_owner = owner;
+            }
             Ok(_) => return Err(base),
             // A symlink (ELOOP) may lead anywhere: walked as the caller.
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(base),
@@ -478,7 +496,8 @@ fn walk_alike(
             Err(e) => return Ok(Err(e)),
         }
     }
-    Ok(walk_from(Some(here), Cow::Borrowed(name), last, pid))
+    let found = walk_from(Some(here.clone()), Cow::Borrowed(name), last, pid);
+    Ok(with_owner(found, &here, here_owner))
 }
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
@@ -565,6 +584,7 @@ fn walk_from(
                     born: None,
                     seen: None,
                     looked: None,
+                    parent_owner: None,
                     pinned: Some(pinned),
                     slash,
                 });
@@ -601,6 +621,7 @@ fn walk_from(
             born,
             seen,
             looked: None,
+            parent_owner: None,
             pinned: None,
             slash,
         });
