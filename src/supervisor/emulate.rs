@@ -467,7 +467,7 @@ const MAX_CONNECT_WORKERS: usize = 64;
 /// copied once from its memory. A blocking connect can take long (an unresponsive host), so it
 /// runs on a worker thread that answers the notification itself.
 fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outcome {
-    let fd = match crate::sys::process::pidfd_for_thread(n.pid)
+    let fd = match crate::sys::process::pidfd_for_caller(n.pid)
         .and_then(|p| crate::sys::process::pidfd_getfd(p.as_fd(), sock))
     {
         Ok(fd) => fd,
