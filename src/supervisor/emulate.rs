@@ -254,12 +254,18 @@ fn perform_journaled(
             Err(e) => Err(e),
         },
         Act::Open { at, flags, mode } if flags & libc::O_CREAT != 0 && at.kind.is_none() => {
-            if let Err(e) =
-                j.will_create_in(at.parent.as_fd(), &at.name, &at.path, looked(at, since))
-            {
-                return journal_refused(&e);
+            match j.will_create_in(at.parent.as_fd(), &at.name, &at.path, looked(at, since)) {
+                Ok(()) => return open(at, *flags, *mode, n, listener, inject, Some(j)),
+                // Made since the walk, by a change that took the lock first: the caller's
+                // open, without O_EXCL, opens it as it is now, its content kept first.
+                Err(JournalError::Exists { .. }) if flags & libc::O_EXCL == 0 => match saved(j, at)
+                {
+                    Ok(true) => Ok(()),
+                    Ok(false) => return Outcome::Failed(libc::EFBIG),
+                    Err(e) => Err(e),
+                },
+                Err(e) => return journal_refused(&e),
             }
-            return open(at, *flags, *mode, n, listener, inject, Some(j));
         }
         Act::Open { at, .. } => {
             if at.kind == Some(Kind::File) {
