@@ -59,6 +59,30 @@ thread_local! {
     /// The thread has an fs context of its own (`unshare(CLONE_FS)`) with umask 0, so
     /// setting its umask changes no other thread's.
     static PRIVATE_FS: Cell<bool> = const { Cell::new(false) };
+    /// A directory whose owner and mode this call has already read, and no change can have
+    /// touched since: its descriptor's number, owner and mode (see [`knowing_dir`]).
+    static KNOWN_DIR: Cell<Option<(i32, u32, u32)>> = const { Cell::new(None) };
+}
+
+/// Runs `f` knowing the owner (`uid`) and `mode` of the directory open as `dir`, read a moment
+/// ago where no change can have come since (the supervisor's walk, under its transactional
+/// lock): [`caller_owns_with`] of that directory inside `f` takes them instead of an `fstat`.
+/// The descriptor stays open for the whole of `f`, so its number names that directory alone.
+pub fn knowing_dir<R>(
+    dir: std::os::fd::BorrowedFd<'_>,
+    uid: u32,
+    mode: u32,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Forget(Option<(i32, u32, u32)>);
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            KNOWN_DIR.with(|k| k.set(self.0));
+        }
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+    let _forget = Forget(KNOWN_DIR.with(|k| k.replace(Some((fd, uid, mode)))));
+    f()
 }
 
 /// Declares that the calling thread has its own fs context (after `unshare(CLONE_FS)`) and
@@ -138,11 +162,15 @@ pub fn caller_differs_in_capabilities_only() -> Option<u32> {
 /// ([`caller_differs_in_capabilities_only`]) and owns `dir`, whose mode gives the owner every
 /// bit of `owner_bits` (`S_IXUSR`, `S_IWUSR`). The owner of a directory gets exactly its
 /// mode's owner bits, ACL or not, so a check of those rights on `dir` comes out the same with
-/// guard's credentials as with the caller's. One `fstat`.
+/// guard's credentials as with the caller's. One `fstat`, none inside [`knowing_dir`] of `dir`.
 pub fn caller_owns_with(dir: std::os::fd::BorrowedFd<'_>, owner_bits: u32) -> bool {
     caller_differs_in_capabilities_only().is_some_and(|fsuid| {
-        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&dir))
-            .is_ok_and(|st| owns_with(fsuid, st.st_uid, st.st_mode, owner_bits))
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+        match KNOWN_DIR.with(Cell::get) {
+            Some((known, uid, mode)) if known == fd => owns_with(fsuid, uid, mode, owner_bits),
+            _ => nix::sys::stat::fstat(fd)
+                .is_ok_and(|st| owns_with(fsuid, st.st_uid, st.st_mode, owner_bits)),
+        }
     })
 }
 

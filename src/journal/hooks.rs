@@ -37,6 +37,30 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
 // rmdir, rename: creations are the supervisor's), so the caller's umask is not switched.
 pub(crate) use crate::creds::as_caller_creating_nothing;
 
+/// What the caller of a hook saw at the name a moment ago, where no change to the
+/// workspace's names can have come since (the supervisor's walk, when no other worker has held
+/// the journal's lock since it looked): the hook decides on it instead of looking again.
+#[derive(Clone, Copy)]
+pub enum Looked<'a> {
+    /// Nothing known: the hook looks itself.
+    Not,
+    /// Nothing was there.
+    Absent,
+    /// This was there (not following a final symlink).
+    Found(&'a libc::stat),
+}
+
+impl Looked<'_> {
+    /// What is at `name` in `dir`: what was seen, or a stat taken now.
+    fn or_stat(self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
+        match self {
+            Looked::Not => fsops::raw_stat_at(dir, name),
+            Looked::Absent => Ok(None),
+            Looked::Found(st) => Ok(Some(*st)),
+        }
+    }
+}
+
 impl Journal {
     pub(crate) fn covered_rel(&self, abs: &Path) -> Option<PathText> {
         let rel = self.rel(abs)?;
@@ -99,7 +123,7 @@ impl Journal {
     /// The kernel's error for the unlink, or for keeping the entry in the store, as the caller
     /// should see it.
     pub fn delete_file(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
-        self.delete_seen_file(dir, name, abs, None)
+        self.delete_seen_file(dir, name, abs, None, false)
     }
 
     /// [`Journal::delete_file`] of an entry whose stat the caller took a moment before
@@ -108,7 +132,9 @@ impl Journal {
     /// the file guard opens to check for other openers proves to be that very inode; anything
     /// else (another inode, a file the run made, a directory, a file kept by a copy) is
     /// decided on a stat taken now, under the lock, so that a name another judged call
-    /// swapped in meanwhile is kept as what it is.
+    /// swapped in meanwhile is kept as what it is. With `unchanged` (no judged change to a
+    /// name can have come between that stat and this call: see [`Looked`]), a file the run
+    /// made is dropped on that stat too.
     ///
     /// # Errors
     ///
@@ -119,6 +145,7 @@ impl Journal {
         name: &OsStr,
         abs: &Path,
         seen: Option<&libc::stat>,
+        unchanged: bool,
     ) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return crate::creds::changing_entries_of(dir, || fsops::unlink_at(dir, name, false));
@@ -129,7 +156,8 @@ impl Journal {
                     dev: st.st_dev,
                     ino: st.st_ino,
                 };
-                st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.made.contains(&id)
+                st.st_mode & libc::S_IFMT == libc::S_IFREG
+                    && (unchanged || !self.made.contains(&id))
             })
             .copied();
         let (raw, st, way) = loop {
@@ -141,7 +169,7 @@ impl Journal {
                 ),
             };
             let st = Stat::from_nix(&raw);
-            if walked {
+            if walked && !self.made.contains(&st.id()) {
                 match self.way(dir, name, &st, Some(&raw), true) {
                     Way::Stale => continue,
                     way => break (raw, st, Some(way)),
@@ -215,7 +243,7 @@ impl Journal {
             return Ok(());
         };
         match fsops::parent_of(self.ws(), Path::new(path.as_os_str())) {
-            Ok((dir, name)) => self.will_create_named(path, dir.as_fd(), &name, abs),
+            Ok((dir, name)) => self.will_create_named(path, dir.as_fd(), &name, abs, Looked::Not),
             // The parent is missing: the create will fail, and an entry for it is harmless.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 self.record_created(path)
@@ -238,9 +266,10 @@ impl Journal {
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
+        looked: Looked<'_>,
     ) -> Result<(), JournalError> {
         match self.covered_rel(abs) {
-            Some(path) => self.will_create_named(path, dir, name, abs),
+            Some(path) => self.will_create_named(path, dir, name, abs, looked),
             None => Ok(()),
         }
     }
@@ -251,11 +280,14 @@ impl Journal {
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
+        looked: Looked<'_>,
     ) -> Result<(), JournalError> {
-        let taken = stat_at(dir, name).map_err(|source| JournalError::Inspect {
-            path: abs.to_path_buf(),
-            source,
-        })?;
+        let taken = looked
+            .or_stat(dir, name)
+            .map_err(|source| JournalError::Inspect {
+                path: abs.to_path_buf(),
+                source,
+            })?;
         if taken.is_some() {
             return Err(JournalError::Exists {
                 path: abs.to_path_buf(),
@@ -291,7 +323,8 @@ impl Journal {
     /// per checkpoint per inode (none for a file made since the checkpoint). The journal reads `dir/name` itself with its own privileges
     /// (see `copy.rs` for files guard may only write), so the caller needs no readable
     /// descriptor. Holes stay holes in the pre-image, and the size cap applies to the data a
-    /// copy holds (a sparse file's allocated size).
+    /// copy holds (a sparse file's allocated size). A file already saved, or made since the
+    /// checkpoint, is known from what `looked` saw without touching the disk.
     ///
     /// # Errors
     ///
@@ -302,6 +335,7 @@ impl Journal {
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
+        looked: Looked<'_>,
     ) -> Result<Saved, JournalError> {
         let Some(path) = self.covered_rel(abs) else {
             return Ok(Saved::AlreadySaved);
@@ -310,7 +344,7 @@ impl Journal {
             path: abs.to_path_buf(),
             source,
         };
-        let Some(raw) = fsops::raw_stat_at(dir, name).map_err(save_err)? else {
+        let Some(raw) = looked.or_stat(dir, name).map_err(save_err)? else {
             return Ok(Saved::AlreadySaved); // nothing there: the open creates it or fails
         };
         let st = Stat::from_nix(&raw);
@@ -404,11 +438,14 @@ impl Journal {
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
+        looked: Looked<'_>,
     ) -> Result<(), JournalError> {
         let Some(path) = self.covered_rel(abs) else {
             return Ok(());
         };
-        let st = stat_at(dir, name)
+        let st = looked
+            .or_stat(dir, name)
+            .map(|s| s.map(|raw| Stat::from_nix(&raw)))
             .and_then(|s| s.ok_or_else(|| errno(libc::ENOENT)))
             .map_err(|source| JournalError::Inspect {
                 path: abs.to_path_buf(),

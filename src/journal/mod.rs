@@ -77,6 +77,7 @@ mod verify;
 mod scenarios;
 
 pub use digest::tree_digest;
+pub use hooks::Looked;
 pub use journal::{CheckpointId, Journal, JournalError, Saved, StoreMode};
 pub use preimage::PreImage;
 pub use report::{Conflict, Diff};

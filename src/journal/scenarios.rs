@@ -100,14 +100,16 @@ fn create(j: &mut Journal, abs: &Path, content: &[u8]) {
 
 fn write(j: &mut Journal, abs: &Path, content: &[u8]) -> Saved {
     let (d, n) = parent(abs);
-    let saved = j.will_write(d.as_fd(), &n, abs).expect("will_write");
+    let saved = j
+        .will_write(d.as_fd(), &n, abs, Looked::Not)
+        .expect("will_write");
     fs::write(abs, content).expect("write");
     saved
 }
 
 fn meta(j: &mut Journal, abs: &Path, mode: u32) {
     let (d, n) = parent(abs);
-    j.will_change_meta(d.as_fd(), &n, abs)
+    j.will_change_meta(d.as_fd(), &n, abs, Looked::Not)
         .expect("will_change_meta");
     chmod(abs, mode);
 }
@@ -132,7 +134,7 @@ fn mutate_everything(j: &mut Journal, ws: &Path) {
     );
     // Truncate.
     let (d, n) = parent(&ws.join("src/main.rs"));
-    j.will_write(d.as_fd(), &n, &ws.join("src/main.rs"))
+    j.will_write(d.as_fd(), &n, &ws.join("src/main.rs"), Looked::Not)
         .expect("will_write");
     fs::OpenOptions::new()
         .write(true)
@@ -673,7 +675,9 @@ fn a_file_above_the_cap_is_unprotected_and_reported() {
         Saved::Unprotected { size: 70_000 }
     );
     let (d, n) = parent(&big);
-    let again = j.will_write(d.as_fd(), &n, &big).expect("will_write");
+    let again = j
+        .will_write(d.as_fd(), &n, &big, Looked::Not)
+        .expect("will_write");
     assert_eq!(again, Saved::Unprotected { size: 70_000 });
     let log = fs::read_to_string(j.log_path()).expect("read log");
     assert_eq!(log.matches(r#""op":"unprotected""#).count(), 1, "{log}");
@@ -1117,7 +1121,7 @@ fn a_stale_stat_of_a_made_file_does_not_drop_the_file_that_replaced_it() {
     .expect("stat");
     // The rename another call made meanwhile (journaled, as it would be).
     ren(&mut j, &e.ws.join("src/main.rs"), &made, 0).expect("rename over");
-    j.delete_seen_file(dir.as_fd(), &name, &made, Some(&stale))
+    j.delete_seen_file(dir.as_fd(), &name, &made, Some(&stale), false)
         .expect("delete");
     assert!(!made.exists());
     let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");

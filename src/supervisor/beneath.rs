@@ -132,6 +132,8 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
         kind,
         born: None,
         seen: None,
+        looked: None,
+        parent_owner: None,
         pinned: None,
         slash,
     })

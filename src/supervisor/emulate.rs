@@ -22,7 +22,7 @@ use nix::unistd::{Gid, Uid, UnlinkatFlags};
 use super::resolve::Act;
 use super::target::{Kind, Target};
 use crate::creds;
-use crate::journal::{Journal, JournalError, Saved};
+use crate::journal::{Journal, JournalError, Looked, Saved};
 use crate::policy::Oversize;
 use crate::sys::{Listener, Notif};
 
@@ -129,20 +129,58 @@ fn journal_refused(e: &JournalError) -> Outcome {
 ///
 /// A write to a file above the pre-image size cap is refused (EFBIG) under
 /// `oversize = "deny"`; otherwise it goes ahead unprotected and `note` says so for the audit log.
+///
+/// `since`: the count of the transactional lock's turns when the lock that guards `journal`
+/// was taken (see [`looked`]).
+#[allow(clippy::too_many_arguments)]
 pub fn perform(
     act: &Act,
     n: &Notif,
     listener: &Arc<Listener>,
     inject: Inject,
     journal: Option<&mut Journal>,
+    since: u64,
     oversize: Oversize,
     note: &mut Option<String>,
 ) -> Outcome {
     let Some(j) = journal else {
         return perform_plain(act, n, listener, inject);
     };
+    // The directory the call changes entries of, as the walk read it, when nothing can have
+    // changed it since: the checks of its owner (`creds::caller_owns_with`) need no `fstat`.
+    let changed_in = match act {
+        Act::Unlink(t) | Act::Rmdir(t) | Act::Link { to: t, .. } => Some(t),
+        Act::Symlink { at, .. }
+        | Act::Mkdir { at, .. }
+        | Act::Mknod { at, .. }
+        | Act::Open { at, .. } => Some(at),
+        _ => None,
+    };
+    if let Some((t, owner)) = changed_in
+        .filter(|t| !matches!(looked(t, since), Looked::Not))
+        .and_then(|t| Some((t, t.parent_owner?)))
+    {
+        return creds::knowing_dir(t.parent.as_fd(), owner.uid, owner.mode, || {
+            perform_journaled(act, n, listener, inject, j, since, oversize, note)
+        });
+    }
+    perform_journaled(act, n, listener, inject, j, since, oversize, note)
+}
+
+/// [`perform`] with a journal.
+#[allow(clippy::too_many_arguments)]
+fn perform_journaled(
+    act: &Act,
+    n: &Notif,
+    listener: &Arc<Listener>,
+    inject: Inject,
+    j: &mut Journal,
+    since: u64,
+    oversize: Oversize,
+    note: &mut Option<String>,
+) -> Outcome {
     let mut saved = |j: &mut Journal, at: &Target| -> Result<bool, JournalError> {
-        match j.will_write(at.parent.as_fd(), &at.name, &at.path)? {
+        match j.will_write(at.parent.as_fd(), &at.name, &at.path, looked(at, since))? {
             Saved::Unprotected { size } => {
                 *note = Some(format!(
                     "{} bytes, above the pre-image size cap: {}",
@@ -166,7 +204,14 @@ pub fn perform(
             return Outcome::Failed(libc::ENOENT);
         }
         Act::Unlink(t) => {
-            return io_done(j.delete_seen_file(t.parent.as_fd(), &t.name, &t.path, t.seen.as_ref()))
+            let unchanged = !matches!(looked(t, since), Looked::Not);
+            return io_done(j.delete_seen_file(
+                t.parent.as_fd(),
+                &t.name,
+                &t.path,
+                t.seen.as_ref(),
+                unchanged,
+            ));
         }
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rename { from, to, flags } => {
@@ -183,7 +228,9 @@ pub fn perform(
         Act::Link { to: at, .. }
         | Act::Symlink { at, .. }
         | Act::Mkdir { at, .. }
-        | Act::Mknod { at, .. } => j.will_create_in(at.parent.as_fd(), &at.name, &at.path),
+        | Act::Mknod { at, .. } => {
+            j.will_create_in(at.parent.as_fd(), &at.name, &at.path, looked(at, since))
+        }
         Act::Chmod { at, .. } | Act::Chown { at, .. } | Act::PathMeta { at, .. } => {
             if at.kind.is_none() {
                 // Nothing there: the call fails as the kernel would, with nothing to record.
@@ -193,7 +240,7 @@ pub fn perform(
                 // An object no name reaches: nothing in the tree changes.
                 Ok(())
             } else {
-                j.will_change_meta(at.parent.as_fd(), &at.name, &at.path)
+                j.will_change_meta(at.parent.as_fd(), &at.name, &at.path, looked(at, since))
             }
         }
         Act::FdMeta { on, .. } if !on.unnamed => j.will_change_meta_of(on.fd.as_fd(), &on.path),
@@ -207,10 +254,18 @@ pub fn perform(
             Err(e) => Err(e),
         },
         Act::Open { at, flags, mode } if flags & libc::O_CREAT != 0 && at.kind.is_none() => {
-            if let Err(e) = j.will_create_in(at.parent.as_fd(), &at.name, &at.path) {
-                return journal_refused(&e);
+            match j.will_create_in(at.parent.as_fd(), &at.name, &at.path, looked(at, since)) {
+                Ok(()) => return open(at, *flags, *mode, n, listener, inject, Some(j)),
+                // Made since the walk, by a change that took the lock first: the caller's
+                // open, without O_EXCL, opens it as it is now, its content kept first.
+                Err(JournalError::Exists { .. }) if flags & libc::O_EXCL == 0 => match saved(j, at)
+                {
+                    Ok(true) => Ok(()),
+                    Ok(false) => return Outcome::Failed(libc::EFBIG),
+                    Err(e) => Err(e),
+                },
+                Err(e) => return journal_refused(&e),
             }
-            return open(at, *flags, *mode, n, listener, inject, Some(j));
         }
         Act::Open { at, .. } => {
             if at.kind == Some(Kind::File) {
@@ -228,6 +283,22 @@ pub fn perform(
     match before {
         Ok(()) => perform_plain(act, n, listener, inject),
         Err(e) => journal_refused(&e),
+    }
+}
+
+/// What the journal may take from the walk that found `at`, under the transactional lock
+/// taken at turn `since`: what the walk saw, when nobody has held the lock since it looked
+/// (every judged change to a workspace name is made under that lock; see
+/// `supervisor::TX_TURNS`). One stat fewer for a create, a write-open, a metadata change and
+/// the deletion of a file the run made.
+pub(super) fn looked(at: &Target, since: u64) -> Looked<'_> {
+    if at.looked != Some(since) {
+        return Looked::Not;
+    }
+    match (at.kind, &at.seen) {
+        (None, _) => Looked::Absent,
+        (Some(_), Some(st)) => Looked::Found(st),
+        (Some(_), None) => Looked::Not,
     }
 }
 
@@ -402,7 +473,7 @@ const MAX_CONNECT_WORKERS: usize = 64;
 /// copied once from its memory. A blocking connect can take long (an unresponsive host), so it
 /// runs on a worker thread that answers the notification itself.
 fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outcome {
-    let fd = match crate::sys::process::pidfd_for_thread(n.pid)
+    let fd = match crate::sys::process::pidfd_for_caller(n.pid)
         .and_then(|p| crate::sys::process::pidfd_getfd(p.as_fd(), sock))
     {
         Ok(fd) => fd,

@@ -35,7 +35,10 @@ const MAX_WAITERS: usize = 64;
 
 /// Whether an open of `at` with `flags` may wait for the other end of a FIFO: read-only or
 /// write-only, without O_NONBLOCK, of an existing entry that is neither a file, a directory
-/// nor a symlink (a FIFO, or the caller's own pipe), named without a trailing slash.
+/// nor a symlink (a FIFO, or the caller's own pipe), named without a trailing slash. An entry
+/// the walk saw as a device or a socket is not pinned to be looked at again (`/dev/null`,
+/// `/dev/tty`: two switches of credentials, an open, a stat and a close per open): a FIFO
+/// put in its place since then is opened on the worker's thread, as beyond [`MAX_WAITERS`].
 fn may_wait(at: &Target, flags: i32) -> bool {
     let accmode = flags & libc::O_ACCMODE;
     flags & libc::O_NONBLOCK == 0
@@ -44,6 +47,9 @@ fn may_wait(at: &Target, flags: i32) -> bool {
         && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0)
         && flags & libc::O_DIRECTORY == 0
         && matches!(at.kind, Some(Kind::Other | Kind::Magic))
+        && at
+            .seen
+            .is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO)
         && !at.slash
 }
 

@@ -98,7 +98,7 @@ pub fn fd_target(pid: u32, fd: u64, at_empty_path: bool) -> io::Result<FdTarget>
         if fd < 0 {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        let pidfd = sys::process::pidfd_for_thread(pid)?;
+        let pidfd = sys::process::pidfd_for_caller(pid)?;
         sys::process::pidfd_getfd(pidfd.as_fd(), fd)
             .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?
     };

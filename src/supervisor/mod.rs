@@ -111,7 +111,7 @@ struct Core {
     /// The credentials of the threads that make judged calls.
     callers: callers::Callers,
     inject: emulate::Inject,
-    tx: Mutex<TxState>,
+    tx: TxLock,
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
     /// own lock, so judging a call never waits for a slow journal operation.
     created: Mutex<HashSet<PathBuf>>,
@@ -144,6 +144,58 @@ struct Core {
     /// the listener and the stop pipe, as the standbys do.
     waits_in_recv: bool,
     seq: Arc<AtomicU64>,
+}
+
+/// The lock every change to the workspace's names is made under, with a count of its takings
+/// and releases ([`TxGuard`]).
+struct TxLock(Mutex<TxState>);
+
+/// Every taking and every release of a [`TxLock`] adds one. A worker notes the count before
+/// its walk looks at the call's path ([`target::Target::looked`]). Once it holds the
+/// lock, a count at its taking (`TxGuard::since`) equal to that note proves that nobody held
+/// the lock since the look, so no judged change to a workspace name came in between: the
+/// journal may decide on what the walk saw instead of looking again (`emulate::looked`).
+/// Shared by every supervisor in the process: another's turns only make a worker look again.
+static TX_TURNS: AtomicU64 = AtomicU64::new(0);
+
+/// [`TX_TURNS`] now: what a walk notes before it looks at a name.
+fn tx_turns() -> u64 {
+    TX_TURNS.load(Ordering::SeqCst)
+}
+
+impl TxLock {
+    fn take(&self) -> TxGuard<'_> {
+        let state = lock(&self.0);
+        let since = TX_TURNS.fetch_add(1, Ordering::SeqCst);
+        TxGuard { state, since }
+    }
+}
+
+/// The transactional state, locked; its release counts one more turn.
+struct TxGuard<'a> {
+    state: std::sync::MutexGuard<'a, TxState>,
+    /// [`TX_TURNS`] when this lock was taken, before it counted its own taking.
+    since: u64,
+}
+
+impl std::ops::Deref for TxGuard<'_> {
+    type Target = TxState;
+    fn deref(&self) -> &TxState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for TxGuard<'_> {
+    fn deref_mut(&mut self) -> &mut TxState {
+        &mut self.state
+    }
+}
+
+impl Drop for TxGuard<'_> {
+    fn drop(&mut self) {
+        // Counted while still held: the state's guard is dropped after this.
+        TX_TURNS.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// The workspace's transactional state.
@@ -235,10 +287,10 @@ impl Supervisor {
                 exec_roots: exec_roots.map(explain::ExecRoots::new),
                 transactional: journal.is_some(),
                 record_reads,
-                tx: Mutex::new(TxState {
+                tx: TxLock(Mutex::new(TxState {
                     journal,
                     txn: txn::Txn::new(root),
-                }),
+                })),
                 receiving: Mutex::new(()),
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 t0: Instant::now(),
@@ -306,7 +358,7 @@ impl Supervisor {
                 core.finished.store(true, Ordering::Relaxed);
                 core.net.stop.store(true, Ordering::Relaxed);
                 receive::wait_idle(&core, Duration::from_secs(5));
-                let journal = lock(&core.tx).journal.take();
+                let journal = core.tx.take().journal.take();
                 let explanations = lock(&core.refusals).stats.clone();
                 Report {
                     journal,
@@ -481,5 +533,56 @@ fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
     let answered = core.listener.respond(n.id, 0, 0, true);
     if let (Some(mask), Ok(())) = (umask, answered) {
         core.callers.umask_set(n.pid, mask);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tx_lock() -> Arc<TxLock> {
+        Arc::new(TxLock(Mutex::new(TxState {
+            journal: None,
+            txn: txn::Txn::new(1),
+        })))
+    }
+
+    /// The journal decides on what a walk saw only when the count noted before the walk equals
+    /// the count at the taking of the lock: never when another worker took the lock after the
+    /// note, or held it (making its change) while the walk looked. Other tests' supervisors in
+    /// this process only add turns, so the refusals are asserted every time.
+    #[test]
+    fn a_walks_note_stands_only_while_nobody_held_the_lock() {
+        let tx = tx_lock();
+        // Another worker takes the lock, changes something and lets go after the note.
+        let looked = tx_turns();
+        drop(tx.take());
+        assert_ne!(tx.take().since, looked);
+
+        // Another worker holds the lock while the walk looks, and lets go before this one
+        // takes it.
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let (looked_tx, looked_rx) = std::sync::mpsc::channel::<()>();
+        let other = {
+            let tx = Arc::clone(&tx);
+            std::thread::spawn(move || {
+                let held = tx.take();
+                taken_tx.send(()).expect("send");
+                looked_rx.recv().expect("recv");
+                drop(held);
+            })
+        };
+        taken.recv().expect("taken");
+        let looked = tx_turns();
+        looked_tx.send(()).expect("send");
+        other.join().expect("join");
+        assert_ne!(tx.take().since, looked);
+
+        // Nobody in between: the note stands (retried, since other tests may take turns).
+        let stood = (0..1000).any(|_| {
+            let looked = tx_turns();
+            tx.take().since == looked
+        });
+        assert!(stood, "a note never stood with nobody holding the lock");
     }
 }

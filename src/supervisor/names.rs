@@ -193,6 +193,8 @@ mod tests {
             kind,
             born: None,
             seen: None,
+            looked: None,
+            parent_owner: None,
             pinned: None,
             slash,
         }

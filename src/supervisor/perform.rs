@@ -6,15 +6,13 @@
 //! (the private tmp, execs deeper in the tree, connects) goes on while another worker copies a
 //! large pre-image or rolls a command back.
 
-use std::sync::MutexGuard;
-
 use crate::policy::Policy;
 use crate::sys::Notif;
 
 use super::answer::Answer;
 use super::emulate::{self, Inject, Outcome};
 use super::resolve::Resolved;
-use super::{lock, Core, TxState};
+use super::{lock, Core, TxGuard};
 
 /// Perform `r` for the caller of `n`; `tx` is the transactional state if the react stage
 /// holds it. Returns the answer (`None` when the caller was answered already) and a note for
@@ -23,7 +21,7 @@ pub(super) fn perform(
     core: &Core,
     n: &Notif,
     r: &Resolved,
-    tx: Option<MutexGuard<'_, TxState>>,
+    tx: Option<TxGuard<'_>>,
     inject: Inject,
     policy: &Policy,
 ) -> (Option<Answer>, Option<String>) {
@@ -38,15 +36,17 @@ pub(super) fn perform(
     }
     let mut note = None;
     let ws = &policy.vars.workspace;
-    let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| lock(&core.tx)));
+    let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| core.tx.take()));
     let outcome = match tx {
         Some(mut tx) => {
+            let since = tx.since;
             let outcome = emulate::perform(
                 &r.act,
                 n,
                 &core.listener,
                 inject,
                 tx.journal.as_mut(),
+                since,
                 policy.transaction.oversize,
                 &mut note,
             );
@@ -68,6 +68,7 @@ pub(super) fn perform(
                 &core.listener,
                 inject,
                 None,
+                0,
                 policy.transaction.oversize,
                 &mut note,
             );

@@ -4,18 +4,17 @@
 //! transactional lock wherever the workspace's history is concerned.
 
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 
 use crate::audit;
 use crate::policy::{Reaction, Verdict};
 
-use super::{lock, Core, Judged, TxState};
+use super::{lock, Core, Judged, TxGuard, TxState};
 
 /// What happens to the call after the react stage.
 pub(super) enum Next<'a> {
     /// Perform it. The transactional state stays locked when a checkpoint was just taken for
     /// it, so the call lands in the journal right after its checkpoint.
-    Perform(Option<MutexGuard<'a, TxState>>),
+    Perform(Option<TxGuard<'a>>),
     /// Do not: fail it with this errno.
     Refuse(i32),
 }
@@ -31,7 +30,7 @@ pub(super) fn react<'a>(
     match reaction {
         Reaction::Allow => Next::Perform(None),
         Reaction::CheckpointThenAllow { risky, new_command } => {
-            let mut tx = lock(&core.tx);
+            let mut tx = core.tx.take();
             let TxState { journal, txn } = &mut *tx;
             if let Some(j) = journal.as_mut() {
                 if risky {
@@ -48,7 +47,7 @@ pub(super) fn react<'a>(
         Reaction::RollbackCommand => {
             // The command is found and ended while the caller is still waiting in this call:
             // once answered it could exit and be reaped, and its parent chain would be gone.
-            let mut tx = lock(&core.tx);
+            let mut tx = core.tx.take();
             let TxState { journal, txn } = &mut *tx;
             if let Some(j) = journal.as_mut() {
                 if !txn.rollback_command(j, &core.audit, pid) {

@@ -59,6 +59,13 @@ pub struct Target {
     /// target was not found by a walk): the journal records a deleted file from it without
     /// a stat of its own.
     pub seen: Option<libc::stat>,
+    /// The count of the transactional lock's turns noted before the walk began (`None` when
+    /// no walk found the target by name): if nobody has held the lock since, `kind` and `seen`
+    /// still tell what is there ([`super::TX_TURNS`]).
+    pub looked: Option<u64>,
+    /// The owner and mode of `parent`, as the walk's `statx` that found it read them (`None`
+    /// when it did not): trusted under the same condition as `seen`.
+    pub parent_owner: Option<Owner>,
     /// The object itself, where no name reaches it, pinned when it was judged: the caller's
     /// pipe ([`Kind::Magic`]), a file of the caller's that has no name left (deleted, or made
     /// with O_TMPFILE) reached through its descriptor. guard acts on it through this
@@ -222,6 +229,8 @@ fn pinned_object(parent: DirFd, name: OsString, real: &Path, slash: bool) -> io:
         kind: Some(kind),
         born: None,
         seen: None,
+        looked: None,
+        parent_owner: None,
         pinned: Some(pinned),
         slash,
     })
@@ -359,6 +368,16 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     if raw.is_empty() {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
+    // Noted before anything of the path is looked at (see `Target::looked`).
+    let looked = super::tx_turns();
+    let noted = |t: io::Result<Target>| {
+        t.map(|mut t| {
+            if t.pinned.is_none() {
+                t.looked = Some(looked);
+            }
+            t
+        })
+    };
     let absolute = raw.first() == Some(&b'/');
     let owned_raw = callers_proc(raw, pid);
     // An absolute path starts at the root whatever the dirfd: no base to open (the caller's
@@ -388,21 +407,24 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
             Ok(Ok(t)) if last == Last::Follow && t.kind == Some(Kind::Symlink) => {
                 first = Some(here);
             }
-            Ok(found) => return found,
+            Ok(found) => return noted(found),
             Err(here) => first = Some(here),
         }
     }
-    match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid)) {
-        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            let base = base(absolute)?.map(|(b, _)| b);
-            if in_proc(&base) {
-                walk_from(base, owned_raw.clone(), last, pid)
-            } else {
-                Err(e)
+    noted(
+        match crate::creds::looking_up_as_caller(|| walk_from(first, owned_raw.clone(), last, pid))
+        {
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                let base = base(absolute)?.map(|(b, _)| b);
+                if in_proc(&base) {
+                    walk_from(base, owned_raw.clone(), last, pid)
+                } else {
+                    Err(e)
+                }
             }
-        }
-        other => other,
-    }
+            other => other,
+        },
+    )
 }
 
 /// How many directories deep [`walk_alike`] goes before it leaves the walk to the caller's
@@ -433,8 +455,18 @@ fn walk_alike(
     if slashed || !owner_searches(&base, owner) {
         return Err(base);
     }
+    // The directory the final name is in, with its owner and mode as read for this call.
+    let with_owner = |found: io::Result<Target>, dir: &DirFd, owner: Option<Owner>| {
+        found.map(|mut t| {
+            if t.parent.as_raw_fd() == dir.as_raw_fd() {
+                t.parent_owner = owner;
+            }
+            t
+        })
+    };
     if dir == b"." {
-        return Ok(walk_from(Some(base), Cow::Borrowed(raw), last, pid));
+        let found = walk_from(Some(base.clone()), Cow::Borrowed(raw), last, pid);
+        return Ok(with_owner(found, &base, owner));
     }
     // `a//b` and `a/./b` name what `a/b` does: each directory searched is still checked.
     // Counted first, then walked: no allocation for the list on the hot path.
@@ -447,12 +479,16 @@ fn walk_alike(
     }
     let no_symlinks = RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
     let mut here = base.clone();
+    let mut here_owner = owner;
     for part in parts() {
         let Ok(c) = CString::new(part) else {
             return Err(base);
         };
         match base::subdir(here.as_fd(), &c, no_symlinks) {
-            Ok((sub, owner)) if owner_searches(&sub, owner) => here = sub,
+            Ok((sub, owner)) if owner_searches(&sub, owner) => {
+                here = sub;
+                here_owner = owner;
+            }
             Ok(_) => return Err(base),
             // A symlink (ELOOP) may lead anywhere: walked as the caller.
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(base),
@@ -460,7 +496,8 @@ fn walk_alike(
             Err(e) => return Ok(Err(e)),
         }
     }
-    Ok(walk_from(Some(here), Cow::Borrowed(name), last, pid))
+    let found = walk_from(Some(here.clone()), Cow::Borrowed(name), last, pid);
+    Ok(with_owner(found, &here, here_owner))
 }
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
@@ -471,6 +508,20 @@ fn walk_from(
     pid: u32,
 ) -> io::Result<Target> {
     let mut slash = false;
+    // The path of the last directory asked for, with that directory held (so its descriptor's
+    // number is not reused): a symlink followed in the same directory, `sh` to `dash`, needs
+    // it up to three times.
+    let mut known: Option<(DirFd, PathBuf)> = None;
+    let mut path_of = |dir: &DirFd| -> io::Result<PathBuf> {
+        if let Some((d, p)) = &known {
+            if d.as_raw_fd() == dir.as_raw_fd() {
+                return Ok(p.clone());
+            }
+        }
+        let p = fd_path(dir.as_fd())?;
+        known = Some((dir.clone(), p.clone()));
+        Ok(p)
+    };
     for _ in 0..40 {
         let (dir, name, slashed) = split(&owned_raw);
         slash |= slashed;
@@ -500,16 +551,16 @@ fn walk_from(
         let name = OsStr::from_bytes(if name.is_empty() { b"." } else { name }).to_os_string();
         let (kind, born, seen) = kind_of(parent.as_fd(), &name)?;
         if follow && kind == Some(Kind::Symlink) {
-            if is_other_process(&fd_path(parent.as_fd())?, pid) {
+            if is_other_process(&path_of(&parent)?, pid) {
                 // Another process's /proc/PID/fd/N or cwd: not the caller's to follow.
                 return Err(io::Error::from_raw_os_error(libc::EACCES));
             }
             let link = nix::fcntl::readlinkat(Some(parent.as_raw_fd()), name.as_os_str())?;
-            if !link.as_bytes().starts_with(b"/") && is_fd_dir(&fd_path(parent.as_fd())?) {
+            if !link.as_bytes().starts_with(b"/") && is_fd_dir(&path_of(&parent)?) {
                 // pipe:[..], socket:[..], anon_inode:..: only reachable through the magic link,
                 // and only the caller's own pipes may be re-opened (guard can open any
                 // process's descriptors; the caller could not).
-                let real = fd_path(parent.as_fd())?;
+                let real = path_of(&parent)?;
                 if !is_callers_fd_dir(&real, pid) {
                     return Err(io::Error::from_raw_os_error(libc::EACCES));
                 }
@@ -532,14 +583,16 @@ fn walk_from(
                     kind: Some(Kind::Magic),
                     born: None,
                     seen: None,
+                    looked: None,
+                    parent_owner: None,
                     pinned: Some(pinned),
                     slash,
                 });
             }
-            if link.as_bytes().ends_with(b" (deleted)") && is_fd_dir(&fd_path(parent.as_fd())?) {
+            if link.as_bytes().ends_with(b" (deleted)") && is_fd_dir(&path_of(&parent)?) {
                 // A file of the caller's with no name left (deleted, or made with O_TMPFILE):
                 // the kernel follows the descriptor to the object, not the name.
-                let real = fd_path(parent.as_fd())?;
+                let real = path_of(&parent)?;
                 if !is_callers_fd_dir(&real, pid) {
                     return Err(io::Error::from_raw_os_error(libc::EACCES));
                 }
@@ -549,7 +602,7 @@ fn walk_from(
             base = Some(parent);
             continue;
         }
-        let real = fd_path(parent.as_fd())?;
+        let real = path_of(&parent)?;
         if is_other_process(&real, pid) {
             // The caller could not look into another process's /proc entry (Landlock keeps
             // it from ptracing out of its domain); guard must not do it on its behalf.
@@ -567,6 +620,8 @@ fn walk_from(
             kind,
             born,
             seen,
+            looked: None,
+            parent_owner: None,
             pinned: None,
             slash,
         });

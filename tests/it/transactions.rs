@@ -552,3 +552,99 @@ fn on_failure_rollback_profile_restores_a_failed_run_and_keeps_a_successful_one(
     assert!(w.events("rollback").is_empty(), "a successful run is kept");
     assert!(w.ws.join("done.txt").exists() && !w.ws.join("tree/d3").exists());
 }
+
+/// Two judged changes that wait behind a slow one (a large pre-image copied under the
+/// transactional lock) walk their paths while it is copied, then take the lock in either
+/// order: one creates a file (O_CREAT without O_EXCL, appending), the other renames an original
+/// file to that name. When the rename goes first, the create's walk found no such name, which
+/// is no longer true: guard must look again (the supervisor's `TX_TURNS`) and open the renamed
+/// original as the kernel would, keeping its content first, or a rollback would delete the
+/// original as a file the run made. Python's threads make the three calls at once; the
+/// journal's order tells which went first.
+#[test]
+fn changes_queued_behind_a_slow_one_see_what_went_before_them() {
+    let Some((python, prefix)) = crate::fidelity_suites::python() else {
+        eprintln!("skip: python3 is not installed");
+        return;
+    };
+    const ROUNDS: usize = 6;
+    let w = Workspace::new();
+    let python_layer = w.profile_file(
+        "python",
+        &format!(
+            "name = \"python\"\n[fs]\nread = [\"{}\"]\n",
+            prefix.display()
+        ),
+    );
+    let mut setup = String::new();
+    for i in 0..ROUNDS {
+        // Under the 64 MiB pre-image cap, so it is copied, and large enough for the copy to
+        // outlast the 5 ms after which the standby workers take calls.
+        setup.push_str(&format!(
+            "head -c 60000000 /dev/zero > big{i}; echo original {i} > orig{i}\n"
+        ));
+    }
+    w.sh(&setup);
+    let before = w.state();
+    let script = format!(
+        r#"
+import os, threading, time
+for i in range({ROUNDS}):
+    slow = threading.Thread(target=lambda: os.close(os.open(f"big{{i}}", os.O_WRONLY | os.O_APPEND)))
+    slow.start()
+    time.sleep(0.008)
+    def append():
+        try:
+            with open(f"m{{i}}", "a") as f:
+                f.write("appended\n")
+        except OSError as e:
+            print(f"append {{i}} failed: {{e}}", flush=True)
+    queued = [threading.Thread(target=lambda: os.rename(f"orig{{i}}", f"m{{i}}")), threading.Thread(target=append)]
+    for t in queued:
+        t.start()
+    for t in [slow] + queued:
+        t.join()
+    with open(f"m{{i}}") as f:
+        assert f.read().startswith("original") == (f"orig{{i}}" not in os.listdir(".")), i
+print("workload-done")
+raise SystemExit(1)
+"#
+    );
+    let out = w.exec(&["agent", &python_layer]).arg("--atomic").run(&[
+        python.as_os_str(),
+        "-c".as_ref(),
+        script.as_ref(),
+    ]);
+    assert_eq!(
+        out.code(),
+        1,
+        "--- stdout\n{}\n--- stderr\n{}",
+        out.stdout(),
+        out.stderr()
+    );
+    assert!(out.stdout().contains("workload-done"), "{}", out.stderr());
+    // An open with O_CREAT of a name that appeared meanwhile opens it, as the kernel does.
+    assert!(!out.stdout().contains("failed"), "{}", out.stdout());
+    // How often the rename went first: the proof is the digest below, whichever order the
+    // lock gave, but a run where it never did proves nothing about that order.
+    let decisions = w.decisions();
+    let seq = |syscall: &str, name: &str| {
+        decisions
+            .iter()
+            .filter(|d| d["syscall"] == syscall)
+            .find(|d| {
+                [&d["path"], &d["path2"]]
+                    .iter()
+                    .any(|p| p.as_str().is_some_and(|p| p.ends_with(name)))
+            })
+            .and_then(|d| d["seq"].as_u64())
+    };
+    let renamed_first = (0..ROUNDS)
+        .filter(|i| {
+            let m = format!("/m{i}");
+            matches!((seq("rename", &m), seq("openat", &m)), (Some(r), Some(o)) if r < o)
+        })
+        .count();
+    eprintln!("the rename went first in {renamed_first} of {ROUNDS} rounds");
+    before.assert_restored(&w.ws, "changes queued behind a slow pre-image copy");
+}
