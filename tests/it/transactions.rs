@@ -563,17 +563,36 @@ fn on_failure_rollback_profile_restores_a_failed_run_and_keeps_a_successful_one(
 /// journal's order tells which went first.
 #[test]
 fn changes_queued_behind_a_slow_one_see_what_went_before_them() {
-    let Some((python, prefix)) = crate::fidelity_suites::python() else {
+    changes_queued_behind_a_slow_one(&Workspace::new());
+}
+
+/// [`changes_queued_behind_a_slow_one_see_what_went_before_them`] for an unprivileged guard.
+#[test]
+fn changes_queued_behind_a_slow_one_see_what_went_before_them_unprivileged() {
+    changes_queued_behind_a_slow_one(&Workspace::unprivileged());
+}
+
+fn changes_queued_behind_a_slow_one(w: &Workspace) {
+    // The system's interpreter where there is one: every user can run it.
+    let system = std::path::Path::new("/usr/bin/python3");
+    let Some(python) = system
+        .exists()
+        .then(|| system.to_path_buf())
+        .or_else(|| tool("python3"))
+    else {
         eprintln!("skip: python3 is not installed");
         return;
     };
-    const ROUNDS: usize = 6;
-    let w = Workspace::new();
+    let install = std::fs::canonicalize(&python)
+        .ok()
+        .and_then(|p| p.parent()?.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_else(|| "/usr".into());
+    const ROUNDS: usize = 5;
     let python_layer = w.profile_file(
         "python",
         &format!(
             "name = \"python\"\n[fs]\nread = [\"{}\"]\n",
-            prefix.display()
+            install.display()
         ),
     );
     let mut setup = String::new();
@@ -583,6 +602,9 @@ fn changes_queued_behind_a_slow_one_see_what_went_before_them() {
         setup.push_str(&format!(
             "head -c 60000000 /dev/zero > big{i}; echo original {i} > orig{i}\n"
         ));
+    }
+    if w.unprivileged {
+        setup.push_str(&format!("chown -R {}: .\n", crate::util::UNPRIV_USER));
     }
     w.sh(&setup);
     let before = w.state();
