@@ -37,24 +37,34 @@ pub(crate) fn journal_failed(e: &JournalError) -> io::Error {
 // rmdir, rename: creations are the supervisor's), so the caller's umask is not switched.
 pub(crate) use crate::creds::as_caller_creating_nothing;
 
-/// What the caller of a hook saw at the name a moment ago, where no change to the
-/// workspace's names can have come since (the supervisor's walk, when no other worker has held
-/// the journal's lock since it looked): the hook decides on it instead of looking again.
+/// What the caller of a hook saw at the name a moment ago (the supervisor's walk). `Absent`
+/// and `Found` are current: no change to the workspace's names can have come since (no other
+/// worker has held the journal's lock since the walk looked), so the hook decides on them
+/// instead of looking again. `Seen` may be stale, and `Not` tells nothing: the hook looks
+/// itself.
 #[derive(Clone, Copy)]
 pub enum Looked<'a> {
-    /// Nothing known: the hook looks itself.
+    /// Nothing known.
     Not,
-    /// Nothing was there.
+    /// Nothing was there, and still is not.
     Absent,
-    /// This was there (not following a final symlink).
+    /// This is there (not following a final symlink).
     Found(&'a libc::stat),
+    /// This was there, but a change may have come since: a deletion trusts it only for a file
+    /// it proves to be that very inode ([`Journal::delete_seen_file`]).
+    Seen(&'a libc::stat),
 }
 
 impl Looked<'_> {
-    /// What is at `name` in `dir`: what was seen, or a stat taken now.
+    /// Whether what was seen is still what is there.
+    pub fn is_current(self) -> bool {
+        matches!(self, Looked::Absent | Looked::Found(_))
+    }
+
+    /// What is at `name` in `dir`: what was seen, if current, or a stat taken now.
     fn or_stat(self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
         match self {
-            Looked::Not => fsops::raw_stat_at(dir, name),
+            Looked::Not | Looked::Seen(_) => fsops::raw_stat_at(dir, name),
             Looked::Absent => Ok(None),
             Looked::Found(st) => Ok(Some(*st)),
         }
@@ -123,18 +133,17 @@ impl Journal {
     /// The kernel's error for the unlink, or for keeping the entry in the store, as the caller
     /// should see it.
     pub fn delete_file(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
-        self.delete_seen_file(dir, name, abs, None, false)
+        self.delete_seen_file(dir, name, abs, Looked::Not)
     }
 
     /// [`Journal::delete_file`] of an entry whose stat the caller took a moment before
-    /// (`seen`: the supervisor's walk, before the journal's lock): one stat fewer in the
-    /// usual case, a file the run did not make, kept by inode. That stat is trusted only once
-    /// the file guard opens to check for other openers proves to be that very inode; anything
-    /// else (another inode, a file the run made, a directory, a file kept by a copy) is
-    /// decided on a stat taken now, under the lock, so that a name another judged call
-    /// swapped in meanwhile is kept as what it is. With `unchanged` (no judged change to a
-    /// name can have come between that stat and this call: see [`Looked`]), a file the run
-    /// made is dropped on that stat too.
+    /// (`looked`: the supervisor's walk, before the journal's lock): one stat fewer in the
+    /// usual case, a file the run did not make, kept by inode. A stat that may be stale
+    /// ([`Looked::Seen`]) is trusted only once the file guard opens to check for other openers
+    /// proves to be that very inode; anything else (another inode, a file the run made, a
+    /// directory, a file kept by a copy) is decided on a stat taken now, under the lock, so
+    /// that a name another judged call swapped in meanwhile is kept as what it is. A current
+    /// stat ([`Looked::Found`]) also drops a file the run made without a stat of its own.
     ///
     /// # Errors
     ///
@@ -144,11 +153,15 @@ impl Journal {
         dir: BorrowedFd<'_>,
         name: &OsStr,
         abs: &Path,
-        seen: Option<&libc::stat>,
-        unchanged: bool,
+        looked: Looked<'_>,
     ) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return crate::creds::changing_entries_of(dir, || fsops::unlink_at(dir, name, false));
+        };
+        let (seen, current) = match looked {
+            Looked::Found(st) => (Some(st), true),
+            Looked::Seen(st) => (Some(st), false),
+            Looked::Not | Looked::Absent => (None, false),
         };
         let mut seen = seen
             .filter(|st| {
@@ -156,8 +169,7 @@ impl Journal {
                     dev: st.st_dev,
                     ino: st.st_ino,
                 };
-                st.st_mode & libc::S_IFMT == libc::S_IFREG
-                    && (unchanged || !self.made.contains(&id))
+                st.st_mode & libc::S_IFMT == libc::S_IFREG && (current || !self.made.contains(&id))
             })
             .copied();
         let (raw, st, way) = loop {

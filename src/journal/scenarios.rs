@@ -1121,7 +1121,7 @@ fn a_stale_stat_of_a_made_file_does_not_drop_the_file_that_replaced_it() {
     .expect("stat");
     // The rename another call made meanwhile (journaled, as it would be).
     ren(&mut j, &e.ws.join("src/main.rs"), &made, 0).expect("rename over");
-    j.delete_seen_file(dir.as_fd(), &name, &made, Some(&stale), false)
+    j.delete_seen_file(dir.as_fd(), &name, &made, Looked::Seen(&stale))
         .expect("delete");
     assert!(!made.exists());
     let r = j.rollback(cp, &mut |_, _| {}).expect("rollback");

@@ -131,7 +131,7 @@ fn journal_refused(e: &JournalError) -> Outcome {
 /// `oversize = "deny"`; otherwise it goes ahead unprotected and `note` says so for the audit log.
 ///
 /// `since`: the count of the transactional lock's turns when the lock that guards `journal`
-/// was taken (see [`looked`]).
+/// was taken (see [`looked`]); without a journal it is not read.
 #[allow(clippy::too_many_arguments)]
 pub fn perform(
     act: &Act,
@@ -157,7 +157,7 @@ pub fn perform(
         _ => None,
     };
     if let Some((t, owner)) = changed_in
-        .filter(|t| !matches!(looked(t, since), Looked::Not))
+        .filter(|t| looked(t, since).is_current())
         .and_then(|t| Some((t, t.parent_owner?)))
     {
         return creds::knowing_dir(t.parent.as_fd(), owner.uid, owner.mode, || {
@@ -204,13 +204,11 @@ fn perform_journaled(
             return Outcome::Failed(libc::ENOENT);
         }
         Act::Unlink(t) => {
-            let unchanged = !matches!(looked(t, since), Looked::Not);
             return io_done(j.delete_seen_file(
                 t.parent.as_fd(),
                 &t.name,
                 &t.path,
-                t.seen.as_ref(),
-                unchanged,
+                looked(t, since),
             ));
         }
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
@@ -287,18 +285,17 @@ fn perform_journaled(
 }
 
 /// What the journal may take from the walk that found `at`, under the transactional lock
-/// taken at turn `since`: what the walk saw, when nobody has held the lock since it looked
-/// (every judged change to a workspace name is made under that lock; see
-/// `supervisor::TX_TURNS`). One stat fewer for a create, a write-open, a metadata change and
-/// the deletion of a file the run made.
+/// taken at turn `since`: what the walk saw, current when nobody has held the lock since it
+/// looked (every judged change to a workspace name is made under that lock; see
+/// `supervisor::TX_TURNS`), else as possibly stale. One stat fewer for a create, a write-open,
+/// a metadata change and the deletion of a file the run made.
 pub(super) fn looked(at: &Target, since: u64) -> Looked<'_> {
-    if at.looked != Some(since) {
-        return Looked::Not;
-    }
+    let current = at.looked == Some(since);
     match (at.kind, &at.seen) {
-        (None, _) => Looked::Absent,
-        (Some(_), Some(st)) => Looked::Found(st),
-        (Some(_), None) => Looked::Not,
+        (None, _) if current => Looked::Absent,
+        (Some(_), Some(st)) if current => Looked::Found(st),
+        (_, Some(st)) => Looked::Seen(st),
+        _ => Looked::Not,
     }
 }
 
