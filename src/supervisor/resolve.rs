@@ -261,6 +261,22 @@ fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
     target::target(n.pid, at.dirfd, raw, last)
 }
 
+/// The walk of the second path of a rename or link (its final name not followed), from the
+/// directory the first path's walk ended in when both name entries of it from the same base
+/// ([`target::sibling`]).
+fn second(
+    n: &Notif,
+    (first, first_at, first_raw): (&Target, &PathArg, &[u8]),
+    at: &PathArg,
+    raw: &[u8],
+) -> io::Result<Target> {
+    let same_base = at.dirfd == first_at.dirfd || raw.first() == Some(&b'/');
+    match same_base.then(|| target::sibling(first, first_raw, raw)) {
+        Some(Some(found)) => found,
+        _ => walk(n, at, raw, Last::Entry),
+    }
+}
+
 /// How a call that follows a final symlink unless told not to looks the last component up.
 fn lookup(follow: bool) -> Last {
     if follow {
@@ -352,11 +368,11 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Rename { from, to, flags } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
-            let a = raw_a
-                .and_then(|raw| walk(n, &from, &raw, Last::Entry))
+            let (a, raw_a) = raw_a
+                .and_then(|raw| Ok((walk(n, &from, &raw, Last::Entry)?, raw)))
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
+                .and_then(|raw| second(n, (&a, &from, &raw_a), &to, &raw))
                 .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
@@ -380,17 +396,22 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             empty_path,
         } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
-            let a = raw_a
+            let (a, raw_a) = raw_a
                 .and_then(|raw| {
-                    if raw.is_empty() && empty_path {
+                    let t = if raw.is_empty() && empty_path {
                         target::descriptor(n.pid, from.dirfd as i32)
                     } else {
                         walk(n, &from, &raw, lookup(follow))
-                    }
+                    };
+                    Ok((t?, raw))
                 })
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
+            // A followed source may have ended anywhere: the name is walked on its own.
             let b = raw_b
-                .and_then(|raw| walk(n, &to, &raw, Last::Entry))
+                .and_then(|raw| match follow {
+                    true => walk(n, &to, &raw, Last::Entry),
+                    false => second(n, (&a, &from, &raw_a), &to, &raw),
+                })
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });

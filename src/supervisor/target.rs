@@ -427,6 +427,52 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     )
 }
 
+/// The target of `raw`, the second path of a call that names two (a rename's destination, a
+/// link's name), when it names an entry of the directory in which `first`, the walk of the
+/// call's first path `first_raw` from the same base, found its final name: the same directory
+/// part, neither path ending in a slash, `.` or `..`, nor followed at its end. That directory
+/// is taken as found, as if the kernel's two lookups had run back to back, and only the name
+/// is looked up in it: one `statx` where a walk costs an open, a read of the directory's path
+/// and a `statx` (git links and renames each object and lock file within one directory, and
+/// `sed -i` renames its temporary file over the one it edits). The caller may search that
+/// directory: the first walk looked a name up in it on the caller's behalf. `None` when the
+/// paths do not qualify; the second path is then walked on its own.
+pub fn sibling(first: &Target, first_raw: &[u8], raw: &[u8]) -> Option<io::Result<Target>> {
+    if first.pinned.is_some() || first.looked.is_none() || first.slash {
+        return None;
+    }
+    let (dir_a, name_a, slash_a) = split(first_raw);
+    let (dir_b, name_b, slash_b) = split(raw);
+    let plain = |n: &[u8]| !n.is_empty() && n != b"." && n != b"..";
+    if slash_a
+        || slash_b
+        || dir_a != dir_b
+        || !plain(name_a)
+        || !plain(name_b)
+        || name_a != first.name.as_bytes()
+        || first_raw.starts_with(b"/proc")
+    {
+        return None;
+    }
+    let real = first.path.parent()?;
+    let name = OsStr::from_bytes(name_b).to_os_string();
+    Some(
+        kind_of(first.parent.as_fd(), &name).map(|(kind, born, seen)| Target {
+            parent: first.parent.clone(),
+            path: real.join(&name),
+            name,
+            kind,
+            born,
+            seen,
+            // Noted before the first walk began: the walk of both.
+            looked: first.looked,
+            parent_owner: first.parent_owner,
+            pinned: None,
+            slash: false,
+        }),
+    )
+}
+
 /// How many directories deep [`walk_alike`] goes before it leaves the walk to the caller's
 /// credentials: each is one `statx` (a kept directory) or an open, where the switch costs two
 /// `capset`s and the walk one `openat2` whatever the depth.
@@ -748,6 +794,46 @@ mod tests {
         );
         assert_eq!(t.name, "Cargo.toml");
         assert_eq!(t.kind, Some(Kind::File));
+    }
+
+    /// A second path in the directory the first one's walk ended in finds what its own walk
+    /// would; any other is left to its own walk.
+    #[test]
+    fn a_sibling_of_the_first_path_is_found_in_its_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::create_dir_all(base.join("d/e")).expect("mkdir");
+        std::fs::write(base.join("d/there"), "x").expect("write");
+        std::os::unix::fs::symlink("e", base.join("d/link")).expect("symlink");
+        let path = |rel: &str| base.join(rel).into_os_string().into_vec();
+        let first_raw = path("d/../d/a");
+        let first = walk(&first_raw, false).expect("first");
+        for name in ["d/../d/there", "d/../d/missing", "d/../d/link"] {
+            let found = sibling(&first, &first_raw, &path(name))
+                .expect("qualifies")
+                .expect("found");
+            let walked = walk(&path(name), false).expect("walked");
+            assert_eq!(found.path, walked.path, "{name}");
+            assert_eq!(found.kind, walked.kind, "{name}");
+            assert_eq!(
+                found.looked, first.looked,
+                "{name}: noted before the first walk"
+            );
+            assert_eq!(found.parent.as_raw_fd(), first.parent.as_raw_fd());
+        }
+        for other in ["d/a2", "d/../d/e/x", "d/../d/x/", "d/../d/..", "d/../d/."] {
+            assert!(
+                sibling(&first, &first_raw, &path(other)).is_none(),
+                "{other}"
+            );
+        }
+        // A first path followed to another directory, or ending in a slash, qualifies nothing.
+        let followed_raw = path("d/link");
+        let followed = walk(&followed_raw, true).expect("followed");
+        assert!(sibling(&followed, &followed_raw, &path("d/there")).is_none());
+        let slashed_raw = path("d/e/");
+        let slashed = walk(&slashed_raw, false).expect("slashed");
+        assert!(sibling(&slashed, &slashed_raw, &path("d/there")).is_none());
     }
 
     #[test]
