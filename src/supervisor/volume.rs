@@ -7,6 +7,11 @@
 //! out of the workspace. A command is a direct child of the run's root process, from its exec
 //! on; everything else (the root process itself, orphans) counts against the run.
 //!
+//! An entry born after the latest start of any command was made by whichever command deletes
+//! it, and is let go before anything else is asked; for the others, the deleting process's
+//! command is found by walking up its parents ([`txn::Parents`]: a held pidfd per process,
+//! one ioctl per level where /proc/PID/stat cost an open, a read and a close).
+//!
 //! The workspace's size is counted once, at the first counted delete of the run (one walk of
 //! the tree, skipping excluded directories), not at every start. The checkpoint the command
 //! took when it started precedes all of its deletes, so rolling back to it restores
@@ -40,6 +45,10 @@ pub struct Volume {
     /// Entries in the workspace, counted at the first counted delete.
     total: Option<u64>,
     commands: HashMap<u32, Command>,
+    /// The latest start of a command (or of the run): an entry born after it was made by
+    /// whichever command deletes it, which is then not asked for.
+    latest: [i64; 2],
+    parents: txn::Parents,
 }
 
 fn now() -> [i64; 2] {
@@ -54,10 +63,11 @@ impl Volume {
         // The profile checked each pattern; one that does not compile excludes nothing.
         let exclude = PathSet::lenient(&policy.transaction.exclude);
         let mut commands = HashMap::new();
+        let started = now();
         commands.insert(
             RUN,
             Command {
-                started: now(),
+                started,
                 checkpoint: None,
                 deleted: 0,
                 crossed: false,
@@ -68,15 +78,19 @@ impl Volume {
             exclude,
             total: None,
             commands,
+            latest: started,
+            parents: txn::Parents::default(),
         }
     }
 
     /// A command (`pid`, a direct child of the root) started, after checkpoint `checkpoint`.
     pub fn command_started(&mut self, pid: u32, checkpoint: Option<String>) {
+        let started = now();
+        self.latest = self.latest.max(started);
         self.commands.insert(
             pid,
             Command {
-                started: now(),
+                started,
                 checkpoint,
                 deleted: 0,
                 crossed: false,
@@ -112,7 +126,12 @@ impl Volume {
             return None;
         }
         let t = self.removed(r)?;
-        let key = txn::command_of(pid, root)
+        // Born after every command's start, so after the deleting one's (whichever it is):
+        // made by it, and not counted below either. A build's or git's temporary files.
+        if t.born.is_some_and(|b| b > self.latest) {
+            return None;
+        }
+        let key = txn::command_of(pid, root, &mut self.parents)
             .filter(|c| self.commands.contains_key(c))
             .unwrap_or(RUN);
         let started = self.commands.get(&key)?.started;

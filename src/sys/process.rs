@@ -386,6 +386,44 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     owned_fd(rc)
 }
 
+/// `struct pidfd_info` as Linux 6.13 first defined it (`PIDFD_INFO_SIZE_VER0`, 64 bytes);
+/// guard reads the parent only, which the kernel fills in whatever the mask asks for.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ids: [u32; 8],
+    exit_code: i32,
+}
+
+/// `PIDFD_GET_INFO`: `_IOWR(PIDFS_IOCTL_MAGIC (0xFF), 11, struct pidfd_info)`.
+const PIDFD_GET_INFO: libc::c_ulong =
+    (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+
+/// The parent of the process (or thread) behind `pidfd`, as it is now: PIDFD_GET_INFO
+/// (Linux 6.13). ESRCH once the task is gone (reaped); ENOTTY or EINVAL from a kernel
+/// without the ioctl.
+pub fn pidfd_parent(pidfd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = PidfdInfo::default();
+    // SAFETY: the argument is a valid, writable `struct pidfd_info` of the size the request
+    // encodes; the kernel writes no more than that.
+    let rc = unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            PIDFD_GET_INFO,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info.ppid)
+}
+
 /// pidfd_getfd(2) (Linux 5.6): duplicate descriptor `fd` of the process behind `pidfd`.
 pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments; returns a new descriptor or -1.

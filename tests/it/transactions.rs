@@ -158,6 +158,58 @@ fn mass_deletion_of_the_workspace_by_any_program_stops_the_run_and_restores_it()
     }
 }
 
+/// A mass deletion by a process deep in a command (`xargs rm` under a shell the root
+/// started) counts against that command, whose checkpoint the refusal names, not against the
+/// run: the deleting process's parents are asked at each delete (through pidfds it holds,
+/// `txn::Parents`), and the deletes of entries the command found are all counted.
+#[test]
+fn a_mass_deletion_deep_in_a_command_counts_against_that_command() {
+    let w = tree_workspace(120, 22);
+    let before = w.state();
+    let argv = [
+        "sh",
+        "-c",
+        "sh -c 'find . -type f | xargs rm -f; true'; true",
+    ];
+    mass_delete_stops_and_restores(&w, &before, "xargs rm under a command", &argv);
+    let refusal = w
+        .decisions()
+        .into_iter()
+        .find(|d| d["rule"] == "fs.mass-delete")
+        .expect("the refusal");
+    assert_eq!(refusal["comm"], "rm", "{refusal}");
+    let reason = refusal["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("this command has deleted") && reason.contains("checkpoint"),
+        "counted against the command that started xargs: {refusal}"
+    );
+}
+
+/// What a command made and deletes again is not the workspace it found: a command (a shell
+/// the root started) that writes 150 files and removes them with a child `rm -r` deletes
+/// most of what the workspace holds then, and nothing is refused.
+#[test]
+fn a_command_deleting_what_it_made_is_no_mass_deletion() {
+    let w = tree_workspace(40, 23);
+    let before = w.state();
+    let make_and_remove = "mkdir gen; i=0; while [ $i -lt 150 ]; do echo $i > gen/f$i; \
+         i=$((i+1)); done; rm -r gen; true";
+    let out = w.exec(&["agent"]).arg("--atomic").run(&[
+        "sh",
+        "-c",
+        &format!("sh -c '{make_and_remove}'; true"),
+    ]);
+    out.expect_code(0);
+    let refused: Vec<_> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["verdict"] != "allow")
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    assert!(!w.ws.join("gen").exists());
+    before.assert_restored(&w.ws, "the tree it found is untouched");
+}
+
 #[test]
 fn git_reset_hard_and_clean_fdx_roll_back_including_dot_git() {
     if tool("git").is_none() {
