@@ -868,6 +868,18 @@ $(cat "$PEER_RM_MD")
 
 $(cat "$PEER_WL_MD")
 
+### 6d. Where guard's time goes in the workloads
+
+The last guard run of each workload above, from its audit log (\`benches/wl_profile.py\`): the
+judged calls by operation, with the supervisor's \`latency_us\`, the time from reading a
+notification to answering it (the caller waits that plus the kernel's round trip; what guard
+adds besides is the seccomp filter and Landlock on every call of every process, and the
+wake-ups). "First of a process or program" counts a new process's exec and the first judged
+call of each program an exec started: those read the process's name and executable from
+/proc, an exec also its cwd and parent, and a create its umask.
+
+$(cat "$PEER_PROF_MD")
+
 ## 7. Before and after (\`--baseline\`)
 
 The same measurements of guard for the baseline binary ("before") and this build ("after"),

@@ -269,6 +269,12 @@ for ((r = 1; r <= REPS_W; r++)); do
             t=$(now_ns)
             if under "$tool" "$d" bash .bench.sh >"$RAW/wl-out.txt" 2>&1; then
                 printf '%s\t%s\t%s\n' "$w" "$tool" "$((($(now_ns) - t) / 1000000))" >>"$RAW/peer-wl.tsv"
+                if [[ $tool == guard ]]; then
+                    # The last guard run's audit log, for 6d (where guard's time goes).
+                    run=$(ls -td "$GUARD_STATE_DIR"/runs/*/ | head -n 1 || true)
+                    cp "$run/audit.jsonl" "$RAW/wl-$w-audit.jsonl"
+                    cp "$run/summary.json" "$RAW/wl-$w-summary.json"
+                fi
             else
                 log "  $w under $tool failed: $(tail -n 2 "$RAW/wl-out.txt" | tr '\n' ' ')"
                 printf '%s\t%s\tfailed\n' "$w" "$tool" >>"$RAW/peer-wl.tsv"
@@ -298,3 +304,13 @@ PEER_WL_MD="$WORK/peer-wl.md"
     done
     for w in "${!WL_NA[@]}"; do echo; echo "- ${WL_TITLE[$w]}: skipped, ${WL_NA[$w]}."; done
 } >"$PEER_WL_MD"
+PEER_PROF_MD="$WORK/peer-wl-profile.md"
+profiles=()
+for w in "${WORKLOADS[@]}"; do
+    added=$(for tool in bare guard; do
+        awk -F'\t' -v w="$w" -v t="$tool" '$1==w && $2==t && $3!="failed" {print $3}' \
+            "$RAW/peer-wl.tsv" | median3 | cut -d' ' -f1
+    done | paste -sd' ' | awk '$1 != "-" && $2 != "-" { print $2 - $1; next } { print "-" }')
+    profiles+=("$w:${WL_TITLE[$w]}:$added")
+done
+python3 "$ROOT/benches/wl_profile.py" "$RAW" "${profiles[@]}" >"$PEER_PROF_MD"

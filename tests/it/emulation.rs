@@ -214,3 +214,30 @@ cd ../free && {{ rm sub/q 2>/dev/null || echo q-refused; }}
         "the refusals name the paths where the caller was"
     );
 }
+
+/// A process keeps its umask through exec: a shell sets one, creates, execs another shell
+/// (same process), which creates with that mask, sets another and creates again. Compared
+/// with the same script bare, for root and for an unprivileged guard.
+#[test]
+fn the_umask_a_process_set_outlives_its_exec() {
+    const SCRIPT: &str = "umask 077; echo > pre; exec sh -c 'echo > post; umask 022; \
+        echo > last; sh -c \"echo > child\"; stat -c \"%n %a\" pre post last child'";
+    let bare = Workspace::new();
+    let expected = Command::new("sh")
+        .args(["-c", SCRIPT])
+        .current_dir(&bare.ws)
+        .output()
+        .expect("sh");
+    let expected = transcript(&expected);
+    assert_eq!(expected, "pre 600\npost 600\nlast 644\nchild 644\n");
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
+        assert_eq!(
+            out.stdout(),
+            expected,
+            "unprivileged: {}; stderr under guard:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+    }
+}
