@@ -156,11 +156,6 @@ impl Hidden {
         path.ancestors().any(|p| self.set.is_match(p))
     }
 
-    /// Whether [`Hidden::grant`] grants `root` entry by entry (it holds a hidden path).
-    pub fn expands(&self, root: &Path) -> bool {
-        !self.set.is_match(root) && self.expand.contains(root)
-    }
-
     /// Grants `root` with `access` minus the hidden paths, one `add` per rule; returns how
     /// many hidden entries were left out. An entry that vanishes while it is listed is left
     /// out as well (it holds nothing to grant).

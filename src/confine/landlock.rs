@@ -218,69 +218,22 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             RootList::Write => (path, write_access),
         })
         .collect();
-    // A second root granted entry by entry (the base profile's `/etc` and `/dev` for a root
-    // guard: a few hundred open + add_rule pairs each) is granted on a helper thread while
-    // this one grants the rest. Its roots to add whole (none, or one it could not list) come
-    // back here, to the crate's ruleset.
-    // By its place in the list: a path may be a read root and a write root both.
-    let aside = entries_fd.as_ref().and_then(|fd| {
-        let (at, &(root, access)) = roots
-            .iter()
-            .enumerate()
-            .filter(|(_, (p, _))| hidden.expands(p))
-            .nth(1)?;
-        Some((at, fd.as_fd(), root, access))
-    });
-    std::thread::scope(|s| -> Result<(), ConfineError> {
-        let helper = aside.map(|(_, ruleset, root, access)| {
-            let hidden = &hidden;
-            s.spawn(move || {
-                let mut whole = Vec::new();
-                let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
-                    Place::Root(root) => {
-                        whole.push((root.to_path_buf(), access));
-                        Ok(())
-                    }
-                    Place::Open(fd, path, is_dir) => {
-                        add_entry_rule(ruleset, fd, path, is_dir, access, file_access)
-                    }
-                };
-                let hid = hidden.grant(root, access, &mut add)?;
-                Ok::<_, ConfineError>((hid, whole))
-            })
-        });
-        let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
-            Place::Root(root) => match open_root(root)? {
-                Some(fd) => add_path_rule(&mut created, fd, access, root),
-                None => {
-                    report.skipped_paths.push(root.to_path_buf());
-                    Ok(())
-                }
-            },
-            Place::Open(fd, path, is_dir) => match &entries_fd {
-                Some(ruleset) => {
-                    add_entry_rule(ruleset.as_fd(), fd, path, is_dir, access, file_access)
-                }
-                None => add_path_rule(&mut created, fd, access, path),
-            },
-        };
-        for (at, &(path, access)) in roots.iter().enumerate() {
-            if aside.is_some_and(|(aside, ..)| aside == at) {
-                continue;
+    let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
+        Place::Root(root) => match open_root(root)? {
+            Some(fd) => add_path_rule(&mut created, fd, access, root),
+            None => {
+                report.skipped_paths.push(root.to_path_buf());
+                Ok(())
             }
-            hid += hidden.grant(path, access, &mut add)?;
-        }
-        if let Some(helper) = helper {
-            let (n, whole) = helper
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            hid += n;
-            for (root, access) in &whole {
-                add(Place::Root(root), *access)?;
-            }
-        }
-        Ok(())
-    })?;
+        },
+        Place::Open(fd, path, is_dir) => match &entries_fd {
+            Some(ruleset) => add_entry_rule(ruleset.as_fd(), fd, path, is_dir, access, file_access),
+            None => add_path_rule(&mut created, fd, access, path),
+        },
+    };
+    for &(path, access) in &roots {
+        hid += hidden.grant(path, access, &mut add)?;
+    }
     if hid > 0 {
         report.enforced.push(format!(
             "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
