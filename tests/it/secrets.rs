@@ -114,6 +114,47 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
     }
 }
 
+/// The raw disks, compressed swap (zram) and the consoles' screens (vcs) that root may read
+/// by ownership stay out of a root command's reach under the default profile, while /dev's
+/// ordinary devices stay usable.
+#[test]
+fn raw_disks_swap_and_console_screens_are_unreadable_to_a_root_command() {
+    if !is_root() {
+        eprintln!("skipped: not root (the devices' permissions already keep them from this user)");
+        return;
+    }
+    let devices: Vec<String> = std::fs::read_dir("/dev")
+        .expect("/dev")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            ["vcs", "zram", "vd", "sd", "nvme", "loop"]
+                .iter()
+                .any(|p| n.starts_with(p))
+        })
+        .map(|n| format!("/dev/{n}"))
+        .filter(|p| std::fs::File::open(p).is_ok())
+        .collect();
+    if devices.is_empty() {
+        eprintln!("skipped: no raw disk, zram or console screen device here that root can open");
+        return;
+    }
+    let w = Workspace::new();
+    let probe = w.probe();
+    for d in &devices {
+        let out = w.exec(&["agent"]).run(&[probe.as_str(), "read", d]);
+        assert_eq!(
+            probe_result(&out),
+            "errno 13 EACCES",
+            "{d} must be unreadable"
+        );
+    }
+    let out = w
+        .exec(&["agent"])
+        .run(&[probe.as_str(), "read", "/dev/zero"]);
+    assert_eq!(probe_result(&out), "ok", "/dev/zero");
+}
+
 /// A guard without capabilities (an ordinary user's) leaves to their permissions the hidden
 /// paths its user cannot reach, and hides by Landlock only those the user could read: both
 /// stay unreadable to the command, the rest of the root stays readable, and the run's
