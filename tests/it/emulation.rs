@@ -32,19 +32,26 @@ fn transcript(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn emulated_calls_give_the_same_results_as_the_kernel() {
+/// The transcript of `script` run by `sh -c` in a fresh workspace without guard: what guard
+/// must reproduce.
+fn bare_transcript(script: &str) -> String {
     let bare = Workspace::new();
-    let expected = Command::new("sh")
-        .args(["-c", SCRIPT])
+    let out = Command::new("sh")
+        .args(["-c", script])
         .current_dir(&bare.ws)
         .output()
         .expect("sh");
+    transcript(&out)
+}
+
+#[test]
+fn emulated_calls_give_the_same_results_as_the_kernel() {
+    let expected = bare_transcript(SCRIPT);
     let w = Workspace::new();
     let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
     assert_eq!(
         out.stdout(),
-        transcript(&expected),
+        expected,
         "stderr under guard:\n{}",
         out.stderr()
     );
@@ -57,23 +64,13 @@ fn emulated_calls_give_the_same_results_as_the_kernel() {
 #[test]
 fn emulation_works_without_addfd_too() {
     // The degraded path for kernels without SECCOMP_IOCTL_NOTIF_ADDFD.
-    let bare = Workspace::new();
-    let expected = Command::new("sh")
-        .args(["-c", SCRIPT])
-        .current_dir(&bare.ws)
-        .output()
-        .expect("sh");
+    let expected = bare_transcript(SCRIPT);
     let w = Workspace::new();
     let out = w
         .exec(&["agent"])
         .env("GUARD_NO_ADDFD", "1")
         .run(&["sh", "-c", SCRIPT]);
-    assert_eq!(
-        out.stdout(),
-        transcript(&expected),
-        "stderr:\n{}",
-        out.stderr()
-    );
+    assert_eq!(out.stdout(), expected, "stderr:\n{}", out.stderr());
     let start = w
         .audit()
         .into_iter()
@@ -222,13 +219,7 @@ cd ../free && {{ rm sub/q 2>/dev/null || echo q-refused; }}
 fn the_umask_a_process_set_outlives_its_exec() {
     const SCRIPT: &str = "umask 077; echo > pre; exec sh -c 'echo > post; umask 022; \
         echo > last; sh -c \"echo > child\"; stat -c \"%n %a\" pre post last child'";
-    let bare = Workspace::new();
-    let expected = Command::new("sh")
-        .args(["-c", SCRIPT])
-        .current_dir(&bare.ws)
-        .output()
-        .expect("sh");
-    let expected = transcript(&expected);
+    let expected = bare_transcript(SCRIPT);
     assert_eq!(expected, "pre 600\npost 600\nlast 644\nchild 644\n");
     for w in [Workspace::new(), Workspace::unprivileged()] {
         let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
