@@ -298,6 +298,21 @@ mod tests {
                 assert_eq!(command_of(me, me, &mut parents), None);
             }
         }
+        // A thread's parent is its process's (what /proc/TID/stat says of a thread).
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tid_tx
+                .send(nix::unistd::gettid().as_raw() as u32)
+                .expect("send");
+            let _ = done_rx.recv();
+        });
+        let tid = tid_rx.recv().expect("tid");
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        assert_eq!(Parents::default().parent(tid), Some(parent));
+        assert_eq!(Parents::proc_only().parent(tid), Some(parent));
+        drop(done_tx);
+        thread.join().expect("join");
         let mut held = Parents::default();
         held.parent(sleep).expect("alive");
         assert!(held.held.contains_key(&sleep) || held.proc_only);
