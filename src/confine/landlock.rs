@@ -212,12 +212,6 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     // their types are known from the listing, so the crate's `fstat` per rule is not needed.
     let entries_fd: Option<OwnedFd> = created.try_clone().ok().and_then(Into::into);
     let file_access = AccessFs::from_file(abi);
-    let roots: Vec<(&Path, BitFlags<AccessFs>)> = fs_roots(policy)
-        .map(|(path, list)| match list {
-            RootList::Read => (path, read_access),
-            RootList::Write => (path, write_access),
-        })
-        .collect();
     let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
         Place::Root(root) => match open_root(root)? {
             Some(fd) => add_path_rule(&mut created, fd, access, root),
@@ -231,7 +225,11 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             None => add_path_rule(&mut created, fd, access, path),
         },
     };
-    for &(path, access) in &roots {
+    for (path, list) in fs_roots(policy) {
+        let access = match list {
+            RootList::Read => read_access,
+            RootList::Write => write_access,
+        };
         hid += hidden.grant(path, access, &mut add)?;
     }
     if hid > 0 {

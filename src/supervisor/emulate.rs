@@ -130,20 +130,18 @@ fn journal_refused(e: &JournalError) -> Outcome {
 /// A write to a file above the pre-image size cap is refused (EFBIG) under
 /// `oversize = "deny"`; otherwise it goes ahead unprotected and `note` says so for the audit log.
 ///
-/// `since`: the count of the transactional lock's turns when the lock that guards `journal`
-/// was taken (see [`looked`]); without a journal it is not read.
-#[allow(clippy::too_many_arguments)]
+/// `journal` comes with the count of the transactional lock's turns when the lock that guards
+/// it was taken (see [`looked`]).
 pub fn perform(
     act: &Act,
     n: &Notif,
     listener: &Arc<Listener>,
     inject: Inject,
-    journal: Option<&mut Journal>,
-    since: u64,
+    journal: Option<(&mut Journal, u64)>,
     oversize: Oversize,
     note: &mut Option<String>,
 ) -> Outcome {
-    let Some(j) = journal else {
+    let Some((j, since)) = journal else {
         return perform_plain(act, n, listener, inject);
     };
     // The directory the call changes entries of, as the walk read it, when nothing can have

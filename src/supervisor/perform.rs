@@ -45,8 +45,7 @@ pub(super) fn perform(
                 n,
                 &core.listener,
                 inject,
-                tx.journal.as_mut(),
-                since,
+                tx.journal.as_mut().map(|j| (j, since)),
                 policy.transaction.oversize,
                 &mut note,
             );
@@ -68,7 +67,6 @@ pub(super) fn perform(
                 &core.listener,
                 inject,
                 None,
-                0,
                 policy.transaction.oversize,
                 &mut note,
             );

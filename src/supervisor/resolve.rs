@@ -263,15 +263,15 @@ fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
 
 /// The walk of the second path of a rename or link (its final name not followed), from the
 /// directory the first path's walk ended in when both name entries of it from the same base
-/// ([`target::sibling`]).
+/// ([`target::sibling`]). `first_last`: how the first walk looked its last component up.
 fn second(
     n: &Notif,
-    (first, first_at, first_raw): (&Target, &PathArg, &[u8]),
+    (first, first_at, first_raw, first_last): (&Target, &PathArg, &[u8], Last),
     at: &PathArg,
     raw: &[u8],
 ) -> io::Result<Target> {
     let same_base = at.dirfd == first_at.dirfd || raw.first() == Some(&b'/');
-    match same_base.then(|| target::sibling(first, first_raw, raw)) {
+    match same_base.then(|| target::sibling(first, first_raw, first_last, raw)) {
         Some(Some(found)) => found,
         _ => walk(n, at, raw, Last::Entry),
     }
@@ -372,7 +372,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 .and_then(|raw| Ok((walk(n, &from, &raw, Last::Entry)?, raw)))
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
             let b = raw_b
-                .and_then(|raw| second(n, (&a, &from, &raw_a), &to, &raw))
+                .and_then(|raw| second(n, (&a, &from, &raw_a, Last::Entry), &to, &raw))
                 .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
@@ -406,12 +406,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     Ok((t?, raw))
                 })
                 .map_err(|e| unresolved(e, "cannot resolve the source"))?;
-            // A followed source may have ended anywhere: the name is walked on its own.
             let b = raw_b
-                .and_then(|raw| match follow {
-                    true => walk(n, &to, &raw, Last::Entry),
-                    false => second(n, (&a, &from, &raw_a), &to, &raw),
-                })
+                .and_then(|raw| second(n, (&a, &from, &raw_a, lookup(follow)), &to, &raw))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });

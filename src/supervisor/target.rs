@@ -429,16 +429,24 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
 
 /// The target of `raw`, the second path of a call that names two (a rename's destination, a
 /// link's name), when it names an entry of the directory in which `first`, the walk of the
-/// call's first path `first_raw` from the same base, found its final name: the same directory
-/// part, neither path ending in a slash, `.` or `..`, nor followed at its end. That directory
+/// call's first path `first_raw` from the same base looking its last component up as
+/// `first_last`, found its final name: the same directory part, neither path ending in a
+/// slash, `.` or `..`, and the first not followed at its end (a followed symlink may have ended
+/// in any directory, under the same name or another). That directory
 /// is taken as found, as if the kernel's two lookups had run back to back, and only the name
 /// is looked up in it: one `statx` where a walk costs an open, a read of the directory's path
 /// and a `statx` (git links and renames each object and lock file within one directory, and
 /// `sed -i` renames its temporary file over the one it edits). The caller may search that
 /// directory: the first walk looked a name up in it on the caller's behalf. `None` when the
 /// paths do not qualify; the second path is then walked on its own.
-pub fn sibling(first: &Target, first_raw: &[u8], raw: &[u8]) -> Option<io::Result<Target>> {
-    if first.pinned.is_some() || first.looked.is_none() || first.slash {
+pub fn sibling(
+    first: &Target,
+    first_raw: &[u8],
+    first_last: Last,
+    raw: &[u8],
+) -> Option<io::Result<Target>> {
+    if first_last == Last::Follow || first.pinned.is_some() || first.looked.is_none() || first.slash
+    {
         return None;
     }
     let (dir_a, name_a, slash_a) = split(first_raw);
@@ -809,7 +817,7 @@ mod tests {
         let first_raw = path("d/../d/a");
         let first = walk(&first_raw, false).expect("first");
         for name in ["d/../d/there", "d/../d/missing", "d/../d/link"] {
-            let found = sibling(&first, &first_raw, &path(name))
+            let found = sibling(&first, &first_raw, Last::Entry, &path(name))
                 .expect("qualifies")
                 .expect("found");
             let walked = walk(&path(name), false).expect("walked");
@@ -823,17 +831,24 @@ mod tests {
         }
         for other in ["d/a2", "d/../d/e/x", "d/../d/x/", "d/../d/..", "d/../d/."] {
             assert!(
-                sibling(&first, &first_raw, &path(other)).is_none(),
+                sibling(&first, &first_raw, Last::Entry, &path(other)).is_none(),
                 "{other}"
             );
         }
-        // A first path followed to another directory, or ending in a slash, qualifies nothing.
+        // A first path followed to a file of the same name in another directory, or ending in
+        // a slash, qualifies nothing.
+        std::fs::write(base.join("d/e/same"), "y").expect("write");
+        std::os::unix::fs::symlink("e/same", base.join("d/same")).expect("symlink");
+        let followed_raw = path("d/same");
+        let followed = walk(&followed_raw, true).expect("followed");
+        assert_eq!(followed.path, base.join("d/e/same"));
+        assert!(sibling(&followed, &followed_raw, Last::Follow, &path("d/there")).is_none());
         let followed_raw = path("d/link");
         let followed = walk(&followed_raw, true).expect("followed");
-        assert!(sibling(&followed, &followed_raw, &path("d/there")).is_none());
+        assert!(sibling(&followed, &followed_raw, Last::Follow, &path("d/there")).is_none());
         let slashed_raw = path("d/e/");
         let slashed = walk(&slashed_raw, false).expect("slashed");
-        assert!(sibling(&slashed, &slashed_raw, &path("d/there")).is_none());
+        assert!(sibling(&slashed, &slashed_raw, Last::Entry, &path("d/there")).is_none());
     }
 
     #[test]

@@ -232,3 +232,32 @@ fn the_umask_a_process_set_outlives_its_exec() {
         );
     }
 }
+
+/// Links and renames whose two paths lie in one directory (the second looked up where the
+/// first walk ended), and a link whose source is a symlink to a file of the same name in
+/// another directory, followed (`ln -L`: the name must still land beside the symlink) or not
+/// (`ln -P`: a link to the symlink itself). Compared with the same script bare, for root and
+/// for an unprivileged guard.
+#[test]
+fn links_and_renames_within_one_directory_give_the_kernels_results() {
+    const SCRIPT: &str = "mkdir a b; echo one > b/f; ln -s ../b/f a/f
+ln -L a/f a/g; stat -c '%h' b/f; cat a/g
+ln -P a/f a/h; stat -c '%F' a/h
+echo two > a/t; mv a/t a/g; cat a/g b/f; stat -c '%h' b/f
+mv a/h a/h2; ls a b";
+    let expected = bare_transcript(SCRIPT);
+    assert_eq!(
+        expected,
+        "2\none\nsymbolic link\ntwo\none\n1\na:\nf\ng\nh2\n\nb:\nf\n"
+    );
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
+        assert_eq!(
+            out.stdout(),
+            expected,
+            "unprivileged: {}; stderr under guard:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+    }
+}
