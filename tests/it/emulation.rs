@@ -32,6 +32,21 @@ fn transcript(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `script` run by `sh -c` under `agent` gives `expected` on stdout, for root and for an
+/// unprivileged guard.
+fn gives_under_guard(script: &str, expected: &str) {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
+        assert_eq!(
+            out.stdout(),
+            expected,
+            "unprivileged: {}; stderr under guard:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+    }
+}
+
 /// The transcript of `script` run by `sh -c` in a fresh workspace without guard: what guard
 /// must reproduce.
 fn bare_transcript(script: &str) -> String {
@@ -221,16 +236,7 @@ fn the_umask_a_process_set_outlives_its_exec() {
         echo > last; sh -c \"echo > child\"; stat -c \"%n %a\" pre post last child'";
     let expected = bare_transcript(SCRIPT);
     assert_eq!(expected, "pre 600\npost 600\nlast 644\nchild 644\n");
-    for w in [Workspace::new(), Workspace::unprivileged()] {
-        let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
-        assert_eq!(
-            out.stdout(),
-            expected,
-            "unprivileged: {}; stderr under guard:\n{}",
-            w.unprivileged,
-            out.stderr()
-        );
-    }
+    gives_under_guard(SCRIPT, &expected);
 }
 
 /// Links and renames whose two paths lie in one directory (the second looked up where the
@@ -250,14 +256,5 @@ mv a/h a/h2; ls a b";
         expected,
         "2\none\nsymbolic link\ntwo\none\n1\na:\nf\ng\nh2\n\nb:\nf\n"
     );
-    for w in [Workspace::new(), Workspace::unprivileged()] {
-        let out = w.exec(&["agent"]).run(&["sh", "-c", SCRIPT]);
-        assert_eq!(
-            out.stdout(),
-            expected,
-            "unprivileged: {}; stderr under guard:\n{}",
-            w.unprivileged,
-            out.stderr()
-        );
-    }
+    gives_under_guard(SCRIPT, &expected);
 }
