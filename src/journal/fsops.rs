@@ -197,6 +197,17 @@ pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> 
         .map_err(io::Error::from)
 }
 
+/// Sets the permission bits of `dir/name` (a directory guard made: no symlink to follow).
+pub fn chmod_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    nix::sys::stat::fchmodat(
+        Some(dir.as_raw_fd()),
+        name,
+        Mode::from_bits_truncate(mode),
+        FchmodatFlags::FollowSymlink,
+    )
+    .map_err(io::Error::from)
+}
+
 pub fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
     nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name).map_err(io::Error::from)
 }

@@ -80,7 +80,7 @@ impl Journal {
     /// Removes store object `seq`, made for an entry that was not logged (or whose call
     /// failed). Should that fail, the next object made under this seq looks first.
     pub(crate) fn clear_object(&self, seq: u64) {
-        let name = Self::object_name(seq);
+        let name = self.object_name(seq);
         if self
             .store()
             .and_then(|store| copy::remove_tree(store, OsStr::new(&name)))
@@ -90,15 +90,33 @@ impl Journal {
         }
     }
 
-    /// Before making store object `seq`: removes a leftover of that name, if the store may
-    /// hold one (see `maybe_leftovers`: a crash can leave one behind).
-    pub(crate) fn clear_leftover(&self, seq: u64) {
+    /// Before making store object `seq`: makes its directory of the store (its bucket) when
+    /// it may not exist yet, and removes a leftover of that name, if the store may hold one
+    /// (see `maybe_leftovers`: a crash can leave one behind).
+    pub(crate) fn make_room(&self, seq: u64) -> io::Result<()> {
+        let bucket = seq.checked_div(self.header.bucket);
+        if bucket.is_some() && bucket != self.bucket_made.get() {
+            let name = self.object_name(seq);
+            let dir = Path::new(&name).parent().unwrap_or(Path::new(""));
+            let store = self.store()?;
+            match fsops::mkdir_at(store, dir.as_os_str(), super::keep::STORE_MODE) {
+                Ok(()) => {
+                    // Callers rename what they delete into it with their own credentials
+                    // (keep.rs): the mode must not be cut by guard's umask.
+                    fsops::chmod_at(store, dir.as_os_str(), super::keep::STORE_MODE)?;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                Err(e) => return Err(e),
+            }
+            self.bucket_made.set(bucket);
+        }
         if self.maybe_leftovers.get() {
-            let name = Self::object_name(seq);
+            let name = self.object_name(seq);
             let _ = self
                 .store()
                 .and_then(|store| copy::remove_tree(store, OsStr::new(&name)));
         }
+        Ok(())
     }
 
     /// Copies `dir/name` of any kind (a directory with its tree) to `store/<seq>`.
@@ -109,12 +127,12 @@ impl Journal {
         st: &Stat,
         seq: u64,
     ) -> io::Result<Option<String>> {
-        self.clear_leftover(seq);
+        self.make_room(seq)?;
         if st.kind != Kind::Dir {
-            let obj = Self::object_name(seq);
+            let obj = self.object_name(seq);
             return copy::copy_entry(dir, name, self.store()?, OsStr::new(&obj), st, false, true);
         }
-        let obj = Self::object_name(seq);
+        let obj = self.object_name(seq);
         copy::copy_tree(
             dir,
             name,
@@ -389,8 +407,8 @@ impl Journal {
             return Ok(Saved::AlreadySaved);
         }
         let seq = self.next_seq();
-        self.clear_leftover(seq);
-        let obj = Self::object_name(seq);
+        self.make_room(seq).map_err(save_err)?;
+        let obj = self.object_name(seq);
         let copy = || -> io::Result<()> {
             let flags = nix::fcntl::OFlag::O_WRONLY
                 | nix::fcntl::OFlag::O_CREAT

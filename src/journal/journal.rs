@@ -216,7 +216,18 @@ pub(crate) struct Header {
     pub max_preimage_bytes: u64,
     pub fsync: bool,
     pub mode: StoreMode,
+    /// How many store objects share one directory of the store (`store/<seq / bucket>/<seq>`);
+    /// 0, in a journal written before there were buckets: every object in the store itself.
+    #[serde(default)]
+    pub bucket: u64,
 }
+
+/// Store objects per directory of the store in a new journal. A rename into a directory
+/// (and out of it) searches the directory's block and looks for room in it entry by entry:
+/// renaming 20,000 files into one directory of an ext4 image here took 22 µs each, into
+/// directories of 64 11.5 µs each, their `mkdir`s included (of 32: 11.0, of 128: 13-14, of
+/// 256: 17-20).
+pub(crate) const BUCKET: u64 = 64;
 
 /// One run's transactional journal (see the module doc).
 pub struct Journal {
@@ -248,8 +259,10 @@ pub struct Journal {
     /// Whether the store may hold an object no entry accounts for, named by a seq not yet in
     /// the log: left by a crash (so a journal opened again assumes so), or by a failed
     /// removal. A journal made by this process starts with an empty store, and needs no look
-    /// for one before each object it makes (`clear_leftover`).
+    /// for one before each object it makes (`make_room`).
     pub(crate) maybe_leftovers: std::cell::Cell<bool>,
+    /// The store directory (bucket) the last object was made in: it exists.
+    pub(crate) bucket_made: std::cell::Cell<Option<u64>>,
     /// Excluded paths that hold what was journaled (a directory renamed into an excluded
     /// path): journaled like any other path from then on.
     adopted: Vec<PathBuf>,
@@ -369,6 +382,7 @@ impl Journal {
             max_preimage_bytes: policy.max_preimage_bytes,
             fsync,
             mode,
+            bucket: BUCKET,
         };
         Self::assemble(dir, header, None, Vec::new())
     }
@@ -518,6 +532,7 @@ impl Journal {
             made: HashSet::new(),
             // A fresh store is empty; `open` says otherwise.
             maybe_leftovers: std::cell::Cell::new(false),
+            bucket_made: std::cell::Cell::new(None),
             adopted,
             checkpoint_time: None,
             last_dir: std::cell::RefCell::new(None),
@@ -690,8 +705,12 @@ impl Journal {
             .collect()
     }
 
-    pub(crate) fn object_name(seq: u64) -> String {
-        seq.to_string()
+    /// The name of store object `seq`, relative to the store.
+    pub(crate) fn object_name(&self, seq: u64) -> String {
+        match self.header.bucket {
+            0 => seq.to_string(),
+            n => format!("{}/{seq}", seq / n),
+        }
     }
 }
 

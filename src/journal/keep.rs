@@ -115,8 +115,9 @@ impl Journal {
         way: Option<Way>,
         record: impl FnOnce(&mut Journal, Option<String>) -> io::Result<()>,
     ) -> io::Result<()> {
-        self.clear_leftover(seq);
-        let obj = Self::object_name(seq);
+        self.make_room(seq)
+            .map_err(|source| save_failed(abs, source))?;
+        let obj = self.object_name(seq);
         let obj = OsStr::new(&obj);
         let way = way.unwrap_or_else(|| self.way(dir, name, st, Some(raw), false));
         if way == Way::Inode {
@@ -153,8 +154,8 @@ impl Journal {
         st: &Stat,
         seq: u64,
     ) -> io::Result<Option<String>> {
-        self.clear_leftover(seq);
-        let obj = Self::object_name(seq);
+        self.make_room(seq)?;
+        let obj = self.object_name(seq);
         let obj = OsStr::new(&obj);
         if self.way(dir, name, st, None, false) == Way::Inode
             && fsops::link_at(dir, name, self.store()?, obj).is_ok()

@@ -6,7 +6,9 @@
 //! by start time. The state directory must lie outside every write root of the sandbox.
 //! `journal/` is made at the run's first change, with the checkpoints taken before it (a run
 //! that changes nothing leaves none, and costs no files beyond its run directory). It holds `journal.json` (workspace, exclude globs, size cap, fsync, store mode),
-//! `log.jsonl`, `store/` (pre-images, one object per entry, named by a `seq`), `seal.json`
+//! `log.jsonl`, `store/` (pre-images, one object per entry, named by a `seq`, in directories of
+//! `bucket` objects each: `store/<seq / bucket>/<seq>`; `store/<seq>` in a journal written
+//! before buckets, whose header has none), `seal.json`
 //! (the state the run, or the last operation, left: `seal.rs`) and `lock` (held by the guard
 //! process operating on the journal).
 //!
@@ -18,7 +20,7 @@
 //! a path may lie in an excluded directory when a rename crossed into or out of one.
 //! `st` is `{"kind","mode","uid","gid","size","atime":[s,ns],"mtime":[s,ns],"dev","ino"[,"rdev"]}`
 //! (`mode` holds the permission bits only); an id is `{"dev","ino"}`. An entry's object is
-//! `store/<obj>`, `obj` defaulting to the entry's own `seq`.
+//! `store/<obj>` (in its bucket, as above), `obj` defaulting to the entry's own `seq`.
 //!
 //! | `op` | fields | undo (only when the state shows it is still in effect) |
 //! |---|---|---|

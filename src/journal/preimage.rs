@@ -38,10 +38,10 @@ impl Journal {
                     PreImage::Absent
                 }
                 Op::Modified { path, .. } if here(path) => {
-                    PreImage::Stored(store.join(Journal::object_name(e.seq)))
+                    PreImage::Stored(store.join(self.object_name(e.seq)))
                 }
                 Op::Deleted { path, st, .. } if above(path).is_some() => {
-                    let object = store.join(Journal::object_name(e.object()));
+                    let object = store.join(self.object_name(e.object()));
                     match above(path) {
                         Some(rest) if rest.as_os_str().is_empty() => PreImage::Stored(object),
                         Some(rest) if st.kind == Kind::Dir => PreImage::Stored(object.join(rest)),
@@ -53,7 +53,7 @@ impl Journal {
                 }
                 Op::Renamed { to, replaced, .. } if here(to) => match replaced {
                     Some(st) if st.kind != Kind::Dir => {
-                        PreImage::Stored(store.join(Journal::object_name(e.seq)))
+                        PreImage::Stored(store.join(self.object_name(e.seq)))
                     }
                     Some(_) => PreImage::Absent,
                     None => PreImage::Absent,

@@ -272,9 +272,12 @@ fn a_leftover_object_of_a_crash_does_not_stop_the_rollback() {
     // The crash: no seal; an object the next entry would have named.
     let next = j.next_seq();
     let store = e.run.join("journal/store");
+    let names: Vec<String> = (next..next + 4).map(|seq| j.object_name(seq)).collect();
     drop(j);
-    for seq in next..next + 4 {
-        fs::write(store.join(Journal::object_name(seq)), b"left by a crash").expect("leftover");
+    for name in names {
+        let object = store.join(name);
+        fs::create_dir_all(object.parent().expect("in the store")).expect("bucket");
+        fs::write(object, b"left by a crash").expect("leftover");
     }
     let mut j = Journal::open(&e.run).expect("open");
     let report = j.rollback(start, &mut |_, _| {}).expect("rollback");
@@ -432,6 +435,57 @@ fn entries_of_refused_calls_undo_nothing() {
     }
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(digest(&e), before);
+}
+
+#[test]
+fn the_store_keeps_objects_in_directories_of_a_bucket_each_and_reads_a_flat_one() {
+    for flat in [false, true] {
+        let e = env();
+        varied_tree(&e.ws);
+        for f in 0..150 {
+            fs::write(e.ws.join(format!("f{f:03}")), format!("{f}")).expect("write");
+        }
+        let before = digest(&e);
+        let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+        if flat {
+            // As a journal written before buckets: its header has no `bucket`.
+            j.header.bucket = 0;
+        }
+        let cp = j.checkpoint("start", None).expect("checkpoint");
+        for f in 0..150 {
+            del(&mut j, &e.ws.join(format!("f{f:03}"))).expect("delete");
+        }
+        drop(j);
+        let store = e.run.join("journal/store");
+        let mut names: Vec<String> = fs::read_dir(&store)
+            .expect("store")
+            .map(|d| d.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort_by_key(|n| n.parse::<u64>().expect("a number"));
+        if flat {
+            assert_eq!(names.len(), 150, "{names:?}");
+            let header = e.run.join("journal/journal.json");
+            let mut h: serde_json::Value =
+                serde_json::from_slice(&fs::read(&header).expect("header")).expect("json");
+            assert_eq!(h["bucket"], 0);
+            h.as_object_mut().expect("an object").remove("bucket");
+            fs::write(&header, serde_json::to_vec(&h).expect("json")).expect("header");
+        } else {
+            // Seqs 2..=151 (after the checkpoint): buckets 0, 1 and 2 of 64 each.
+            assert_eq!(names, ["0", "1", "2"]);
+            for name in &names {
+                let meta = fs::metadata(store.join(name)).expect("bucket");
+                assert!(meta.is_dir());
+                assert_eq!(meta.permissions().mode() & 0o7777, super::keep::STORE_MODE);
+            }
+            assert_eq!(fs::read_dir(store.join("1")).expect("bucket").count(), 64);
+        }
+        let mut j = Journal::open(&e.run).expect("open");
+        let report = j.rollback(cp, &mut |_, _| {}).expect("rollback");
+        assert_eq!(report.entries_undone, 150);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(digest(&e), before);
+    }
 }
 
 #[test]

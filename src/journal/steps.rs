@@ -157,9 +157,10 @@ impl Journal {
         let seq = self.next_seq();
         if obj.is_none() {
             // A new object, named by a seq a crash may have left an object under.
-            self.clear_leftover(seq);
+            self.make_room(seq)
+                .map_err(fail("make room in the store for", rel))?;
         }
-        let target = Self::object_name(obj.unwrap_or(seq));
+        let target = self.object_name(obj.unwrap_or(seq));
         if st.kind == Kind::Dir {
             self.forget_dirs();
         }
@@ -276,7 +277,7 @@ impl Journal {
         a: &mut Apply,
     ) -> Result<(), Unstash> {
         let orig = a.now_id(st.id(), seq - 1);
-        let oname = Self::object_name(obj);
+        let oname = self.object_name(obj);
         let oname = OsStr::new(&oname);
         let Some(object) = (self.store().and_then(|store| stat_at(store, oname)))
             .map_err(fail("inspect the saved copy of", rel))?
@@ -439,10 +440,11 @@ impl Journal {
         let current = copy::open_readable(dir, &name).map_err(fail("read", rel))?;
         let now = Stat::from_meta(&current.metadata().map_err(fail("inspect", rel))?);
         let seq = self.next_seq();
-        self.clear_leftover(seq);
+        self.make_room(seq)
+            .map_err(fail("make room in the store for", rel))?;
         let save = || -> io::Result<()> {
             let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
-            let o = Self::object_name(seq);
+            let o = self.object_name(seq);
             let dst =
                 std::fs::File::from(fsops::open_at(self.store()?, OsStr::new(&o), flags, 0o600)?);
             copy::copy_content(&current, &dst)?;
@@ -456,7 +458,7 @@ impl Journal {
             path: rel.clone(),
             st: now,
         })?;
-        let o = Self::object_name(obj);
+        let o = self.object_name(obj);
         let write = || -> io::Result<()> {
             let src = copy::open_readable(self.store()?, OsStr::new(&o))?;
             let dst = copy::open_writable(dir, &name)?;
@@ -504,7 +506,7 @@ impl Journal {
             id: None,
             obj: None,
         })?;
-        let o = Self::object_name(obj);
+        let o = self.object_name(obj);
         let mut file = st.clone();
         file.kind = Kind::File;
         (self.store())

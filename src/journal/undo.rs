@@ -53,7 +53,7 @@ impl Journal {
                 }
                 match (id, obj) {
                     (Some(_), Some(o)) => {
-                        let target = Self::object_name(*o);
+                        let target = self.object_name(*o);
                         if (self.store())
                             .and_then(|store| stat_at(store, OsStr::new(&target)))
                             .map_err(|err| fail("inspect the store for", path, err))?
@@ -184,7 +184,7 @@ impl Journal {
     /// Puts `store/<obj>` back at `path` when the object exists and the path does not.
     /// Returns the new inode's id when it was put back as a copy.
     fn put_back(&self, obj: u64, path: &PathText, st: &Stat) -> io::Result<Option<FileId>> {
-        let obj = Self::object_name(obj);
+        let obj = self.object_name(obj);
         let obj = OsStr::new(&obj);
         let store = self.store()?;
         let Some(object) = stat_at(store, obj)? else {
@@ -215,7 +215,7 @@ impl Journal {
 
     /// Writes the content `store/<seq>` back into the file at `path`, then its metadata.
     fn write_back(&self, seq: u64, path: &PathText, st: &Stat) -> io::Result<()> {
-        let obj = Self::object_name(seq);
+        let obj = self.object_name(seq);
         let obj = OsStr::new(&obj);
         let Ok(src) = fsops::open_at(self.store()?, obj, OFlag::O_RDONLY, 0) else {
             return Ok(()); // the pre-image was never saved: the step never happened
