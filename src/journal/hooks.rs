@@ -95,16 +95,14 @@ impl Journal {
     /// (see `maybe_leftovers`: a crash can leave one behind).
     pub(crate) fn make_room(&self, seq: u64) -> io::Result<()> {
         let bucket = seq.checked_div(self.header.bucket);
-        if bucket.is_some() && bucket != self.bucket_made.get() {
-            let name = self.object_name(seq);
-            let dir = Path::new(&name).parent().unwrap_or(Path::new(""));
+        if let Some(b) = bucket.filter(|_| bucket != self.bucket_made.get()) {
+            let dir = b.to_string();
+            let dir = OsStr::new(&dir);
             let store = self.store()?;
-            match fsops::mkdir_at(store, dir.as_os_str(), super::keep::STORE_MODE) {
-                Ok(()) => {
-                    // Callers rename what they delete into it with their own credentials
-                    // (keep.rs): the mode must not be cut by guard's umask.
-                    fsops::chmod_at(store, dir.as_os_str(), super::keep::STORE_MODE)?;
-                }
+            match fsops::mkdir_at(store, dir, super::keep::STORE_MODE) {
+                // Callers rename what they delete into it with their own credentials
+                // (keep.rs): the mode must not be cut by guard's umask.
+                Ok(()) => fsops::chmod_at(store, dir, super::keep::STORE_MODE)?,
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
                 Err(e) => return Err(e),
             }

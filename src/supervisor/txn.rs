@@ -52,6 +52,10 @@ pub struct Parents {
     held: HashMap<u32, OwnedFd>,
     /// The kernel has no PIDFD_GET_INFO (or no thread pidfds): /proc only.
     proc_only: bool,
+    /// Processes asked about, not held, before the held ones are looked over for gone ones
+    /// again: when [`MAX_HELD`] of them are all alive, a look over every one of them at each
+    /// new process (a `pidfd_send_signal` each) would cost more than it saves.
+    until_sweep: usize,
 }
 
 impl Parents {
@@ -80,7 +84,12 @@ impl Parents {
         match asked {
             Ok((fd, parent)) => {
                 if self.held.len() >= MAX_HELD {
-                    self.held.retain(|_, fd| task_exists(fd.as_fd()));
+                    if self.until_sweep == 0 {
+                        self.held.retain(|_, fd| task_exists(fd.as_fd()));
+                        self.until_sweep = MAX_HELD / 4;
+                    } else {
+                        self.until_sweep -= 1;
+                    }
                 }
                 if self.held.len() < MAX_HELD {
                     self.held.insert(pid, fd);
@@ -324,6 +333,33 @@ mod tests {
         sh.wait().expect("sh reaps sleep and ends");
         assert_eq!(held.parent(sleep), None, "gone");
         assert!(!held.held.contains_key(&sleep));
+    }
+
+    /// With every held process alive, a new one is asked about without a look over all the
+    /// held ones each time: one look, then a quarter of the cap of new processes before the
+    /// next.
+    #[test]
+    fn a_full_set_of_live_processes_is_looked_over_once_in_a_while() {
+        let me = nix::unistd::gettid().as_raw() as u32;
+        let mut parents = Parents::default();
+        for fake in 0..MAX_HELD as u32 {
+            let Ok(fd) = pidfd_open_thread(me) else {
+                return; // no thread pidfds here: /proc only, nothing held
+            };
+            parents.held.insert(u32::MAX - fake, fd);
+        }
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        let pid = std::process::id();
+        assert_eq!(parents.parent(pid), Some(parent));
+        assert_eq!(
+            parents.held.len(),
+            MAX_HELD,
+            "all alive: none let go, none added"
+        );
+        assert_eq!(parents.until_sweep, MAX_HELD / 4);
+        assert_eq!(parents.parent(pid), Some(parent));
+        assert_eq!(parents.until_sweep, MAX_HELD / 4 - 1, "no second look yet");
+        assert!(!parents.held.contains_key(&pid));
     }
 
     #[test]
