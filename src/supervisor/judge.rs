@@ -4,8 +4,9 @@
 //! whether the call's targets are the run's own creations (`Request::fresh`); then a delete
 //! the policy allows is counted for `mass-delete` ([`super::volume`]). A call that failed
 //! before it could be judged has the verdict of its failure; a send with several destinations
-//! is judged on each. A call refused at the write-root boundary fails with the errno the
-//! kernel gives before Landlock is asked, where it gives one (`names::before_landlock`).
+//! is judged on each. A refused call that the kernel fails anyway fails with the kernel's
+//! errno, not as a refusal (`names`; at the write-root boundary only the errno the kernel
+//! gives before Landlock is asked).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use crate::audit;
 use crate::policy::{self, Action, Builtin, Op, Policy, RuleId, Verdict};
 
 use super::names;
-use super::resolve::Resolved;
+use super::resolve::{Act, Resolved};
 use super::{lock, Core, Judged};
 
 /// The policy in force and the verdict on `judged`.
@@ -66,13 +67,13 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     let fresh = is_fresh(&lock(&core.created), r);
     let verdict = policy::decide(&policy, &r.request(fresh));
     let mut verdict = super::net::judge_more(&policy, r, verdict);
-    if verdict.action == Action::Deny && verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
-        // Landlock's refusal, which the kernel reaches only after its own checks of the names.
-        // The kernel's own answer, not a refusal (nothing is explained to the caller).
-        if let Some(errno) = names::before_landlock(&r.act) {
+    if verdict.action == Action::Deny {
+        // A refusal of a call the kernel fails anyway gets the kernel's own answer, not a
+        // refusal (nothing is explained to the caller): see `names`.
+        if let Some((errno, reason)) = kernel_first(&verdict, &r.act) {
             verdict.errno = errno;
+            verdict.reason = Some(reason);
             verdict.rule = RuleId::Builtin(Builtin::Resolve);
-            verdict.reason = Some("the kernel answers before the write-root boundary".into());
         }
     }
     if verdict.action == Action::Allow {
@@ -82,6 +83,25 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         }
     }
     (policy, verdict)
+}
+
+/// The kernel's errno for a call `verdict` refuses, where the kernel fails it anyway, with the
+/// audit's reason: at the write-root boundary only what the kernel answers before Landlock
+/// would be asked, for the rules guard alone enforces what it answers before the change too.
+fn kernel_first(verdict: &Verdict, act: &Act) -> Option<(i32, String)> {
+    if verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
+        let errno = names::before_landlock(act)?;
+        return Some((
+            errno,
+            "the kernel answers before the write-root boundary".into(),
+        ));
+    }
+    let errno = names::before_landlock(act).or_else(|| names::fails_anyway(act))?;
+    let reason = format!(
+        "the kernel fails the call anyway, so rule {} has nothing to refuse",
+        verdict.rule
+    );
+    Some((errno, reason))
 }
 
 fn policy_in_force(core: &Core) -> Arc<Policy> {

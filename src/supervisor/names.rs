@@ -17,6 +17,16 @@
 //!   `git init` in an existing repository relies on), a lookup finds nothing (ENOENT).
 //!   [`before_landlock`] gives that errno.
 //!
+//! - A call the policy refuses (a profile rule, `fs.protect`, guard's own files) that the kernel
+//!   fails anyway: the refusal changes nothing, so the caller gets what it gets bare, and the
+//!   refusal is neither explained on its stderr nor counted (`--atomic` and `on-deny` leave
+//!   the run alone). The kernel's answers before any permission check ([`before_landlock`]), and
+//!   one after them: the removal of a directory that holds entries, ENOTEMPTY
+//!   ([`fails_anyway`]). `git stash -u` calls `rmdir(".git")` as it tidies up, expecting
+//!   ENOTEMPTY; a refusal there would roll an `--atomic` run back. Only a policy that guard alone
+//!   enforces is answered so: at the write-root boundary Landlock would answer a command's
+//!   own call with EACCES before ENOTEMPTY, so guard does too.
+//!
 //! Whatever passes [`refused`] with a trailing slash names a directory (or O_TMPFILE's), where
 //! the slash changes nothing; guard still passes it on to the kernel ([`Target::call_name`]).
 
@@ -177,6 +187,60 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
         }
         Act::Continue | Act::Connect { .. } | Act::Net(_) | Act::FdMeta { .. } => None,
     }
+}
+
+/// The errno the kernel gives `act` after its permission checks when `act` would fail anyway
+/// (see the module doc): ENOTEMPTY for the removal of a directory that holds an entry, when
+/// the caller may write and search its parent (the kernel checks that first, EACCES) and no
+/// sticky bit stands in the way (EPERM). The directory's entries are read, up to the first;
+/// nothing is changed. `None` when that cannot be told (the directory cannot be read).
+pub fn fails_anyway(act: &Act) -> Option<i32> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let Act::Rmdir(t) = act else { return None };
+    if !is_dir(t) || t.pinned.is_some() || t.name == "." || t.name == ".." {
+        return None;
+    }
+    let flags = nix::fcntl::OFlag::O_RDONLY
+        | nix::fcntl::OFlag::O_DIRECTORY
+        | nix::fcntl::OFlag::O_NOFOLLOW
+        | nix::fcntl::OFlag::O_CLOEXEC;
+    let parent = t.parent.as_fd();
+    let mut dir = nix::dir::Dir::openat(
+        Some(parent.as_raw_fd()),
+        t.name.as_os_str(),
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let holds_entry = dir
+        .iter()
+        .any(|e| e.is_ok_and(|e| !matches!(e.file_name().to_bytes(), b"." | b"..")));
+    if !holds_entry {
+        return None;
+    }
+    let may_change_entries = crate::creds::as_caller(|| {
+        nix::unistd::faccessat(
+            Some(parent.as_raw_fd()),
+            ".",
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            nix::fcntl::AtFlags::AT_EACCESS,
+        )
+        .map_err(std::io::Error::from)
+    })
+    .is_ok();
+    let sticky_in_the_way = || -> Option<bool> {
+        let p = nix::sys::stat::fstat(parent.as_raw_fd()).ok()?;
+        if p.st_mode & libc::S_ISVTX == 0 {
+            return Some(false);
+        }
+        let d = nix::sys::stat::fstat(dir.as_raw_fd()).ok()?;
+        let fsuid = match crate::creds::assume::current() {
+            Some(c) => c.creds.fsuid(),
+            None => nix::unistd::geteuid().as_raw(),
+        };
+        Some(fsuid != p.st_uid && fsuid != d.st_uid)
+    };
+    (may_change_entries && sticky_in_the_way() == Some(false)).then_some(libc::ENOTEMPTY)
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! caller (its cwd is where relative paths start). What explain judges is then what a run
 //! would judge: the parent's real path and the final name, or the kernel's errno when the path
 //! does not resolve; and, for a change, the errno the kernel's own name rules give it
-//! ([`names`](super::names)), which a run answers with whatever the profile says.
+//! ([`names`](super::names)), which a run answers with whatever the profile says, and the
+//! kernel's answers to a call that fails anyway, which a run gives instead of a refusal.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,10 @@ pub struct ChangeView {
     /// The errno the kernel gives before it would ask Landlock: a run answers with it instead
     /// of a write-root refusal (rule `resolve`).
     pub before_landlock: Option<i32>,
+    /// The errno the kernel gives after its permission checks because the call fails anyway
+    /// (a directory that holds entries): a run answers with it instead of a refusal by a rule
+    /// that guard alone enforces (rule `resolve`).
+    pub fails_anyway: Option<i32>,
 }
 
 /// What the supervisor finds about git's files for a write-open of `path` (resolved): a
@@ -94,6 +99,7 @@ pub fn resolve_change(raw: &Path, change: Change) -> Result<ChangeView, i32> {
         view,
         by_name: names::refused(&act),
         before_landlock: names::before_landlock(&act),
+        fails_anyway: names::fails_anyway(&act),
     })
 }
 

@@ -46,6 +46,7 @@ const EACCES: Option<&str> = Some("EACCES");
 const EPERM: Option<&str> = Some("EPERM");
 const ENOENT: Option<&str> = Some("ENOENT");
 const EISDIR: Option<&str> = Some("EISDIR");
+const ENOTEMPTY: Option<&str> = Some("ENOTEMPTY");
 
 const CASES: &[Case] = &[
     // Reads: not trapped; Landlock decides.
@@ -203,7 +204,25 @@ const CASES: &[Case] = &[
         EACCES,
         "supervisor",
     ),
-    c("agent", "delete", "{ws}/.git", "deny", EPERM, "supervisor"),
+    // A protected directory that holds entries: the kernel fails its removal anyway
+    // (ENOTEMPTY, as `git stash -u` expects of `.git`), so there is nothing to refuse. An
+    // empty one is refused.
+    c(
+        "agent",
+        "delete",
+        "{ws}/.git",
+        "error",
+        ENOTEMPTY,
+        "supervisor",
+    ),
+    c(
+        "agent",
+        "delete",
+        "{ws}/.git/modules/m/hooks",
+        "deny",
+        EPERM,
+        "supervisor",
+    ),
     c(
         "agent",
         "delete",
@@ -246,6 +265,24 @@ const CASES: &[Case] = &[
         "supervisor",
     ),
     c("custom", "delete", "{ws}/trap", "kill", EPERM, "supervisor"),
+    // A profile rule's refusal of a call the kernel fails anyway: the kernel's errno (nothing
+    // to remove; a directory that holds entries), as bare.
+    c(
+        "custom",
+        "delete",
+        "{ws}/db/never-there",
+        "error",
+        ENOENT,
+        "supervisor",
+    ),
+    c(
+        "custom",
+        "delete",
+        "{ws}/db/sub",
+        "error",
+        ENOTEMPTY,
+        "supervisor",
+    ),
     // Outside the write roots, the kernel answers first when there is nothing to remove, or
     // when the target of a write is a directory: its own errno, no refusal.
     c(
@@ -363,8 +400,8 @@ const CASES: &[Case] = &[
 fn setup(w: &Workspace, port2: u16) -> String {
     w.sh(&format!(
         "set -e
-        echo text > f.txt; echo a > del1.txt; echo b > del2.txt; mkdir -p empty db keep .git/hooks .git/objects .git/refs
-        echo k > keep/k.txt; echo t > trap; echo '[core]' > .git/config; echo 'ref: refs/heads/main' > .git/HEAD
+        echo text > f.txt; echo a > del1.txt; echo b > del2.txt; mkdir -p empty db/sub keep .git/hooks .git/objects .git/refs .git/modules/m/hooks
+        echo s > db/sub/s;         echo k > keep/k.txt; echo t > trap; echo '[core]' > .git/config; echo 'ref: refs/heads/main' > .git/HEAD
         echo hook > .git/hooks/pre-push
         printf '#!/bin/sh\\necho ok\\n' > script.sh; chmod +x script.sh
         ln -s {out}/f.txt link-out
@@ -630,6 +667,7 @@ fn errno_number(name: &str) -> i32 {
         "ENOENT" => libc::ENOENT,
         "EISDIR" => libc::EISDIR,
         "EROFS" => libc::EROFS,
+        "ENOTEMPTY" => libc::ENOTEMPTY,
         other => panic!("errno {other} not in the table"),
     }
 }

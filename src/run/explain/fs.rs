@@ -56,7 +56,7 @@ impl Explainer {
             git: &git,
             ..Request::new(if creates { Op::Create } else { Op::Write })
         };
-        if !self.judge_change(&req, change.before_landlock, e) {
+        if !self.judge_change(&req, &change, e) {
             return;
         }
         self.performed(&view.path, view.kind == Some(EntryKind::Dir), e);
@@ -92,7 +92,7 @@ impl Explainer {
             path: Some(&view.path),
             ..Request::new(Op::Delete)
         };
-        if !self.judge_change(&req, change.before_landlock, e) {
+        if !self.judge_change(&req, &change, e) {
             return;
         }
         e.steps.push(Step {

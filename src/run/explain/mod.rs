@@ -30,6 +30,7 @@ use crate::confine::features::{self, Features};
 use crate::confine::landlock::{self, FsGrant, Need};
 use crate::confine::seccomp::{self, FilterSpec};
 use crate::policy::{self, Action, Policy, Reaction, Request, Situation, Vars};
+use crate::supervisor::preview::ChangeView;
 
 use super::{Profiles, RunError};
 
@@ -325,34 +326,47 @@ impl Explainer {
         true
     }
 
-    /// The supervisor's judgement of a change `req`, where the kernel would answer
-    /// `before_landlock` ahead of the write-root boundary: a run then fails the call with the
-    /// kernel's errno instead of refusing it (rule `resolve`, as the supervisor's judge
-    /// stage does); whether the call goes ahead.
-    fn judge_change(
-        &self,
-        req: &Request<'_>,
-        before_landlock: Option<i32>,
-        e: &mut Explanation,
-    ) -> bool {
+    /// The supervisor's judgement of a change `req` to `change`, where the kernel fails the
+    /// call anyway: a run then fails it with the kernel's errno instead of refusing it (rule
+    /// `resolve`, as the supervisor's judge stage does): at the write-root boundary the errno
+    /// the kernel gives before Landlock would be asked, for a rule guard alone enforces also
+    /// the one it gives after its permission checks. Whether the call goes ahead.
+    fn judge_change(&self, req: &Request<'_>, change: &ChangeView, e: &mut Explanation) -> bool {
         if self.judge(&self.policy, req, e) {
             return true;
         }
-        let at_boundary = e.rule == policy::Builtin::WriteRoots.as_str();
-        if let (true, Some(errno)) = (at_boundary, before_landlock) {
-            e.steps.push(Step {
-                layer: Layer::Kernel,
-                says: format!(
-                    "answers {} first, before the write-root boundary is reached",
-                    errno_name(errno)
-                ),
-            });
-            e.verdict = Action::Deny;
-            e.errno = Some(errno);
-            e.rule = policy::Builtin::Resolve.as_str().into();
-            e.reason = Some("the kernel answers before the write-root boundary".into());
-            e.told = None;
+        // The policy's own verdict, before `on-deny` reacts to it: the run answers before
+        // that, so no reaction follows.
+        if policy::decide(&self.policy, req).action != Action::Deny {
+            return false;
         }
+        let rule = std::mem::take(&mut e.rule);
+        let at_boundary = rule == policy::Builtin::WriteRoots.as_str();
+        let (errno, when, reason) = match (change.before_landlock, change.fails_anyway) {
+            (Some(errno), _) if at_boundary => (
+                errno,
+                "first, before the write-root boundary is reached".to_string(),
+                "the kernel answers before the write-root boundary".to_string(),
+            ),
+            (Some(errno), _) | (None, Some(errno)) if !at_boundary => (
+                errno,
+                format!("anyway, so rule {rule} has nothing to refuse"),
+                format!("the kernel fails the call anyway, so rule {rule} has nothing to refuse"),
+            ),
+            _ => {
+                e.rule = rule;
+                return false;
+            }
+        };
+        e.steps.push(Step {
+            layer: Layer::Kernel,
+            says: format!("answers {} {when}", errno_name(errno)),
+        });
+        e.verdict = Action::Deny;
+        e.errno = Some(errno);
+        e.rule = policy::Builtin::Resolve.as_str().into();
+        e.reason = Some(reason);
+        e.told = None;
         false
     }
 
