@@ -101,9 +101,15 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
             fail(sockb, Stage::DropCaps, e);
         }
     }
-    // 13. Close every inherited descriptor but stdio, the launch socket and the command's
-    //     Landlock layer.
-    let mut keep = [Some(s), command_layer.as_ref().map(AsRawFd::as_raw_fd)];
+    // 13. Close every inherited descriptor but stdio, the make jobserver's pipe, the launch
+    //     socket and the command's Landlock layer.
+    let [job_r, job_w] = sys::process::jobserver_at_start();
+    let mut keep = [
+        Some(s),
+        command_layer.as_ref().map(AsRawFd::as_raw_fd),
+        job_r,
+        job_w,
+    ];
     keep.sort_unstable();
     if let Err(e) = close_all_but(keep.iter().flatten().map(|&fd| fd as u32)) {
         fail(sockb, Stage::CloseFds, e);

@@ -4,7 +4,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
     if rc < 0 {
@@ -311,6 +311,79 @@ static NOTE_IGNORED_SIGNALS: extern "C" fn() = note_ignored_signals;
 /// The signals ignored when this process started (see [`IGNORED_AT_START`]).
 pub fn ignored_at_start() -> u64 {
     IGNORED_AT_START.load(Ordering::Relaxed)
+}
+
+/// The two ends of the make jobserver's pipe that guard inherited (`-1` where none): the
+/// descriptors `MAKEFLAGS` or `CARGO_MAKEFLAGS` name in `--jobserver-auth=R,W` (or make's
+/// older `--jobserver-fds=R,W`) that were open pipes when this process started, noted by
+/// [`note_jobserver`] before anything of guard's could take their numbers. A recursive make
+/// (`$(MAKE)` or a `+` recipe) passes them to the programs it starts; a `make -j8` whose recipe
+/// runs `guard exec -- $(MAKE) -C sub` or `cargo build` under guard shares its job slots with
+/// them only if the command gets them too (without, make says "jobserver unavailable: using
+/// -j1"). A pipe reaches the process at its other end and nothing else: no file, no path.
+static JOBSERVER_AT_START: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
+
+/// The descriptors `--jobserver-auth=R,W` / `--jobserver-fds=R,W` name in `flags` (the last
+/// such option wins, as in make; a named FIFO, `fifo:PATH`, is none).
+fn jobserver_fds(flags: &[u8]) -> Option<[i32; 2]> {
+    let mut found = None;
+    for word in flags.split(|&b| b == b' ') {
+        let value = word
+            .strip_prefix(b"--jobserver-auth=")
+            .or_else(|| word.strip_prefix(b"--jobserver-fds="));
+        if let Some(value) = value {
+            found = parse_fd_pair(value);
+        }
+    }
+    found
+}
+
+fn parse_fd_pair(value: &[u8]) -> Option<[i32; 2]> {
+    let comma = value.iter().position(|&b| b == b',')?;
+    let num = |s: &[u8]| -> Option<i32> {
+        let s = std::str::from_utf8(s).ok()?;
+        s.parse::<i32>().ok().filter(|&fd| fd > 2)
+    };
+    Some([num(&value[..comma])?, num(&value[comma + 1..])?])
+}
+
+/// Runs from the C library's start-up, before Rust's runtime and `main` (`.init_array`).
+extern "C" fn note_jobserver() {
+    for var in [c"MAKEFLAGS", c"CARGO_MAKEFLAGS"] {
+        // SAFETY: getenv on a NUL-terminated name; the environment is not changed meanwhile
+        // (no other thread exists yet).
+        let value = unsafe { libc::getenv(var.as_ptr()) };
+        if value.is_null() {
+            continue;
+        }
+        // SAFETY: getenv returned a NUL-terminated string that lives as long as the
+        // environment, which nothing changes here.
+        let flags = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
+        let Some(fds) = jobserver_fds(flags) else {
+            continue;
+        };
+        let is_pipe = |fd: i32| {
+            nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO)
+        };
+        if fds.iter().all(|&fd| is_pipe(fd)) {
+            for (slot, fd) in JOBSERVER_AT_START.iter().zip(fds) {
+                slot.store(fd, Ordering::Relaxed);
+            }
+            return;
+        }
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static NOTE_JOBSERVER: extern "C" fn() = note_jobserver;
+
+/// The make jobserver's pipe guard inherited (see [`JOBSERVER_AT_START`]): the descriptors a
+/// command keeps, none if there was no such pipe.
+pub fn jobserver_at_start() -> [Option<i32>; 2] {
+    JOBSERVER_AT_START
+        .each_ref()
+        .map(|fd| Some(fd.load(Ordering::Relaxed)).filter(|&fd| fd >= 0))
 }
 
 /// Gives the calling process's signals the dispositions of [`ignored_at_start`] as far as
@@ -792,6 +865,21 @@ pub fn favour_wakeups() -> Favoured {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_jobserver_fds_are_read_from_make_flags_as_make_reads_them() {
+        assert_eq!(jobserver_fds(b"-j4 --jobserver-auth=3,4"), Some([3, 4]));
+        assert_eq!(jobserver_fds(b"w -j -- --jobserver-fds=5,6"), Some([5, 6]));
+        // The last option wins; a named FIFO or stdio is no pipe to keep.
+        assert_eq!(
+            jobserver_fds(b"--jobserver-auth=3,4 --jobserver-auth=7,8"),
+            Some([7, 8])
+        );
+        assert_eq!(jobserver_fds(b"--jobserver-auth=fifo:/tmp/GMfifo1"), None);
+        assert_eq!(jobserver_fds(b"--jobserver-auth=0,1"), None);
+        assert_eq!(jobserver_fds(b"-j1"), None);
+        assert_eq!(jobserver_fds(b"--jobserver-auth=3"), None);
+    }
     use super::*;
 
     /// The test harness runs each test on a thread of its own, beside its main thread: the

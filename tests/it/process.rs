@@ -470,3 +470,67 @@ fn the_command_finds_ignored_the_signals_guard_found_ignored() {
         }
     }
 }
+
+/// A `make -j4` whose recipe runs `guard exec -- $(MAKE) -C sub` shares its job slots with the
+/// make under guard, as it does bare: the jobserver's pipe that MAKEFLAGS names reaches the
+/// command, so the inner make runs its four jobs with the outer's jobserver instead of saying
+/// "jobserver unavailable: using -j1". Each job writes the MAKEFLAGS it got (make drops
+/// `--jobserver-auth` from it when it falls back to -j1). As root and as an unprivileged user.
+#[test]
+fn a_recursive_make_under_guard_keeps_the_outer_makes_jobserver() {
+    let Some(make) = crate::util::tool("make") else {
+        eprintln!("skip: make is not installed");
+        return;
+    };
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let who = if w.unprivileged {
+            "unprivileged"
+        } else {
+            "root"
+        };
+        // The guard command line a test runs, as a recipe's words.
+        let g = w.exec(&["agent"]);
+        let mut guard = vec![g.cmd.get_program().to_string_lossy().into_owned()];
+        guard.extend(g.cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+        let guard = guard.join(" ");
+        for side in ["bare", "guard"] {
+            w.write(
+                &format!("{side}/sub/Makefile"),
+                "all: a b c d\na b c d:\n\t@echo \"$$MAKEFLAGS\" > $@.flags\n",
+            );
+        }
+        w.write(
+            "Makefile",
+            &format!(
+                ".PHONY: all bare guard\nall: bare guard\nbare:\n\t+$(MAKE) -C bare/sub\nguard:\n\t+{guard} -- $(MAKE) -C guard/sub\n"
+            ),
+        );
+        let out = Command::new(&make)
+            .args(["-j4", "--no-print-directory"])
+            .current_dir(&w.ws)
+            .env("GUARD_STATE_DIR", &w.state)
+            .env("HOME", &w.home)
+            .env_remove("MAKEFLAGS")
+            .env_remove("MFLAGS")
+            .output()
+            .expect("make");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{who}: make failed: {stderr}");
+        assert!(
+            !stderr.contains("jobserver unavailable"),
+            "{who}: the make under guard lost the jobserver: {stderr}"
+        );
+        for job in ["a", "b", "c", "d"] {
+            let flags = |side: &str| {
+                std::fs::read_to_string(w.ws.join(format!("{side}/sub/{job}.flags")))
+                    .unwrap_or_else(|e| panic!("{who}: {side} job {job} ran: {e}"))
+            };
+            let (bare, guarded) = (flags("bare"), flags("guard"));
+            assert!(
+                bare.contains("--jobserver-auth="),
+                "{who}: bare make is not recursive with a jobserver here: {bare}"
+            );
+            assert_eq!(guarded, bare, "{who}: job {job}'s MAKEFLAGS");
+        }
+    }
+}
