@@ -615,6 +615,24 @@ mod tests {
         })))
     }
 
+    /// A worker that needs the root's pid before the run has read it waits until it is set,
+    /// and gets the first value set; a pid known at the start is there at once.
+    #[test]
+    fn the_root_pid_is_waited_for_until_it_is_set() {
+        let root = RootPid::pending();
+        let waiter = {
+            let root = root.clone();
+            std::thread::spawn(move || root.get())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "the worker waits for the pid");
+        root.set(4242);
+        root.set(7);
+        assert_eq!(waiter.join().expect("waiter"), 4242);
+        assert_eq!(root.get(), 4242);
+        assert_eq!(RootPid::known(99).get(), 99);
+    }
+
     /// The journal decides on what a walk saw only when the count noted before the walk equals
     /// the count at the taking of the lock: never when another worker took the lock after the
     /// note, or held it (making its change) while the walk looked. Other tests' supervisors in
