@@ -24,19 +24,19 @@ fn is_plain(pattern: &str) -> bool {
     !pattern.contains("**") && !pattern.contains(['?', '[', ']', '{', '}', '\\'])
 }
 
-/// Whether `name` matches the plain pattern `pattern`.
+/// Whether `name` matches the plain pattern `pattern`. Allocates nothing: every variable is
+/// matched against every pattern of `keep` and `drop` at each start (about forty variables
+/// against forty patterns here).
 fn plain_match(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or("");
+    let Some((first, tail)) = pattern.split_once('*') else {
+        // No `*`: the whole name.
+        return pattern == name;
+    };
     let Some(mut rest) = name.strip_prefix(first) else {
         return false;
     };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        // No `*`: the whole name.
-        return rest.is_empty();
-    };
-    for part in middle {
+    let (middle, last) = tail.rsplit_once('*').unwrap_or(("", tail));
+    for part in middle.split('*') {
         match rest.find(part) {
             Some(i) => rest = &rest[i + part.len()..],
             None => return false,

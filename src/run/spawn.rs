@@ -19,7 +19,7 @@ use crate::confine::{self, features, Feature, Features};
 use crate::journal::{self, Journal, RunMeta};
 use crate::launch::{self, LaunchSpec, RunTree};
 use crate::policy;
-use crate::supervisor::{Inject, Setup, Shared, Supervisor};
+use crate::supervisor::{Inject, RootPid, Setup, Shared, Supervisor};
 use crate::sys;
 
 fn notify(notices: &mut Option<NoticeFn>, notice: Notice) {
@@ -228,14 +228,6 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         reason: "run start".into(),
         pid: None,
     }));
-    // The command's pid: the sandbox's init forked it (launch/init.rs).
-    let command_pid = match spawned.command_pid() {
-        Ok(pid) => pid,
-        Err(e) => {
-            abandon(&tree);
-            return Err(e.into());
-        }
-    };
     let shared = Arc::new(Shared::default());
     let (stop_r, stop_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(pair) => pair,
@@ -247,6 +239,10 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             });
         }
     };
+    // Started before the command's pid is here: the sandbox's init reports it once it has
+    // forked the command, which then enforces its Landlock layer and execs, a judged call
+    // the supervisor must be there for. Made meanwhile, the supervisor is off that path.
+    let root = RootPid::pending();
     let supervisor = Supervisor::new(Setup {
         listener,
         policy: Arc::clone(&policy),
@@ -255,7 +251,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         stop: stop_r,
         inject,
         journal: Some(journal),
-        root: command_pid as u32,
+        root: root.clone(),
         tree: tree.clone(),
         exec_roots,
         record_reads: b.learning,
@@ -269,6 +265,19 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
                 what: "start the supervisor thread",
                 source,
             });
+        }
+    };
+    // The command's pid: the sandbox's init forked it (launch/init.rs).
+    let command_pid = match spawned.command_pid() {
+        Ok(pid) => {
+            root.set(pid as u32);
+            pid
+        }
+        Err(e) => {
+            // No worker waits for a pid that will not come; the tree's end ends them.
+            root.set(0);
+            abandon(&tree);
+            return Err(e.into());
         }
     };
 

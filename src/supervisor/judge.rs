@@ -78,7 +78,7 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     }
     if verdict.action == Action::Allow {
         // A delete the policy allows may still be the one that makes a mass deletion.
-        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root, r) {
+        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root(), r) {
             verdict = v;
         }
     }

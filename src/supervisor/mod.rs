@@ -120,7 +120,7 @@ struct Core {
     /// What the run's refusals were and what the refused processes were told.
     refusals: Mutex<explain::Refusals>,
     /// The run's root process.
-    root: u32,
+    root: RootPid,
     /// The run's process tree: what a `kill` verdict ends.
     tree: crate::launch::RunTree,
     /// See [`Setup::exec_roots`].
@@ -220,8 +220,9 @@ pub struct Setup {
     pub inject: emulate::Inject,
     /// The run's journal; `None` for a run that is not transactional.
     pub journal: Option<Journal>,
-    /// The pid of the run's root process (the command guard started).
-    pub root: u32,
+    /// The pid of the run's root process (the command guard started), which may be set a
+    /// moment after the supervisor starts ([`RootPid`]).
+    pub root: RootPid,
     /// The run's process tree (the sandbox's init and its descendants).
     pub tree: crate::launch::RunTree,
     /// The roots Landlock grants execute on (read and write roots, as the profile lists
@@ -232,6 +233,69 @@ pub struct Setup {
     pub exec_roots: Option<Vec<PathBuf>>,
     /// Record every read-only open the filter traps (it traps them all for `guard learn`).
     pub record_reads: bool,
+}
+
+/// The pid of the run's root process, which guard may learn a moment after the supervisor
+/// starts: the sandbox's init reports it once it has forked the command, and the supervisor's
+/// threads are started while that report is on its way (they would otherwise be started on
+/// the command's start-up path, its first call waiting for them). A worker that needs the pid
+/// before it is set (for the command's first call, which can only follow the report) waits
+/// for it.
+#[derive(Debug, Clone, Default)]
+pub struct RootPid(Arc<RootCell>);
+
+#[derive(Debug, Default)]
+struct RootCell {
+    pid: std::sync::OnceLock<u32>,
+    set: Mutex<()>,
+    cv: std::sync::Condvar,
+}
+
+impl RootPid {
+    /// Not known yet: [`RootPid::set`] tells it.
+    pub fn pending() -> RootPid {
+        RootPid::default()
+    }
+
+    /// Already known.
+    pub fn known(pid: u32) -> RootPid {
+        let root = RootPid::default();
+        root.set(pid);
+        root
+    }
+
+    /// Tells the pid (once; a later value is ignored). A run that cannot learn it sets 0,
+    /// which no process has, so that no worker waits for it.
+    pub fn set(&self, pid: u32) {
+        let _ = self.0.pid.set(pid);
+        let _held = lock(&self.0.set);
+        self.0.cv.notify_all();
+    }
+
+    /// The pid, waiting until it is set.
+    fn get(&self) -> u32 {
+        if let Some(&pid) = self.0.pid.get() {
+            return pid;
+        }
+        let mut held = lock(&self.0.set);
+        loop {
+            if let Some(&pid) = self.0.pid.get() {
+                return pid;
+            }
+            held = self
+                .0
+                .cv
+                .wait(held)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+impl Core {
+    /// The run's root process (see [`RootPid`]).
+    fn root(&self) -> u32 {
+        self.root.get()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -277,7 +341,11 @@ impl Supervisor {
                 hosts: Mutex::new(hosts),
                 net,
                 procs: Mutex::new(procinfo::ProcCache::default()),
-                callers: callers::Callers::new(root),
+                // The sandbox's init has the command's credentials: the command is its fork
+                // and changes none of them before its exec (no capability is left to, and
+                // no_new_privs keeps a set-id program from it). So the init's tell them
+                // before the command's pid is known.
+                callers: callers::Callers::new(tree.init_pid() as u32),
                 inject,
                 created: Mutex::new(HashSet::new()),
                 volume,
@@ -289,7 +357,7 @@ impl Supervisor {
                 record_reads,
                 tx: TxLock(Mutex::new(TxState {
                     journal,
-                    txn: txn::Txn::new(root),
+                    txn: txn::Txn::new(),
                 })),
                 receiving: Mutex::new(()),
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
@@ -424,7 +492,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         })?;
         let mem = read::read(n.pid, &call);
         creds::for_caller(caller.clone(), || {
-            resolve::resolve(&n, &call, mem, core.root)
+            resolve::resolve(&n, &call, mem, core.root())
         })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
@@ -543,8 +611,26 @@ mod tests {
     fn tx_lock() -> Arc<TxLock> {
         Arc::new(TxLock(Mutex::new(TxState {
             journal: None,
-            txn: txn::Txn::new(1),
+            txn: txn::Txn::new(),
         })))
+    }
+
+    /// A worker that needs the root's pid before the run has read it waits until it is set,
+    /// and gets the first value set; a pid known at the start is there at once.
+    #[test]
+    fn the_root_pid_is_waited_for_until_it_is_set() {
+        let root = RootPid::pending();
+        let waiter = {
+            let root = root.clone();
+            std::thread::spawn(move || root.get())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "the worker waits for the pid");
+        root.set(4242);
+        root.set(7);
+        assert_eq!(waiter.join().expect("waiter"), 4242);
+        assert_eq!(root.get(), 4242);
+        assert_eq!(RootPid::known(99).get(), 99);
     }
 
     /// The journal decides on what a walk saw only when the count noted before the walk equals

@@ -50,7 +50,7 @@ pub(super) fn react<'a>(
             let mut tx = core.tx.take();
             let TxState { journal, txn } = &mut *tx;
             if let Some(j) = journal.as_mut() {
-                if !txn.rollback_command(j, &core.audit, pid) {
+                if !txn.rollback_command(j, &core.audit, pid, core.root()) {
                     core.audit.emit(audit::Event::Error(audit::ErrorEvent {
                         message: format!(
                             "on-deny rollback: pid {pid} belongs to no command of the run (the root process itself?): the call just fails"

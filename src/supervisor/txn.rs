@@ -128,9 +128,8 @@ pub fn command_of(pid: u32, root: u32, parents: &mut Parents) -> Option<u32> {
     None
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Txn {
-    pub root: u32,
     /// The checkpoint taken when each running command started, by its pid.
     commands: HashMap<u32, CheckpointId>,
     /// Processes that already had a checkpoint before a risky call.
@@ -138,12 +137,8 @@ pub struct Txn {
 }
 
 impl Txn {
-    pub fn new(root: u32) -> Txn {
-        Txn {
-            root,
-            commands: HashMap::new(),
-            risky: HashSet::new(),
-        }
+    pub fn new() -> Txn {
+        Txn::default()
     }
 
     fn checkpoint(
@@ -201,14 +196,15 @@ impl Txn {
 
     /// A call by `pid` was denied under `on-deny = "rollback"`: kill its command's subtree and
     /// restore that command's checkpoint. Returns false when `pid` belongs to no command (the
-    /// root itself): then the call just fails.
+    /// root process `root` itself): then the call just fails.
     pub fn rollback_command(
         &mut self,
         journal: &mut Journal,
         audit: &AuditHandle,
         pid: u32,
+        root: u32,
     ) -> bool {
-        let Some(cmd) = command_of(pid, self.root, &mut Parents::default()) else {
+        let Some(cmd) = command_of(pid, root, &mut Parents::default()) else {
             return false;
         };
         let Some(&cp) = self.commands.get(&cmd) else {
