@@ -31,7 +31,8 @@
 # nono-cli`). Knobs (environment): CALLS (calls per loop, 20000), REPS (repetitions per cell,
 # 3), RUNS (hyperfine runs, 30), REPS_RM (repetitions of section 4, 3), REPS_W (repetitions of
 # each peer workload, 3), PAST_RUNS (runs made before the start-up row in a used state
-# directory, 2000), SKIP_CRITERION=1. The defaults finish in about 15 minutes on 2 CPUs.
+# directory, 2000), ALT_ROUNDS (rounds of guard and bwrap started in turn, 300),
+# SKIP_CRITERION=1. The defaults finish in about 15 minutes on 2 CPUs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,7 +49,8 @@ done
 [[ -z $BASELINE || -x $BASELINE ]] || { echo "--baseline $BASELINE is not an executable" >&2; exit 2; }
 cd "$ROOT"
 if [[ -n $QUICK ]]; then
-    : "${CALLS:=2000}" "${REPS:=1}" "${RUNS:=5}" "${REPS_RM:=1}" "${REPS_W:=1}" "${SKIP_CRITERION:=1}" "${PAST_RUNS:=50}"
+    : "${CALLS:=2000}" "${REPS:=1}" "${RUNS:=5}" "${REPS_RM:=1}" "${REPS_W:=1}" "${SKIP_CRITERION:=1}" "${PAST_RUNS:=50}" \
+        "${ALT_ROUNDS:=20}"
 fi
 CALLS=${CALLS:-20000}
 REPS=${REPS:-3}
@@ -212,6 +214,49 @@ if avail hyperfine; then
                 "$RAW/startup.json"
         done
     } >"$STARTUP_MD"
+    # hyperfine runs each command's runs one after the other, and this machine's speed drifts
+    # by tens of percent within minutes: a ratio of two rows can move with it. The goal
+    # (start-up no slower than bubblewrap's) is read from guard and bwrap started in turn, run
+    # by run, ALT_ROUNDS times.
+    rm -f "$RAW/startup-alternated.json"
+    if avail bwrap; then
+        ALT_ROUNDS=${ALT_ROUNDS:-300}
+        log "start-up of guard and bwrap alternated, $ALT_ROUNDS rounds"
+        (cd "$WS" && python3 - "$ALT_ROUNDS" "$RAW/startup-alternated.json" \
+            "guard (agent)" "$GUARD exec -w $WS -- true" \
+            "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc true" <<'PY'
+import json, os, shlex, statistics, sys, time
+rounds, out = int(sys.argv[1]), sys.argv[2]
+pairs = list(zip(sys.argv[3::2], sys.argv[4::2]))
+null = os.open(os.devnull, os.O_RDWR)
+times = {name: [] for name, _ in pairs}
+for _ in range(rounds):
+    for name, cmd in pairs:
+        argv = shlex.split(cmd)
+        t = time.perf_counter_ns()
+        pid = os.posix_spawnp(argv[0], argv, os.environ,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
+        _, status = os.waitpid(pid, 0)
+        times[name].append((time.perf_counter_ns() - t) / 1e6)
+        if status != 0:
+            sys.exit(f"{cmd}: exit status {status}")
+json.dump({name: {"median": statistics.median(x), "min": min(x),
+                  "p25": statistics.quantiles(x, n=4)[0], "p75": statistics.quantiles(x, n=4)[2]}
+           for name, x in times.items()}, open(out, "w"))
+PY
+        ) >&2
+        {
+            echo
+            echo "The goal's pair alternated: \`guard exec -- true\` and bwrap started in turn, run by"
+            echo "run, $ALT_ROUNDS rounds (python's \`posix_spawnp\` and \`waitpid\`, stdout to /dev/null), so"
+            echo "that both see the machine in the same state."
+            echo
+            echo "| what | median ms | p25 ms | p75 ms | min ms |"
+            echo "|---|---:|---:|---:|---:|"
+            jq -r 'to_entries[] | "| \(.key), alternated | \(.value.median*100|round/100) | \(.value.p25*100|round/100) | \(.value.p75*100|round/100) | \(.value.min*100|round/100) |"' \
+                "$RAW/startup-alternated.json"
+        } >>"$STARTUP_MD"
+    fi
     # A state directory that has seen many runs (run directories stay; their journals are
     # pruned): made by PAST_RUNS real runs, then the same start-up measured in it, for this
     # build and (with --baseline) the old one, each in its own copy of the directory.
@@ -896,6 +941,12 @@ startup_ms() {   # startup_ms NAME [FILE]: median ms of that start-up row, or "-
     jq -r --arg n "$1" '[.results[] | select(.command == $n) | .median * 1000 * 10 | round / 10][0] // "-"' \
         "$f"
 }
+alt_ms() {   # alt_ms NAME: median ms of the alternated start-up, or "-"
+    local f=$RAW/startup-alternated.json
+    [[ -f $f ]] || { echo -; return; }
+    jq -r --arg n "$1" '.[$n].median // "-" | if type == "number" then (. * 100 | round / 100) else . end' "$f"
+}
+ALT_ROUNDS=${ALT_ROUNDS:-300}
 cat >>"$REPORT" <<NOTES
 - **Calls guard does not trap cost nothing extra.** \`getpid\` and \`open-read\` run at the bare
   speed under guard (within this run's noise, see the ranges: +$ADD_GETPID and +$ADD_OPENR µs), and guard's summary counts only the
@@ -970,7 +1021,9 @@ cat >>"$REPORT" <<NOTES
   it competes with the sandboxed program and the supervisor.
 - **strace -f** stops the tracee twice per system call, traced or not: it slows \`getpid\` and
   \`open-read\` as much as the rest, where guard only slows the calls it judges.
-- **Start-up**: \`guard exec -- true\` (agent) takes $(startup_ms "guard (agent)") ms against
+- **Start-up**: alternated run by run with bwrap, \`guard exec -- true\` (agent) takes
+  $(alt_ms "guard (agent)") ms against bwrap's $(alt_ms bwrap) ms (medians of $ALT_ROUNDS rounds). In hyperfine's
+  rows, one command's runs after another's, \`guard exec -- true\` (agent) takes $(startup_ms "guard (agent)") ms against
   $(startup_ms "true (bare)") ms bare, $(startup_ms bwrap) ms for bwrap, $(startup_ms "strace -f") ms for strace -f and
   $(startup_ms firejail) ms for firejail (medians). guard's start-up includes loading and layering the
   profile, the Landlock ruleset, the seccomp filters, the run directory, the journal's first
