@@ -197,3 +197,77 @@ fn a_rollback_killed_at_random_points_is_recovered_to_one_side_never_a_mix() {
         "only {reverted} of {KILLS} kills landed in the middle of a rollback"
     );
 }
+
+/// A rollback remakes the directories a run removed and sets their metadata once their
+/// entries are back, at the end; a later step of the same rollback may move such a directory
+/// (the run renamed a directory above it before removing it) or take it away again (the run
+/// had made it). Both stopped the rollback at that last step ("cannot open the directory of
+/// src2/sub"), reverted it, and left the run's changes in place: `mv src src2 && rm -r
+/// src2/sub`, a directory moved into a new one that is then removed, and git's own `worktree
+/// add` followed by `worktree remove`. Each is rolled back to the tree it started from, as
+/// root and as an unprivileged user.
+#[test]
+fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly() {
+    let cases = [
+        ("a renamed parent", "mv src src2 && rm -r src2/sub"),
+        (
+            "a new parent, removed",
+            "mkdir n && mv src/sub n/sub && echo x > n/new && rm -r n",
+        ),
+        (
+            "a renamed grandparent, twice",
+            "mv src s1 && mv s1/sub s1/sub2 && rm -r s1/sub2/deep && mv s1 s2",
+        ),
+        (
+            "two directories swapped (RENAME_EXCHANGE)",
+            "$PROBE exchange src other && rm -r other/sub",
+        ),
+    ];
+    for unprivileged in [false, true] {
+        for (what, script) in cases {
+            let w = if unprivileged {
+                Workspace::unprivileged()
+            } else {
+                Workspace::new()
+            };
+            let script = script.replace("$PROBE", &w.probe());
+            let who = if unprivileged { "unprivileged" } else { "root" };
+            populate(&w.ws.join("src/sub/deep"), 20, 5);
+            populate(&w.ws.join("src/sub"), 10, 6);
+            w.write("src/keep.txt", "kept\n");
+            w.write("other/o", "the other directory\n");
+            w.sh("chmod 751 src/sub; chmod 700 src/sub/deep");
+            if unprivileged {
+                w.write("seed.txt", "owned by the user who runs guard\n");
+            }
+            let before = w.state();
+            w.exec(&["agent"])
+                .run(&["sh", "-c", &script])
+                .expect_code(0);
+            let out = w.guard().arg("rollback").output();
+            out.expect_code(0);
+            before.assert_restored(&w.ws, &format!("{who}, {what}: `{script}`"));
+        }
+    }
+    if tool("git").is_none() {
+        eprintln!("skipped the git case: git is not installed");
+        return;
+    }
+    let w = Workspace::new();
+    git_home(&w);
+    populate(&w.ws.join("repo/src"), 30, 7);
+    human(
+        &w,
+        "cd repo && git init -q && git add -A && git commit -qm base",
+    );
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "cd repo && git worktree add -q ../wt && git worktree remove ../wt",
+        ])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "git worktree add, then remove");
+}
