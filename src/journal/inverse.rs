@@ -128,7 +128,7 @@ impl Journal {
                 if *boundary != Some(Boundary::ToLeft) {
                     let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
                     let src = a.now_id(*src, e.seq);
-                    if at_to.is_some_and(|s| s.id() == src) {
+                    if at_to.as_ref().is_some_and(|s| s.id() == src) {
                         self.make_parents(from, a)?;
                         self.clear_way(from, a, "was taken since the rename")?;
                         self.move_entry(to, from)?;
@@ -138,7 +138,13 @@ impl Journal {
                         .map_err(fail("inspect", from))?
                         .is_some_and(|s| s.id() == src)
                     {
-                        return Ok(()); // the rename never happened (the kernel refused it)
+                        // The rename never happened (the kernel refused it): what it would
+                        // have replaced never left `to`, and is there now (everything newer
+                        // is undone), for older entries that name it.
+                        if let (Some(_), Some(now)) = (replaced, at_to) {
+                            a.copies.record(e.seq, now.id());
+                        }
+                        return Ok(());
                     } else if !self.overridable(to, a) {
                         return Err(format!(
                             "conflict: {} is not what the run renamed there",

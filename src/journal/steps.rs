@@ -298,6 +298,27 @@ impl Journal {
                         .or_default()
                         .extend(e.op.paths().into_iter().cloned());
                 }
+                // A rename names the inode it moves at both ends: another link of a deleted
+                // file may be there now (`ln g y; mv g z; rm y` keeps y by copy, z is g).
+                match &e.op {
+                    Op::Renamed { from, to, src, .. } => {
+                        m.entry(*src)
+                            .or_default()
+                            .extend([from.clone(), to.clone()]);
+                    }
+                    Op::Exchanged {
+                        from,
+                        to,
+                        from_id,
+                        to_id,
+                        ..
+                    } => {
+                        for id in [from_id, to_id] {
+                            m.entry(*id).or_default().extend([from.clone(), to.clone()]);
+                        }
+                    }
+                    _ => {}
+                }
             }
             m
         });
