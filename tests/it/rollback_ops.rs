@@ -232,6 +232,17 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
             "a directory moved where the run made one's parent",
             "mkdir -p src/sub/n1 && cp -r src/sub other/n1 && mv src/sub s2 && mv other src/sub",
         ),
+        // A rename the kernel refuses (a directory into itself), journaled with the directory
+        // it would have replaced, which is then removed and made again by the rollback.
+        (
+            "a refused rename over a directory later removed",
+            "mv src/sub src/src && { mv src src/ 2>/dev/null; rm -rf src; }",
+        ),
+        // A deleted hard link comes back as a link of the name its inode was renamed to.
+        (
+            "a hard link deleted after the other name was renamed",
+            "ln src/keep.txt y && mv src/keep.txt z && rm y",
+        ),
     ];
     for unprivileged in [false, true] {
         for (what, script) in cases {
