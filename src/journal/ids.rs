@@ -30,6 +30,12 @@ impl Copies {
                     objects.insert(e.object(), e.seq);
                     c.stored.entry(st.id()).or_default().push(e.seq);
                 }
+                // A removed directory is not stored, but a rollback makes it again as a new
+                // inode and says so ([`Copies::record`]): an older entry on it (a rename of
+                // it, undone next) finds it under its new number.
+                Op::Rmdir { st, .. } => {
+                    c.stored.entry(st.id()).or_default().push(e.seq);
+                }
                 Op::Renamed {
                     replaced: Some(r), ..
                 } => {

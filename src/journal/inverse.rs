@@ -51,7 +51,9 @@ impl Journal {
                     if now.id() != a.now_id(*id, e.seq) {
                         return self.clear_way(path, a, "is not what the operation put there");
                     }
-                    return self.stash(path, *obj);
+                    self.stash(path, *obj)?;
+                    a.dirs_gone(path);
+                    return Ok(());
                 }
                 if now.kind != Kind::Dir {
                     return self.stash(path, None);
@@ -66,8 +68,9 @@ impl Journal {
                         path: path.clone(),
                         st: now,
                     })?;
-                    return fsops::unlink_at(dir.as_fd(), &name, true)
-                        .map_err(fail("remove", path));
+                    fsops::unlink_at(dir.as_fd(), &name, true).map_err(fail("remove", path))?;
+                    a.dirs_gone(path);
+                    return Ok(());
                 }
                 let foreign = children
                     .iter()
@@ -85,21 +88,36 @@ impl Journal {
                              the journal)"
                                 .to_string(),
                         );
-                        self.stash(path, None)
+                        self.stash(path, None)?;
+                        a.dirs_gone(path);
+                        Ok(())
                     }
                 }
             }
             Op::Deleted { path, st, .. } => self.restore(e.object(), path, st, e.seq, a),
             // Nothing was kept: the file's `created` entry, undone next, removes it anyway.
             Op::Dropped { .. } => Ok(()),
-            Op::Rmdir { path, st } => match self.stat_rel(path).map_err(fail("inspect", path))? {
-                Some(now) if now.kind == Kind::Dir => Ok(()),
-                Some(_) => {
-                    self.clear_way(path, a, "is no longer a directory")?;
-                    self.make_dir(path, Some(st), a)
+            Op::Rmdir { path, st } => {
+                match self.stat_rel(path).map_err(fail("inspect", path))? {
+                    Some(now) if now.kind == Kind::Dir => {
+                        a.copies.record(e.seq, now.id());
+                        return Ok(());
+                    }
+                    Some(_) => {
+                        self.clear_way(path, a, "is no longer a directory")?;
+                        self.make_dir(path, Some(st), a)?;
+                    }
+                    None => self.make_dir(path, Some(st), a)?,
                 }
-                None => self.make_dir(path, Some(st), a),
-            },
+                // The directory is a new inode: an older entry that names the removed one (a
+                // rename of it, undone later in this rollback) finds this one.
+                let made = self
+                    .stat_rel(path)
+                    .map_err(fail("inspect", path))?
+                    .ok_or_else(|| format!("{} vanished", path.display()))?;
+                a.copies.record(e.seq, made.id());
+                Ok(())
+            }
             Op::Renamed {
                 from,
                 to,
@@ -110,16 +128,23 @@ impl Journal {
                 if *boundary != Some(Boundary::ToLeft) {
                     let at_to = self.stat_rel(to).map_err(fail("inspect", to))?;
                     let src = a.now_id(*src, e.seq);
-                    if at_to.is_some_and(|s| s.id() == src) {
+                    if at_to.as_ref().is_some_and(|s| s.id() == src) {
                         self.make_parents(from, a)?;
                         self.clear_way(from, a, "was taken since the rename")?;
                         self.move_entry(to, from)?;
+                        a.dirs_moved(to, from);
                     } else if self
                         .stat_rel(from)
                         .map_err(fail("inspect", from))?
                         .is_some_and(|s| s.id() == src)
                     {
-                        return Ok(()); // the rename never happened (the kernel refused it)
+                        // The rename never happened (the kernel refused it): what it would
+                        // have replaced never left `to`, and is there now (everything newer
+                        // is undone), for older entries that name it.
+                        if let (Some(_), Some(now)) = (replaced, at_to) {
+                            a.copies.record(e.seq, now.id());
+                        }
+                        return Ok(());
                     } else if !self.overridable(to, a) {
                         return Err(format!(
                             "conflict: {} is not what the run renamed there",
@@ -190,12 +215,18 @@ impl Journal {
                     &tname,
                     RenameFlags::RENAME_EXCHANGE,
                 )
-                .map_err(fail("swap back", from))
+                .map_err(fail("swap back", from))?;
+                a.dirs_swapped(from, to);
+                Ok(())
             }
             Op::Entered { path, src } => {
                 match self.stat_rel(path).map_err(fail("inspect", path))? {
                     None => Ok(()),
-                    Some(now) if now.id() == a.now_id(*src, e.seq) => self.stash(path, None),
+                    Some(now) if now.id() == a.now_id(*src, e.seq) => {
+                        self.stash(path, None)?;
+                        a.dirs_gone(path);
+                        Ok(())
+                    }
                     // What the rename would have replaced is still there: it never happened.
                     Some(now) if self.replaced_by(e, path) == Some(now.id()) => Ok(()),
                     Some(_) => self.clear_way(path, a, "is not what entered the workspace"),

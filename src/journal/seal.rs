@@ -10,7 +10,7 @@
 //! the seal; git's index has the same limit). Directories compare by type, inode, mode and
 //! owner: their times move whenever an entry in them does.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -118,6 +118,23 @@ impl<'a> Prober<'a> {
                 source,
             })
     }
+
+    /// [`Prober::print`], or `None` when a directory on the way may not be searched (EACCES):
+    /// a run may leave one so (`chmod 600 dir`, for a guard without capabilities), and its
+    /// entries are then neither there nor absent as far as guard can tell.
+    fn print_unless_hidden(
+        &mut self,
+        rel: &PathText,
+    ) -> Result<Option<Option<Print>>, JournalError> {
+        match self.print(rel) {
+            Err(JournalError::Inspect { source, .. })
+                if source.raw_os_error() == Some(libc::EACCES) =>
+            {
+                Ok(None)
+            }
+            other => other.map(Some),
+        }
+    }
 }
 
 /// Why `now` is not what `then` was (`None`: the same). `dir_only`: compare type and inode.
@@ -180,9 +197,14 @@ impl Journal {
             v: 2,
             ..SealFile::default()
         };
+        // A path guard may not look at (under a directory the run left unsearchable) is left
+        // out: the seal does not know it, and the check before a rollback compares it only if
+        // it can be looked at then (see `preflight`).
         let paths = self.named_paths();
         for rel in &paths {
-            seal.paths.push((rel.clone(), probe.print(rel)?));
+            if let Some(print) = probe.print_unless_hidden(rel)? {
+                seal.paths.push((rel.clone(), print));
+            }
         }
         let dirs: BTreeSet<PathText> = paths
             .iter()
@@ -190,8 +212,9 @@ impl Journal {
             .filter(|d| !paths.contains(d))
             .collect();
         for d in dirs {
-            let print = probe.print(&d)?;
-            seal.dirs.push((d, print));
+            if let Some(print) = probe.print_unless_hidden(&d)? {
+                seal.dirs.push((d, print));
+            }
         }
         Ok(seal)
     }
@@ -282,9 +305,33 @@ impl Journal {
                 out.refuse.push(c);
             }
         };
+        // A path hidden from guard when the run ended (not in the seal) and now is as it was
+        // for all guard can tell; one that could be looked at then and cannot now, or the
+        // other way round, changed since.
+        let hidden = |then_known: bool, now_known: bool| {
+            (then_known != now_known).then(|| {
+                format!(
+                    "{} since the run left it (a directory on the way {} search permission)",
+                    if now_known { "revealed" } else { "hidden" },
+                    if now_known { "gained" } else { "lost" },
+                )
+            })
+        };
         for rel in &paths {
-            let then = sealed.get(rel).cloned().flatten();
-            if let Some(why) = differs(&then, &probe.print(rel)?, false) {
+            let now = probe.print_unless_hidden(rel)?;
+            let Some(then) = sealed.get(rel) else {
+                if let Some(why) = hidden(false, now.is_some()) {
+                    note(self, rel, why);
+                }
+                continue;
+            };
+            let Some(now) = now else {
+                if let Some(why) = hidden(true, false) {
+                    note(self, rel, why);
+                }
+                continue;
+            };
+            if let Some(why) = differs(then, &now, false) {
                 note(self, rel, format!("{why} since the run left it"));
             }
         }
@@ -294,17 +341,49 @@ impl Journal {
             .filter(|d| !paths.contains(d))
             .collect();
         for d in &dirs {
-            let then = sealed_dirs.get(d).cloned().flatten();
-            if let Some(why) = differs(&then, &probe.print(d)?, true) {
+            let now = probe.print_unless_hidden(d)?;
+            let (Some(then), Some(now)) = (sealed_dirs.get(d), &now) else {
+                if let Some(why) = hidden(sealed_dirs.contains_key(d), now.is_some()) {
+                    note(self, d, format!("directory {why}"));
+                }
+                continue;
+            };
+            if let Some(why) = differs(then, now, true) {
                 note(self, d, format!("directory {why} since the run left it"));
             }
         }
         // A directory the run created holds only what the journal knows of (or excluded
-        // paths): anything else is newer work the removal would take away.
+        // paths): anything else is newer work the removal would take away. Only while nothing
+        // newer put another entry at its path or at a directory above it, or took one away:
+        // the directory there now may then be another one (`mkdir d; rmdir d; mv e d`, or a
+        // rename of a parent), whose entries the journal names where they were, and whose
+        // undo moves them back with it. The undo of the creation itself still refuses to
+        // remove a directory that holds something the run did not make.
+        let mut placed: HashMap<&Path, u64> = HashMap::new();
+        for e in plan {
+            // What puts an entry at a path or takes it away (not a change of its metadata or
+            // content).
+            if matches!(
+                e.op,
+                Op::Meta { .. } | Op::Modified { .. } | Op::Unprotected { .. }
+            ) {
+                continue;
+            }
+            for path in e.op.paths() {
+                let seq = placed.entry(Path::new(path.as_os_str())).or_insert(e.seq);
+                *seq = (*seq).max(e.seq);
+            }
+        }
         for e in plan {
             let Op::Created { path, id: None, .. } = &e.op else {
                 continue;
             };
+            let replaced_since = Path::new(path.as_os_str())
+                .ancestors()
+                .any(|a| placed.get(a).is_some_and(|seq| *seq > e.seq));
+            if replaced_since {
+                continue;
+            }
             let Ok((dir, name)) = fsops::parent_of(self.ws(), Path::new(path.as_os_str())) else {
                 continue;
             };

@@ -51,6 +51,17 @@ impl Unstash {
     }
 }
 
+/// `path` with its leading `from` (whole components) replaced by `to`; `None` when `path` is
+/// not `from` or beneath it.
+fn moved_path(path: &Path, from: &Path, to: &Path) -> Option<PathText> {
+    let rest = path.strip_prefix(from).ok()?;
+    Some(PathText::from(if rest.as_os_str().is_empty() {
+        to.to_path_buf()
+    } else {
+        to.join(rest)
+    }))
+}
+
 pub(crate) fn p(t: &PathText) -> &Path {
     Path::new(t.as_os_str())
 }
@@ -68,14 +79,18 @@ pub(crate) struct Apply {
     pub replaced: BTreeMap<PathBuf, String>,
     /// Entries that cannot be restored (no pre-image): reported, not fatal.
     pub problems: Vec<String>,
-    /// Directories this rollback made, whose metadata is set once their entries are back.
+    /// Directories this rollback made, whose metadata is set once their entries are back,
+    /// at the path each one has now: a later step of the same rollback may move one (with a
+    /// directory above it: `mv src src2; rm -r src2/sub` undone) or take it away again (a
+    /// directory the run made, emptied and removed: `git worktree add` then `remove`).
     pub dirs: Vec<(PathText, Stat)>,
     /// Inodes restored as copies: the original's id -> (path, id of the copy).
     links: HashMap<FileId, (PathText, FileId)>,
     /// Names of each inode in the log, built on first use (copies of hard links).
     names: Option<HashMap<FileId, Vec<PathText>>>,
-    /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`).
-    copies: Copies,
+    /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`), and directories
+    /// this rollback made again.
+    pub(crate) copies: Copies,
 }
 
 impl Apply {
@@ -90,6 +105,33 @@ impl Apply {
     /// The id now of the inode entry `seq` recorded as `id` (a copy's, once restored as one).
     pub(crate) fn now_id(&self, id: FileId, seq: u64) -> FileId {
         self.copies.now(id, seq)
+    }
+
+    /// A step moved the tree at `from` to `to`: the directories this rollback made inside it
+    /// moved with it.
+    pub(crate) fn dirs_moved(&mut self, from: &PathText, to: &PathText) {
+        for (d, _) in &mut self.dirs {
+            if let Some(moved) = moved_path(p(d), p(from), p(to)) {
+                *d = moved;
+            }
+        }
+    }
+
+    /// A step swapped the trees at `a` and `b` (RENAME_EXCHANGE).
+    pub(crate) fn dirs_swapped(&mut self, a: &PathText, b: &PathText) {
+        for (d, _) in &mut self.dirs {
+            if let Some(moved) =
+                moved_path(p(d), p(a), p(b)).or_else(|| moved_path(p(d), p(b), p(a)))
+            {
+                *d = moved;
+            }
+        }
+    }
+
+    /// A step took the tree at `rel` away (into the store, or removed an empty directory):
+    /// the directories this rollback made inside it are no longer there to finish.
+    pub(crate) fn dirs_gone(&mut self, rel: &PathText) {
+        self.dirs.retain(|(d, _)| !p(d).starts_with(p(rel)));
     }
 
     pub fn replaced_list(&self) -> Vec<Conflict> {
@@ -208,6 +250,7 @@ impl Journal {
             return Err(format!("conflict: {} {why}", rel.display()));
         }
         self.stash(rel, None)?;
+        a.dirs_gone(rel);
         a.replaced
             .entry(PathBuf::from(rel.clone()))
             .or_insert_with(|| format!("{why}; what was there is kept in the journal"));
@@ -254,6 +297,27 @@ impl Journal {
                     m.entry(id)
                         .or_default()
                         .extend(e.op.paths().into_iter().cloned());
+                }
+                // A rename names the inode it moves at both ends: another link of a deleted
+                // file may be there now (`ln g y; mv g z; rm y` keeps y by copy, z is g).
+                match &e.op {
+                    Op::Renamed { from, to, src, .. } => {
+                        m.entry(*src)
+                            .or_default()
+                            .extend([from.clone(), to.clone()]);
+                    }
+                    Op::Exchanged {
+                        from,
+                        to,
+                        from_id,
+                        to_id,
+                        ..
+                    } => {
+                        for id in [from_id, to_id] {
+                            m.entry(*id).or_default().extend([from.clone(), to.clone()]);
+                        }
+                    }
+                    _ => {}
                 }
             }
             m

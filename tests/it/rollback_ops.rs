@@ -197,3 +197,187 @@ fn a_rollback_killed_at_random_points_is_recovered_to_one_side_never_a_mix() {
         "only {reverted} of {KILLS} kills landed in the middle of a rollback"
     );
 }
+
+/// A rollback remakes the directories a run removed and sets their metadata once their
+/// entries are back, at the end; a later step of the same rollback may move such a directory
+/// (the run renamed a directory above it before removing it) or take it away again (the run
+/// had made it). Both stopped the rollback at that last step ("cannot open the directory of
+/// src2/sub"), reverted it, and left the run's changes in place: `mv src src2 && rm -r
+/// src2/sub`, a directory moved into a new one that is then removed, and git's own `worktree
+/// add` followed by `worktree remove`. Each is rolled back to the tree it started from, as
+/// root and as an unprivileged user.
+#[test]
+fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly() {
+    let cases = [
+        ("a renamed parent", "mv src src2 && rm -r src2/sub"),
+        (
+            "a new parent, removed",
+            "mkdir n && mv src/sub n/sub && echo x > n/new && rm -r n",
+        ),
+        (
+            "a renamed grandparent, twice",
+            "mv src s1 && mv s1/sub s1/sub2 && rm -r s1/sub2/deep && mv s1 s2",
+        ),
+        (
+            "two directories swapped (RENAME_EXCHANGE)",
+            "$PROBE exchange src other && rm -r other/sub",
+        ),
+        // Where the run made a directory, another is moved later: what the journal knows of
+        // it by its old path is not newer work in the directory the run made.
+        (
+            "a directory moved where the run made and removed one",
+            "mkdir n && mv src/keep.txt n/ && rm -rf n && mkdir -p other/x && mv other n",
+        ),
+        (
+            "a directory moved where the run made one's parent",
+            "mkdir -p src/sub/n1 && cp -r src/sub other/n1 && mv src/sub s2 && mv other src/sub",
+        ),
+        // A rename the kernel refuses (a directory into itself), journaled with the directory
+        // it would have replaced, which is then removed and made again by the rollback.
+        (
+            "a refused rename over a directory later removed",
+            "mv src/sub src/src && { mv src src/ 2>/dev/null; rm -rf src; }",
+        ),
+        // A deleted hard link comes back as a link of the name its inode was renamed to.
+        (
+            "a hard link deleted after the other name was renamed",
+            "ln src/keep.txt y && mv src/keep.txt z && rm y",
+        ),
+    ];
+    for unprivileged in [false, true] {
+        for (what, script) in cases {
+            let w = if unprivileged {
+                Workspace::unprivileged()
+            } else {
+                Workspace::new()
+            };
+            let script = script.replace("$PROBE", &w.probe());
+            let who = if unprivileged { "unprivileged" } else { "root" };
+            populate(&w.ws.join("src/sub/deep"), 20, 5);
+            populate(&w.ws.join("src/sub"), 10, 6);
+            w.write("src/keep.txt", "kept\n");
+            w.write("other/o", "the other directory\n");
+            w.sh("chmod 751 src/sub; chmod 700 src/sub/deep");
+            if unprivileged {
+                w.write("seed.txt", "owned by the user who runs guard\n");
+            }
+            let before = w.state();
+            w.exec(&["agent"])
+                .run(&["sh", "-c", &script])
+                .expect_code(0);
+            let out = w.guard().arg("rollback").output();
+            out.expect_code(0);
+            before.assert_restored(&w.ws, &format!("{who}, {what}: `{script}`"));
+        }
+    }
+    if tool("git").is_none() {
+        eprintln!("skipped the git case: git is not installed");
+        return;
+    }
+    let w = Workspace::new();
+    git_home(&w);
+    populate(&w.ws.join("repo/src"), 30, 7);
+    human(
+        &w,
+        "cd repo && git init -q && git add -A && git commit -qm base",
+    );
+    let before = w.state();
+    w.exec(&["agent"])
+        .run(&[
+            "sh",
+            "-c",
+            "cd repo && git worktree add -q ../wt && git worktree remove ../wt",
+        ])
+        .expect_code(0);
+    w.guard().arg("rollback").output().expect_code(0);
+    before.assert_restored(&w.ws, "git worktree add, then remove");
+}
+
+/// One shell command of [`random_shell_sessions_roll_back_exactly`]'s sessions, drawn from
+/// `rng` over a small tree whose names collide often: directories made, removed, renamed into
+/// each other, into new ones and into themselves (the kernel refuses that, after the journal
+/// wrote the entry), files written, appended, copied, truncated, chmodded, symlinked. Many fail
+/// (the name is gone, the target is a directory): the session goes on, as an agent's would.
+fn random_command(rng: &mut Rng) -> String {
+    const DIRS: [&str; 5] = ["a", "a/b", "c", "c/d", "e"];
+    const FILES: [&str; 5] = ["a/f1", "a/b/f2", "c/f3", "c/d/f4", "g"];
+    const NAMES: [&str; 8] = ["x", "y", "z", "a", "c", "e", "n1", "n2"];
+    fn pick(rng: &mut Rng, list: &[&'static str]) -> &'static str {
+        list[rng.below(list.len() as u64) as usize]
+    }
+    let dir = pick(rng, &["a", "a/b", "c", "c/d", "e", "."]);
+    let name = pick(rng, &NAMES);
+    let target = if dir == "." {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    };
+    let src = if rng.below(2) == 0 {
+        pick(rng, &DIRS)
+    } else {
+        pick(rng, &FILES)
+    };
+    let n = rng.below(1000);
+    match rng.below(13) {
+        0 => format!("mkdir -p {target}"),
+        1 => format!("rm -rf {src}"),
+        2 => format!("mv {src} {target}"),
+        3 => format!("echo {n} > {target}"),
+        4 => format!("echo more >> {src}"),
+        5 => format!("cp -r {src} {target}"),
+        6 => format!("ln -s {src} {target}"),
+        7 => format!("chmod {} {src}", pick(rng, &["700", "755", "600", "644"])),
+        8 => format!("rmdir {src}"),
+        9 => format!("mv {src} {}/", pick(rng, &DIRS)),
+        10 => format!("truncate -s {} {src}", n % 3),
+        11 => format!("rm -f {src}"),
+        _ => format!("mkdir {target} && mv {src} {target}/ && rm -rf {target}"),
+    }
+}
+
+/// Random shell sessions of 40 commands on a small tree (see [`random_command`]), each run
+/// under guard and rolled back with `guard rollback`, which must give the tree it started from
+/// (names, types, modes, contents). The generator found the cases of
+/// `directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly` and the
+/// preflight's mistaking a directory moved onto a path where the run had made (and removed)
+/// another for newer work; 56 of 80 such sessions failed before those fixes. Hard links are
+/// left out: a deleted link kept by copy is restored as a link of another name of its inode
+/// only where the journal names one, and a rename of a directory above that name since then
+/// is not followed (the rollback then stops at a conflict and changes nothing). As root, and
+/// a few sessions as an unprivileged user.
+#[test]
+fn random_shell_sessions_roll_back_exactly() {
+    let nomd = "name = \"no-mass-delete\"\n[transaction]\nmass-delete = { action = \"allow\" }\n";
+    for seed in 0..48u64 {
+        let unprivileged = seed % 8 == 7;
+        let w = if unprivileged {
+            Workspace::unprivileged()
+        } else {
+            Workspace::new()
+        };
+        for f in ["a/f1", "a/b/f2", "c/f3", "c/d/f4", "g"] {
+            w.write(f, &format!("{f}\n"));
+        }
+        w.sh("mkdir -p e && chmod 751 a/b");
+        if unprivileged {
+            w.write("seed.txt", "owned by the user who runs guard\n");
+        }
+        let profile = w.profile_file("nomd", nomd);
+        let before = w.state();
+        let mut rng = Rng::new(1000 + seed);
+        let script: Vec<String> = (0..40)
+            .map(|_| format!("{} 2>/dev/null", random_command(&mut rng)))
+            .collect();
+        let script = format!("{}\ntrue", script.join("\n"));
+        w.exec(&["agent", &profile])
+            .run(&["sh", "-c", &script])
+            .expect_code(0);
+        let out = w.guard().arg("rollback").output();
+        assert!(
+            out.code() == 0 || out.stderr().contains("changed nothing"),
+            "seed {seed}: the rollback failed: {}\n--- session\n{script}",
+            out.stderr()
+        );
+        before.assert_restored(&w.ws, &format!("seed {seed}\n--- session\n{script}\n---"));
+    }
+}

@@ -117,6 +117,13 @@ fn main() {
             "rmdir" => libc::rmdir(c(a(1)).as_ptr()) as i64,
             "mkdir" => libc::mkdir(c(a(1)).as_ptr(), 0o755) as i64,
             "rename" => libc::rename(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
+            "exchange" => libc::renameat2(
+                libc::AT_FDCWD,
+                c(a(1)).as_ptr(),
+                libc::AT_FDCWD,
+                c(a(2)).as_ptr(),
+                libc::RENAME_EXCHANGE,
+            ) as i64,
             "link" => libc::link(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
             "symlink" => libc::symlink(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
             "chmod" => libc::chmod(c(a(1)).as_ptr(), 0o600) as i64,
