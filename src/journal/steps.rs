@@ -86,8 +86,12 @@ pub(crate) struct Apply {
     pub dirs: Vec<(PathText, Stat)>,
     /// Inodes restored as copies: the original's id -> (path, id of the copy).
     links: HashMap<FileId, (PathText, FileId)>,
-    /// Names of each inode in the log, built on first use (copies of hard links).
-    names: Option<HashMap<FileId, Vec<PathText>>>,
+    /// Names of each inode in the log, with the seq of the entry that names it, built on
+    /// first use (copies of hard links).
+    names: Option<HashMap<FileId, Vec<(PathText, u64)>>>,
+    /// The log's renames and exchanges (seq, from, to, exchange), built on first use: a name
+    /// of an inode recorded at one seq may sit elsewhere since, under a renamed directory.
+    moves: Option<Vec<(u64, PathText, PathText, bool)>>,
     /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`), and directories
     /// this rollback made again.
     pub(crate) copies: Copies,
@@ -261,11 +265,13 @@ impl Journal {
     /// rollback), other than `rel`: restoring a hard link links to it.
     /// An inode number can have been given to another file since it was recorded, so a
     /// candidate must also hold the object's content (same type, size, mode, sha256).
+    /// `upto`: the entry being undone (the newer ones are undone already).
     fn alias_of(
         &self,
         orig: FileId,
         rel: &PathText,
         object: &OsStr,
+        upto: u64,
         a: &mut Apply,
     ) -> Option<(PathText, FileId)> {
         let want = stat_at(self.store().ok()?, object).ok().flatten()?;
@@ -291,21 +297,20 @@ impl Journal {
             }
         }
         let names = a.names.get_or_insert_with(|| {
-            let mut m: HashMap<FileId, Vec<PathText>> = HashMap::new();
+            let mut m: HashMap<FileId, Vec<(PathText, u64)>> = HashMap::new();
+            let mut name = |id: FileId, paths: &[&PathText], seq: u64| {
+                m.entry(id)
+                    .or_default()
+                    .extend(paths.iter().map(|p| ((*p).clone(), seq)));
+            };
             for e in &self.entries {
                 if let Some(id) = inode(&e.op) {
-                    m.entry(id)
-                        .or_default()
-                        .extend(e.op.paths().into_iter().cloned());
+                    name(id, &e.op.paths(), e.seq);
                 }
                 // A rename names the inode it moves at both ends: another link of a deleted
                 // file may be there now (`ln g y; mv g z; rm y` keeps y by copy, z is g).
                 match &e.op {
-                    Op::Renamed { from, to, src, .. } => {
-                        m.entry(*src)
-                            .or_default()
-                            .extend([from.clone(), to.clone()]);
-                    }
+                    Op::Renamed { from, to, src, .. } => name(*src, &[from, to], e.seq),
                     Op::Exchanged {
                         from,
                         to,
@@ -313,9 +318,8 @@ impl Journal {
                         to_id,
                         ..
                     } => {
-                        for id in [from_id, to_id] {
-                            m.entry(*id).or_default().extend([from.clone(), to.clone()]);
-                        }
+                        name(*from_id, &[from, to], e.seq);
+                        name(*to_id, &[from, to], e.seq);
                     }
                     _ => {}
                 }
@@ -323,8 +327,41 @@ impl Journal {
             m
         });
         let cands = names.get(&orig).cloned().unwrap_or_default();
+        let moves = a.moves.get_or_insert_with(|| {
+            self.entries
+                .iter()
+                .filter_map(|e| match &e.op {
+                    Op::Renamed { from, to, .. } => Some((e.seq, from.clone(), to.clone(), false)),
+                    Op::Exchanged { from, to, .. } => Some((e.seq, from.clone(), to.clone(), true)),
+                    _ => None,
+                })
+                .collect()
+        });
+        // Where each name is now: every entry newer than `upto` is undone already, so the
+        // renames of a directory above it between its entry and `upto` still stand.
+        let now_at = |path: &PathText, since: u64| -> PathText {
+            let mut cur = p(path).to_path_buf();
+            for (seq, from, to, exchange) in moves.iter() {
+                if *seq <= since || *seq >= upto {
+                    continue;
+                }
+                let above = |dir: &PathText, cur: &Path| {
+                    cur.strip_prefix(p(dir))
+                        .ok()
+                        .filter(|rest| !rest.as_os_str().is_empty())
+                        .map(Path::to_path_buf)
+                };
+                if let Some(rest) = above(from, &cur) {
+                    cur = p(to).join(rest);
+                } else if let Some(rest) = above(to, &cur).filter(|_| *exchange) {
+                    cur = p(from).join(rest);
+                }
+            }
+            PathText::from(cur)
+        };
         cands
             .into_iter()
+            .map(|(c, since)| now_at(&c, since))
             .find(|c| holds(c, orig))
             .map(|c| (c, orig))
     }
@@ -369,14 +406,20 @@ impl Journal {
         };
         if object.id() != orig && object.kind != Kind::Dir {
             // A copy: a name of the same inode may be back already; hard links stay links.
-            if let Some((alias, id)) = self.alias_of(orig, rel, oname, a) {
+            if let Some((alias, id)) = self.alias_of(orig, rel, oname, seq, a) {
                 self.append_step(Op::Created {
                     path: rel.clone(),
                     id: Some(id),
                     obj: None,
                 })?;
                 let (adir, aname) = self.parent(&alias).map_err(fail("open", &alias))?;
-                return fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(taken);
+                fsops::link_at(adir.as_fd(), &aname, dir, &name).map_err(taken)?;
+                if id != orig {
+                    // Linked to a copy restored earlier: an older entry that names the inode
+                    // (a rename of this name, undone next) finds the copy.
+                    a.copies.record(seq, id);
+                }
+                return Ok(());
             }
         }
         if self.header.mode != StoreMode::Copy {
