@@ -137,6 +137,31 @@ impl<'a> Prober<'a> {
     }
 }
 
+/// Why a path is not as the seal recorded it, for the check before a rollback (`None`: the
+/// same as far as guard can tell). `then`: the seal's record, absent for a path hidden from
+/// guard when the run ended; `now`: `None` for one hidden now (see
+/// [`Prober::print_unless_hidden`]). Hidden then and now is as it was; hidden on one side only
+/// changed since.
+fn changed(
+    then: Option<&Option<Print>>,
+    now: Option<Option<Print>>,
+    dir_only: bool,
+) -> Option<String> {
+    match (then, now) {
+        (Some(then), Some(now)) => {
+            differs(then, &now, dir_only).map(|why| format!("{why} since the run left it"))
+        }
+        (None, None) => None,
+        (None, Some(_)) => Some(
+            "revealed since the run left it (a directory on the way gained search permission)"
+                .into(),
+        ),
+        (Some(_), None) => Some(
+            "hidden since the run left it (a directory on the way lost search permission)".into(),
+        ),
+    }
+}
+
 /// Why `now` is not what `then` was (`None`: the same). `dir_only`: compare type and inode.
 fn differs(then: &Option<Print>, now: &Option<Print>, dir_only: bool) -> Option<&'static str> {
     match (then, now) {
@@ -305,34 +330,10 @@ impl Journal {
                 out.refuse.push(c);
             }
         };
-        // A path hidden from guard when the run ended (not in the seal) and now is as it was
-        // for all guard can tell; one that could be looked at then and cannot now, or the
-        // other way round, changed since.
-        let hidden = |then_known: bool, now_known: bool| {
-            (then_known != now_known).then(|| {
-                format!(
-                    "{} since the run left it (a directory on the way {} search permission)",
-                    if now_known { "revealed" } else { "hidden" },
-                    if now_known { "gained" } else { "lost" },
-                )
-            })
-        };
         for rel in &paths {
             let now = probe.print_unless_hidden(rel)?;
-            let Some(then) = sealed.get(rel) else {
-                if let Some(why) = hidden(false, now.is_some()) {
-                    note(self, rel, why);
-                }
-                continue;
-            };
-            let Some(now) = now else {
-                if let Some(why) = hidden(true, false) {
-                    note(self, rel, why);
-                }
-                continue;
-            };
-            if let Some(why) = differs(then, &now, false) {
-                note(self, rel, format!("{why} since the run left it"));
+            if let Some(why) = changed(sealed.get(rel), now, false) {
+                note(self, rel, why);
             }
         }
         let dirs: BTreeSet<PathText> = paths
@@ -342,14 +343,8 @@ impl Journal {
             .collect();
         for d in &dirs {
             let now = probe.print_unless_hidden(d)?;
-            let (Some(then), Some(now)) = (sealed_dirs.get(d), &now) else {
-                if let Some(why) = hidden(sealed_dirs.contains_key(d), now.is_some()) {
-                    note(self, d, format!("directory {why}"));
-                }
-                continue;
-            };
-            if let Some(why) = differs(then, now, true) {
-                note(self, d, format!("directory {why} since the run left it"));
+            if let Some(why) = changed(sealed_dirs.get(d), now, true) {
+                note(self, d, format!("directory {why}"));
             }
         }
         // A directory the run created holds only what the journal knows of (or excluded

@@ -16,7 +16,7 @@ use crate::audit;
 use crate::policy::{self, Action, Builtin, Op, Policy, RuleId, Verdict};
 
 use super::names;
-use super::resolve::{Act, Resolved};
+use super::resolve::Resolved;
 use super::{lock, Core, Judged};
 
 /// The policy in force and the verdict on `judged`.
@@ -70,7 +70,12 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     if verdict.action == Action::Deny {
         // A refusal of a call the kernel fails anyway gets the kernel's own answer, not a
         // refusal (nothing is explained to the caller): see `names`.
-        if let Some((errno, reason)) = kernel_first(&verdict, &r.act) {
+        let answer = names::kernel_first(
+            &verdict.rule.to_string(),
+            names::before_landlock(&r.act),
+            || names::fails_anyway(&r.act),
+        );
+        if let Some((errno, reason)) = answer {
             verdict.errno = errno;
             verdict.reason = Some(reason);
             verdict.rule = RuleId::Builtin(Builtin::Resolve);
@@ -83,25 +88,6 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         }
     }
     (policy, verdict)
-}
-
-/// The kernel's errno for a call `verdict` refuses, where the kernel fails it anyway, with the
-/// audit's reason: at the write-root boundary only what the kernel answers before Landlock
-/// would be asked, for the rules guard alone enforces what it answers before the change too.
-fn kernel_first(verdict: &Verdict, act: &Act) -> Option<(i32, String)> {
-    if verdict.rule == RuleId::Builtin(Builtin::WriteRoots) {
-        let errno = names::before_landlock(act)?;
-        return Some((
-            errno,
-            "the kernel answers before the write-root boundary".into(),
-        ));
-    }
-    let errno = names::before_landlock(act).or_else(|| names::fails_anyway(act))?;
-    let reason = format!(
-        "the kernel fails the call anyway, so rule {} has nothing to refuse",
-        verdict.rule
-    );
-    Some((errno, reason))
 }
 
 fn policy_in_force(core: &Core) -> Arc<Policy> {

@@ -189,6 +189,31 @@ pub fn before_landlock(act: &Act) -> Option<i32> {
     }
 }
 
+/// The kernel's own answer, with the audit's reason, to a call the policy refuses under rule
+/// `rule` (its audit id) where the kernel fails it anyway (see the module doc): at the
+/// write-root boundary only `before` ([`before_landlock`]), for a rule guard alone enforces
+/// `before` or else `anyway()` ([`fails_anyway`], which reads the directory, so it is asked
+/// last). The supervisor's judge stage and `guard explain` both answer with it.
+pub fn kernel_first(
+    rule: &str,
+    before: Option<i32>,
+    anyway: impl FnOnce() -> Option<i32>,
+) -> Option<(i32, String)> {
+    if rule == crate::policy::Builtin::WriteRoots.as_str() {
+        return before.map(|errno| {
+            (
+                errno,
+                "the kernel answers before the write-root boundary".into(),
+            )
+        });
+    }
+    let errno = before.or_else(anyway)?;
+    Some((
+        errno,
+        format!("the kernel fails the call anyway, so rule {rule} has nothing to refuse"),
+    ))
+}
+
 /// The errno the kernel gives `act` after its permission checks when `act` would fail anyway
 /// (see the module doc): ENOTEMPTY for the removal of a directory that holds an entry, when
 /// the caller may write and search its parent (the kernel checks that first, EACCES) and no

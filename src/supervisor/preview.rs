@@ -10,6 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::names;
+pub use super::names::kernel_first;
 use super::resolve::Act;
 use super::target::{self, Kind, Last, Target};
 

@@ -30,7 +30,8 @@ use crate::confine::features::{self, Features};
 use crate::confine::landlock::{self, FsGrant, Need};
 use crate::confine::seccomp::{self, FilterSpec};
 use crate::policy::{self, Action, Policy, Reaction, Request, Situation, Vars};
-use crate::supervisor::preview::ChangeView;
+
+use crate::supervisor::preview::{self, ChangeView};
 
 use super::{Profiles, RunError};
 
@@ -340,23 +341,16 @@ impl Explainer {
         if policy::decide(&self.policy, req).action != Action::Deny {
             return false;
         }
-        let rule = std::mem::take(&mut e.rule);
-        let at_boundary = rule == policy::Builtin::WriteRoots.as_str();
-        let (errno, when, reason) = match (change.before_landlock, change.fails_anyway) {
-            (Some(errno), _) if at_boundary => (
-                errno,
-                "first, before the write-root boundary is reached".to_string(),
-                "the kernel answers before the write-root boundary".to_string(),
-            ),
-            (Some(errno), _) | (None, Some(errno)) if !at_boundary => (
-                errno,
-                format!("anyway, so rule {rule} has nothing to refuse"),
-                format!("the kernel fails the call anyway, so rule {rule} has nothing to refuse"),
-            ),
-            _ => {
-                e.rule = rule;
-                return false;
-            }
+        let at_boundary = e.rule == policy::Builtin::WriteRoots.as_str();
+        let Some((errno, reason)) =
+            preview::kernel_first(&e.rule, change.before_landlock, || change.fails_anyway)
+        else {
+            return false;
+        };
+        let when = if at_boundary {
+            "first, before the write-root boundary is reached".to_string()
+        } else {
+            format!("anyway, so rule {} has nothing to refuse", e.rule)
         };
         e.steps.push(Step {
             layer: Layer::Kernel,
