@@ -30,7 +30,7 @@
 //! it leads). A path left to its permissions follows them: one whose permissions are opened
 //! during the run becomes readable.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -120,17 +120,18 @@ impl Hidden {
         let set = PathSet::lenient(&trimmed);
         let mut expand = HashSet::new();
         let mut left_to_permissions = 0;
-        let mut listings = Listings::new();
+        let mut probe = Probe::new();
         for (p, trimmed) in patterns.iter().zip(&trimmed) {
             // Nothing to hide where nothing is: no root is expanded for it. (A path guard may
             // not look up is not taken for missing.)
             let a = anchor(p);
-            if std::fs::symlink_metadata(&a)
-                .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)))
-            {
-                continue;
-            }
-            if reach == Reach::ByPermissions && out_of_reach(trimmed, &a, &mut listings) {
+            let meta = match probe.anchor_meta(&a) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                    continue;
+                }
+                found => found.ok(),
+            };
+            if reach == Reach::ByPermissions && probe.out_of_reach(trimmed, &a, meta) {
                 left_to_permissions += 1;
                 continue;
             }
@@ -244,61 +245,139 @@ impl Hidden {
     }
 }
 
-/// Whether nothing `pattern` (whose literal part is `anchor`) matches can be read, written or
-/// searched with this thread's credentials. A literal path is checked itself; a pattern with
-/// glob syntax in its last component only, through a listing of its directory; any other
-/// pattern is taken as reachable.
-fn out_of_reach(pattern: &str, anchor: &Path, listings: &mut Listings) -> bool {
-    if anchor.as_os_str().len() == pattern.len() {
-        return !reachable(anchor);
-    }
-    if !searchable(anchor) {
-        return !reachable(anchor);
-    }
-    let depth = |p: &Path| p.components().count();
-    if pattern.contains("**") || depth(Path::new(pattern)) != depth(anchor) + 1 {
-        return false;
-    }
-    let one = PathSet::lenient(&[pattern]);
-    // The base profile has a dozen `/dev/...` patterns: `/dev` is listed once for them all.
-    let listing = listings.entry(anchor.to_path_buf()).or_insert_with(|| {
-        std::fs::read_dir(anchor)
-            .ok()
-            .map(|l| l.flatten().map(|e| e.path()).collect())
-    });
-    let Some(entries) = listing else {
-        return false;
-    };
-    entries
-        .iter()
-        .filter(|p| one.is_match(p))
-        .all(|p| !reachable(p))
+/// What [`Hidden::new`] looks up to decide which patterns this thread can reach, each thing
+/// once: a start as an ordinary user checks some 30 paths (the shadow files, `/dev`'s disks
+/// and consoles), and each used to cost an `lstat` and three `faccessat` of its own, plus
+/// one `lstat` (and `faccessat`) for each directory above it, `/dev` and `/` again and again.
+struct Probe {
+    /// This thread's file-system uid: what permission checks and ownership compare.
+    me: u32,
+    /// The entries of each directory [`Probe::out_of_reach`] listed (`None`: it could not be
+    /// listed).
+    listings: HashMap<PathBuf, Option<Vec<PathBuf>>>,
+    /// The `lstat` of each anchor (an errno where it failed).
+    anchors: HashMap<PathBuf, Result<std::fs::Metadata, i32>>,
+    /// Whether each directory looked at is searchable.
+    searchable: HashMap<PathBuf, bool>,
+    /// Whether each directory looked at is this thread's and not searchable (it may open it).
+    opens_up: HashMap<PathBuf, bool>,
 }
 
-/// The entries of each directory [`out_of_reach`] listed (`None`: it could not be listed).
-type Listings = std::collections::HashMap<PathBuf, Option<Vec<PathBuf>>>;
+impl Probe {
+    fn new() -> Probe {
+        Probe {
+            me: crate::sys::creds::setfsuid(u32::MAX),
+            listings: HashMap::new(),
+            anchors: HashMap::new(),
+            searchable: HashMap::new(),
+            opens_up: HashMap::new(),
+        }
+    }
 
-/// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`: its
-/// effective credentials, ACLs included), or could come to: it owns `path` (and may change
-/// its mode), or owns a directory above it that it may not search (and may open that).
-fn reachable(path: &Path) -> bool {
-    use nix::unistd::AccessFlags;
-    use std::os::unix::fs::MetadataExt as _;
-    // The file-system uid is what permission checks and ownership compare.
-    let me = crate::sys::creds::setfsuid(u32::MAX);
-    let mine = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me);
-    mine(path)
-        || [AccessFlags::R_OK, AccessFlags::W_OK, AccessFlags::X_OK]
-            .into_iter()
-            .any(|mode| access(path, mode))
-        || path
-            .ancestors()
-            .skip(1)
-            .any(|dir| mine(dir) && !searchable(dir))
-}
+    /// `lstat` of the anchor `path`, read once for the patterns that share it (`/dev` for a
+    /// dozen of the base profile's).
+    fn anchor_meta(&mut self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        self.anchors
+            .entry(path.to_path_buf())
+            .or_insert_with(|| {
+                std::fs::symlink_metadata(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+            })
+            .clone()
+            .map_err(std::io::Error::from_raw_os_error)
+    }
 
-fn searchable(dir: &Path) -> bool {
-    access(dir, nix::unistd::AccessFlags::X_OK)
+    /// `lstat` of `path`.
+    fn meta(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        std::fs::symlink_metadata(path)
+    }
+
+    /// Whether nothing `pattern` (whose literal part is `anchor`, whose `lstat` is `meta`)
+    /// matches can be read, written or searched with this thread's credentials. A literal
+    /// path is checked itself; a pattern with glob syntax in its last component only, through
+    /// a listing of its directory; any other pattern is taken as reachable.
+    fn out_of_reach(
+        &mut self,
+        pattern: &str,
+        anchor: &Path,
+        meta: Option<std::fs::Metadata>,
+    ) -> bool {
+        if anchor.as_os_str().len() == pattern.len() || !self.searchable(anchor) {
+            return !self.reachable(anchor, meta.as_ref());
+        }
+        let depth = |p: &Path| p.components().count();
+        if pattern.contains("**") || depth(Path::new(pattern)) != depth(anchor) + 1 {
+            return false;
+        }
+        let one = PathSet::lenient(&[pattern]);
+        // The base profile has a dozen `/dev/...` patterns: `/dev` is listed once for them all.
+        let listing = self.listings.remove(anchor).unwrap_or_else(|| {
+            std::fs::read_dir(anchor)
+                .ok()
+                .map(|l| l.flatten().map(|e| e.path()).collect())
+        });
+        let out = listing.as_ref().is_some_and(|entries| {
+            entries
+                .iter()
+                .filter(|p| one.is_match(p))
+                .all(|p| !self.reachable(p, None))
+        });
+        self.listings.insert(anchor.to_path_buf(), listing);
+        out
+    }
+
+    /// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`:
+    /// its effective credentials, ACLs included), or could come to: it owns `path` (and may
+    /// change its mode), or owns a directory above it that it may not search (and may open
+    /// that). `meta` is `path`'s `lstat`, when it was read.
+    ///
+    /// A right that neither the group nor the other bits of the mode hold is no one's but
+    /// the owner's, ACLs included (an ACL's named entries and the owning group are capped by
+    /// its mask, which the group bits are), so it is not asked for: this thread holds no
+    /// capability ([`Reach::ByPermissions`]) and is not the owner.
+    fn reachable(&mut self, path: &Path, meta: Option<&std::fs::Metadata>) -> bool {
+        use nix::unistd::AccessFlags;
+        use std::os::unix::fs::MetadataExt as _;
+        let looked;
+        let meta = match meta {
+            Some(m) => Some(m),
+            None => {
+                looked = self.meta(path).ok();
+                looked.as_ref()
+            }
+        };
+        if meta.is_some_and(|m| m.uid() == self.me) {
+            return true;
+        }
+        // For a symlink (its own mode is 0777) every right is asked, through it.
+        let may = |bit: u32| meta.is_none_or(|m| m.mode() & (bit * 0o11) != 0);
+        [
+            (AccessFlags::R_OK, 4),
+            (AccessFlags::W_OK, 2),
+            (AccessFlags::X_OK, 1),
+        ]
+        .into_iter()
+        .any(|(mode, bit)| may(bit) && access(path, mode))
+            || path.ancestors().skip(1).any(|dir| self.opens_up(dir))
+    }
+
+    fn searchable(&mut self, dir: &Path) -> bool {
+        if let Some(&known) = self.searchable.get(dir) {
+            return known;
+        }
+        let known = access(dir, nix::unistd::AccessFlags::X_OK);
+        self.searchable.insert(dir.to_path_buf(), known);
+        known
+    }
+
+    fn opens_up(&mut self, dir: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Some(&known) = self.opens_up.get(dir) {
+            return known;
+        }
+        let known = self.meta(dir).is_ok_and(|m| m.uid() == self.me) && !self.searchable(dir);
+        self.opens_up.insert(dir.to_path_buf(), known);
+        known
+    }
 }
 
 fn access(path: &Path, mode: nix::unistd::AccessFlags) -> bool {
@@ -429,12 +508,23 @@ mod tests {
             ("mine", 0o600, true),
             ("mine-000", 0o000, true),
             ("locked/inner", 0o644, false),
+            // Root's, each with one right for its group (nobody's) or for others only: a
+            // right in the group or other bits is asked for, whichever it is.
+            ("group-w", 0o020, false),
+            ("group-x", 0o010, false),
+            ("other-r", 0o004, false),
+            ("other-x", 0o001, false),
+            // Root's, rights for the owner only: no one else's, not asked for.
+            ("owner-only", 0o700, false),
         ] {
             let p = etc.join(f);
             std::fs::write(&p, "x").expect("write");
             mode(&p, m);
             if nobodys {
                 std::os::unix::fs::chown(&p, Some(NOBODY), None).expect("chown");
+            }
+            if f.starts_with("group-") {
+                std::os::unix::fs::chown(&p, None, Some(NOBODY)).expect("chgrp");
             }
         }
         // A directory nobody owns but may not search: nobody may open it up.
@@ -471,7 +561,17 @@ mod tests {
             assert!(hide.hides(&etc.join("shadow")));
             // What nobody can read, owns, or can open up by a mode it may change: hidden by
             // Landlock, and the expansion leaves out the other pattern's match as well.
-            for reachable in ["mine", "mine-000", "locked/inner"] {
+            let hide = Hidden::new(&patterns(&["owner-only"]), Reach::ByPermissions);
+            assert_eq!(hide.left_to_permissions, 1, "owner-only");
+            for reachable in [
+                "mine",
+                "mine-000",
+                "locked/inner",
+                "group-w",
+                "group-x",
+                "other-r",
+                "other-x",
+            ] {
                 let hide = Hidden::new(&patterns(&["shadow", reachable]), Reach::ByPermissions);
                 assert_eq!(hide.left_to_permissions, 1, "{reachable}");
                 let (_, out) = granted(&hide, &etc, read);
