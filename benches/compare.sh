@@ -526,24 +526,38 @@ ADD_UNLINK_STRACE=n/a
 avail strace && ADD_UNLINK_STRACE=$(added unlink-missing strace)
 
 # What the supervisor does per judged call: strace -c over guard and the loop (2000 calls of
-# unlink-missing); the loop itself only makes the unlinkat calls, the rest is guard's.
+# unlink-missing); the loop itself only makes the unlinkat calls, the rest is guard's. A second
+# run of one call (11 with the warm-up) counts what a run costs whatever it does (start,
+# threads, end): the difference of the two, per call, is what each judged call adds.
 SYSC_MD="$WORK/syscalls.md"
 if avail strace; then
     log "system calls per judged call (strace -f -c)"
     # GUARD_KEEP_RUNS: no pruning of older runs (and their stores) inside the counted run.
-    (cd "$WS" && GUARD_KEEP_RUNS=1000 strace -f -c -o "$RAW/strace-c.txt" "$GUARD" exec -w "$WS" -- \
-        ./guard-callloop unlink-missing 2000 >/dev/null)
+    for n in 2000 1; do
+        (cd "$WS" && GUARD_KEEP_RUNS=1000 strace -f -c -o "$RAW/strace-c-$n.txt" "$GUARD" exec -w "$WS" -- \
+            ./guard-callloop unlink-missing "$n" >/dev/null)
+    done
+    cp "$RAW/strace-c-2000.txt" "$RAW/strace-c.txt"
     {
-        echo "| system call | calls per judged unlinkat | of which failed |"
-        echo "|---|---:|---:|"
-        awk '$1 ~ /^[0-9.]+$/ && NF >= 5 {
-                name = $NF; calls = $4; errs = (NF == 6) ? $5 : 0
-                if (calls / 2100 >= 0.3) printf "| %s | %.2f | %.2f |\n", name, calls / 2100, errs / 2100
-            }' "$RAW/strace-c.txt"
-        # The supervisor's own: the rows above less the loop's own unlinkat and the total.
-        awk '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" && $NF != "unlinkat" {
-                if ($4 / 2100 >= 0.3) own += $4 / 2100
-            } END { printf "| the supervisor'"'"'s own (the rows above but `unlinkat`, the loop'"'"'s call, and the total) | %.2f | |\n", own }' "$RAW/strace-c.txt"
+        echo "| system call | calls per judged unlinkat (whole run / 2100) | of which failed | added per judged call ((2100-call run - 11-call run) / 2089) |"
+        echo "|---|---:|---:|---:|"
+        # Columns of `strace -c`: % time, seconds, usecs/call, calls, [errors,] syscall.
+        awk 'FNR == 1 { file++ }
+             $1 ~ /^[0-9.]+$/ && NF >= 5 {
+                name = $NF; calls[file, name] = $4; errs[file, name] = (NF == 6) ? $5 : 0
+                if (file == 1) order[++n] = name
+             }
+             END {
+                for (i = 1; i <= n; i++) {
+                    name = order[i]
+                    if (calls[1, name] / 2100 < 0.3) continue
+                    added = (calls[1, name] - calls[2, name]) / 2089
+                    printf "| %s | %.2f | %.2f | %.3f |\n", name, calls[1, name] / 2100, errs[1, name] / 2100, added
+                    # The supervisor'"'"'s own: the rows above less the loop'"'"'s own unlinkat and the total.
+                    if (name != "total" && name != "unlinkat") { own += calls[1, name] / 2100; own_added += added }
+                }
+                printf "| the supervisor'"'"'s own (the rows above but `unlinkat`, the loop'"'"'s call, and the total) | %.2f | | %.3f |\n", own, own_added
+             }' "$RAW/strace-c-2000.txt" "$RAW/strace-c-1.txt"
     } >"$SYSC_MD"
 else
     echo "Skipped: strace not available: ${NA[strace]}." >"$SYSC_MD"
@@ -851,7 +865,10 @@ with it.
 The supervisor's system calls per judged \`unlinkat\` (\`strace -f -c\` over guard running
 \`guard-callloop unlink-missing 2000\`, i.e. 2100 judged calls with the warm-up; calls under 0.3
 per judged call left out; \`futex\` and \`write\` include the audit writer thread; strace itself
-slows everything, so only the counts matter):
+slows everything, so only the counts matter). The first column divides the whole run's calls,
+its start and end included, by the judged calls; the last subtracts a run of the same command
+with one call (\`unlink-missing 1\`, 11 judged calls with its warm-up) and divides by the 2089
+calls between them, which leaves what each judged call adds:
 
 $(cat "$SYSC_MD")
 
