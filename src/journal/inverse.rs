@@ -40,6 +40,38 @@ impl Journal {
         }
     }
 
+    /// Makes the directory the entry at `seq` removed (an `rmdir`, or a rename over it) again
+    /// at `path` with its metadata `st`, unless a directory stands there (what else stands
+    /// there is moved out of the way first, if the rollback may, with `why` in the conflict
+    /// otherwise). The directory there is a new inode: an older entry that names the removed
+    /// one (a rename of it, undone later in this rollback) finds this one.
+    fn remake_dir(
+        &mut self,
+        path: &PathText,
+        st: &Stat,
+        seq: u64,
+        why: &str,
+        a: &mut Apply,
+    ) -> Step {
+        match self.stat_rel(path).map_err(fail("inspect", path))? {
+            Some(now) if now.kind == Kind::Dir => {
+                a.copies.record(seq, now.id());
+                return Ok(());
+            }
+            Some(_) => {
+                self.clear_way(path, a, why)?;
+                self.make_dir(path, Some(st), a)?;
+            }
+            None => self.make_dir(path, Some(st), a)?,
+        }
+        let made = self
+            .stat_rel(path)
+            .map_err(fail("inspect", path))?
+            .ok_or_else(|| format!("{} vanished", path.display()))?;
+        a.copies.record(seq, made.id());
+        Ok(())
+    }
+
     /// Undoes entry `e` (journaled), if the state shows it is still in effect.
     pub(crate) fn undo_step(&mut self, e: &Entry, a: &mut Apply) -> Step {
         match &e.op {
@@ -98,25 +130,7 @@ impl Journal {
             // Nothing was kept: the file's `created` entry, undone next, removes it anyway.
             Op::Dropped { .. } => Ok(()),
             Op::Rmdir { path, st } => {
-                match self.stat_rel(path).map_err(fail("inspect", path))? {
-                    Some(now) if now.kind == Kind::Dir => {
-                        a.copies.record(e.seq, now.id());
-                        return Ok(());
-                    }
-                    Some(_) => {
-                        self.clear_way(path, a, "is no longer a directory")?;
-                        self.make_dir(path, Some(st), a)?;
-                    }
-                    None => self.make_dir(path, Some(st), a)?,
-                }
-                // The directory is a new inode: an older entry that names the removed one (a
-                // rename of it, undone later in this rollback) finds this one.
-                let made = self
-                    .stat_rel(path)
-                    .map_err(fail("inspect", path))?
-                    .ok_or_else(|| format!("{} vanished", path.display()))?;
-                a.copies.record(e.seq, made.id());
-                Ok(())
+                self.remake_dir(path, st, e.seq, "is no longer a directory", a)
             }
             Op::Renamed {
                 from,
@@ -154,13 +168,7 @@ impl Journal {
                 }
                 match replaced {
                     Some(r) if r.kind == Kind::Dir => {
-                        match self.stat_rel(to).map_err(fail("inspect", to))? {
-                            Some(now) if now.kind == Kind::Dir => Ok(()),
-                            _ => {
-                                self.clear_way(to, a, "exists again")?;
-                                self.make_dir(to, Some(r), a)
-                            }
-                        }
+                        self.remake_dir(to, r, e.seq, "exists again", a)
                     }
                     Some(r) => self.restore(e.seq, to, r, e.seq, a),
                     None => Ok(()),

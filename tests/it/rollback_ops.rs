@@ -254,6 +254,17 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
             "ln src/keep.txt k && mkdir n && mv k n/k && rm -rf n && ln src/keep.txt l && \
              rm src/keep.txt",
         ),
+        // A rename over an empty directory removes it, and the rollback makes it again: the
+        // older rename that had moved it there finds the new one (found by a random session
+        // with `RENAME_EXCHANGE` among its operations).
+        (
+            "a directory the run moved, then replaced by a rename over it",
+            "mkdir src/e && mv src/e other/ && mkdir src/e && mv src/e other/",
+        ),
+        (
+            "an old empty directory moved, then replaced by a rename over it",
+            "mv other/empty src/ && mkdir other/empty && mv other/empty src/",
+        ),
     ];
     for unprivileged in [false, true] {
         for (what, script) in cases {
@@ -268,6 +279,7 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
             populate(&w.ws.join("src/sub"), 10, 6);
             w.write("src/keep.txt", "kept\n");
             w.write("other/o", "the other directory\n");
+            w.sh("mkdir other/empty");
             w.sh("chmod 751 src/sub; chmod 700 src/sub/deep");
             if unprivileged {
                 w.write("seed.txt", "owned by the user who runs guard\n");
@@ -308,7 +320,7 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
 /// `rng` over a small tree whose names collide often: directories made, removed, renamed into
 /// each other, into new ones and into themselves (the kernel refuses that, after the journal
 /// wrote the entry), files written, appended, copied, truncated, chmodded, symlinked, hard
-/// linked. Many fail
+/// linked, and two entries swapped (`RENAME_EXCHANGE`, through the probe: `$PROBE`). Many fail
 /// (the name is gone, the target is a directory): the session goes on, as an agent's would.
 fn random_command(rng: &mut Rng) -> String {
     const DIRS: [&str; 5] = ["a", "a/b", "c", "c/d", "e"];
@@ -330,7 +342,7 @@ fn random_command(rng: &mut Rng) -> String {
         pick(rng, &FILES)
     };
     let n = rng.below(1000);
-    match rng.below(14) {
+    match rng.below(15) {
         0 => format!("mkdir -p {target}"),
         1 => format!("rm -rf {src}"),
         2 => format!("mv {src} {target}"),
@@ -344,6 +356,10 @@ fn random_command(rng: &mut Rng) -> String {
         10 => format!("truncate -s {} {src}", n % 3),
         11 => format!("rm -f {src}"),
         12 => format!("ln {src} {target}"),
+        13 => {
+            let with = pick(rng, &[DIRS.as_slice(), FILES.as_slice()].concat());
+            format!("$PROBE exchange {src} {with}")
+        }
         _ => format!("mkdir {target} && mv {src} {target}/ && rm -rf {target}"),
     }
 }
@@ -378,7 +394,7 @@ fn random_shell_sessions_roll_back_exactly() {
         let script: Vec<String> = (0..40)
             .map(|_| format!("{} 2>/dev/null", random_command(&mut rng)))
             .collect();
-        let script = format!("{}\ntrue", script.join("\n"));
+        let script = format!("{}\ntrue", script.join("\n")).replace("$PROBE", &w.probe());
         w.exec(&["agent", &profile])
             .run(&["sh", "-c", &script])
             .expect_code(0);
