@@ -23,6 +23,10 @@ use super::log::{FileId, Kind, Op, Stat};
 use super::report::Conflict;
 use crate::audit::PathText;
 
+/// How many places [`Journal::alias_of`] looks for one name of an inode at most (each rename
+/// of a directory above it that the kernel may have refused doubles them).
+const MAX_ALIAS_PATHS: usize = 16;
+
 /// A step that could not be done: the rollback stops and is reverted.
 pub(crate) type Step = Result<(), String>;
 
@@ -337,10 +341,13 @@ impl Journal {
                 })
                 .collect()
         });
-        // Where each name is now: every entry newer than `upto` is undone already, so the
-        // renames of a directory above it between its entry and `upto` still stand.
-        let now_at = |path: &PathText, since: u64| -> PathText {
-            let mut cur = p(path).to_path_buf();
+        // Where each name may be now: every entry newer than `upto` is undone already, so the
+        // renames of a directory above it between its entry and `upto` still stand, unless
+        // the kernel refused one (`mv a a/b/`: journaled before the call, it moved nothing).
+        // Which did is not written down, so the name is looked for both ways at each such
+        // rename (a few at most; `holds` tells the right one by identity and content).
+        let now_at = |path: &PathText, since: u64| -> Vec<PathText> {
+            let mut paths = vec![p(path).to_path_buf()];
             for (seq, from, to, exchange) in moves.iter() {
                 if *seq <= since || *seq >= upto {
                     continue;
@@ -351,17 +358,30 @@ impl Journal {
                         .filter(|rest| !rest.as_os_str().is_empty())
                         .map(Path::to_path_buf)
                 };
-                if let Some(rest) = above(from, &cur) {
-                    cur = p(to).join(rest);
-                } else if let Some(rest) = above(to, &cur).filter(|_| *exchange) {
-                    cur = p(from).join(rest);
+                let moved: Vec<PathBuf> = paths
+                    .iter()
+                    .filter_map(|cur| {
+                        if let Some(rest) = above(from, cur) {
+                            Some(p(to).join(rest))
+                        } else {
+                            above(to, cur)
+                                .filter(|_| *exchange)
+                                .map(|rest| p(from).join(rest))
+                        }
+                    })
+                    .collect();
+                for m in moved {
+                    if paths.len() < MAX_ALIAS_PATHS && !paths.contains(&m) {
+                        // The rename that happened is the likelier: looked at first.
+                        paths.insert(0, m);
+                    }
                 }
             }
-            PathText::from(cur)
+            paths.into_iter().map(PathText::from).collect()
         };
         cands
             .into_iter()
-            .map(|(c, since)| now_at(&c, since))
+            .flat_map(|(c, since)| now_at(&c, since))
             .find(|c| holds(c, orig))
             .map(|c| (c, orig))
     }

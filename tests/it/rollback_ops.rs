@@ -249,6 +249,12 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
             "a hard link deleted after the other name's directory was renamed",
             "ln src/keep.txt y && mv src/keep.txt src/k2 && mv src s3 && rm y",
         ),
+        // The same when the kernel refused a rename of that directory (into itself): the
+        // journal wrote it before the call, and the other name never moved.
+        (
+            "a hard link deleted after a refused rename of the other name's directory",
+            "ln src/keep.txt y && mv y other/y2 && { mv other other/ 2>/dev/null; rm -rf src; }",
+        ),
         (
             "two names of one file deleted, one renamed into a directory removed",
             "ln src/keep.txt k && mkdir n && mv k n/k && rm -rf n && ln src/keep.txt l && \
