@@ -326,7 +326,9 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
 /// `rng` over a small tree whose names collide often: directories made, removed, renamed into
 /// each other, into new ones and into themselves (the kernel refuses that, after the journal
 /// wrote the entry), files written, appended, copied, truncated, chmodded, symlinked, hard
-/// linked, and two entries swapped (`RENAME_EXCHANGE`, through the probe: `$PROBE`). Many fail
+/// linked, and two entries swapped (`RENAME_EXCHANGE`, through the probe: `$PROBE`), files
+/// edited in place (`sed -i`, `dd conv=notrunc`), their times set, trees copied with `cp -a`.
+/// Many fail
 /// (the name is gone, the target is a directory): the session goes on, as an agent's would.
 fn random_command(rng: &mut Rng) -> String {
     const DIRS: [&str; 5] = ["a", "a/b", "c", "c/d", "e"];
@@ -348,7 +350,7 @@ fn random_command(rng: &mut Rng) -> String {
         pick(rng, &FILES)
     };
     let n = rng.below(1000);
-    match rng.below(15) {
+    match rng.below(20) {
         0 => format!("mkdir -p {target}"),
         1 => format!("rm -rf {src}"),
         2 => format!("mv {src} {target}"),
@@ -366,6 +368,14 @@ fn random_command(rng: &mut Rng) -> String {
             let with = pick(rng, &[DIRS.as_slice(), FILES.as_slice()].concat());
             format!("$PROBE exchange {src} {with}")
         }
+        14 => format!("touch -d 2001-01-0{} {src}", 1 + n % 9),
+        15 => format!("sed -i s/f/F/ {src}"),
+        16 => format!(
+            "dd of={src} conv=notrunc bs=1 seek={} count=1 if=/dev/zero",
+            n % 4
+        ),
+        17 => format!("cp -a {src} {target}"),
+        18 => format!("mv -T {src} {target}"),
         _ => format!("mkdir {target} && mv {src} {target}/ && rm -rf {target}"),
     }
 }
