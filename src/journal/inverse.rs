@@ -53,22 +53,29 @@ impl Journal {
         why: &str,
         a: &mut Apply,
     ) -> Step {
-        match self.stat_rel(path).map_err(fail("inspect", path))? {
-            Some(now) if now.kind == Kind::Dir => {
-                a.copies.record(seq, now.id());
-                return Ok(());
-            }
-            Some(_) => {
-                self.clear_way(path, a, why)?;
+        let made = match self.stat_rel(path).map_err(fail("inspect", path))? {
+            Some(now) if now.kind == Kind::Dir => now,
+            other => {
+                if other.is_some() {
+                    self.clear_way(path, a, why)?;
+                }
                 self.make_dir(path, Some(st), a)?;
+                self.stat_rel(path)
+                    .map_err(fail("inspect", path))?
+                    .ok_or_else(|| format!("{} vanished", path.display()))?
             }
-            None => self.make_dir(path, Some(st), a)?,
-        }
-        let made = self
-            .stat_rel(path)
-            .map_err(fail("inspect", path))?
-            .ok_or_else(|| format!("{} vanished", path.display()))?;
+        };
         a.copies.record(seq, made.id());
+        // Written down too: a later rollback of the same run (this one restored a checkpoint,
+        // that one an older one) reads the log, not this rollback's memory, to follow the
+        // removed directory to this one.
+        if made.id() != st.id() {
+            self.append_step(Op::Copied {
+                from: st.id(),
+                to: made.id(),
+                stored: seq,
+            })?;
+        }
         Ok(())
     }
 

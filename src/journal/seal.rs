@@ -343,7 +343,11 @@ impl Journal {
             .collect();
         for d in &dirs {
             let now = probe.print_unless_hidden(d)?;
-            if let Some(why) = changed(sealed_dirs.get(d), now, true) {
+            // The seal lists a directory among its paths when an entry of the log names it
+            // (made, renamed, its mode changed): one the plan's entries do not name is found
+            // there, not missing (which would read as hidden when the run ended).
+            let then = sealed_dirs.get(d).or_else(|| sealed.get(d));
+            if let Some(why) = changed(then, now, true) {
                 note(self, d, format!("directory {why}"));
             }
         }
