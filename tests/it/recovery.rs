@@ -101,12 +101,7 @@ fn rollback_to_a_command_checkpoint_keeps_what_came_before_it() {
             "sh -c 'echo one > one.txt; rm -rf tree/d1'; sh -c 'echo two > two.txt; rm -rf tree/d2'",
         ])
         .expect_code(0);
-    let second = w
-        .events("checkpoint")
-        .into_iter()
-        .find(|c| c["reason"].as_str().is_some_and(|r| r.contains("two.txt")))
-        .expect("a checkpoint for the second command");
-    let id = second["id"].as_str().expect("id").to_string();
+    let id = w.checkpoint_of("two.txt");
     // What the workspace looked like when the second command started.
     let mid = Workspace::new();
     populate(&mid.ws.join("tree"), 50, 23);
@@ -141,12 +136,7 @@ fn a_rollback_to_a_checkpoint_and_an_undo_write_in_a_directory_the_log_names() {
                 "sh -c 'mkdir made; echo a > made/a'; sh -c 'echo b > made/b; mv made/a made/c'",
             ])
             .expect_code(0);
-        let second = w
-            .events("checkpoint")
-            .into_iter()
-            .find(|c| c["reason"].as_str().is_some_and(|r| r.contains("made/b")))
-            .expect("a checkpoint for the second command");
-        let id = second["id"].as_str().expect("id").to_string();
+        let id = w.checkpoint_of("made/b");
         let mid = if unprivileged {
             Workspace::unprivileged()
         } else {
@@ -214,12 +204,7 @@ fn a_rollback_to_the_start_after_one_to_a_checkpoint_finds_the_directories_it_ma
             w.exec(&["agent"])
                 .run(&["sh", "-c", &script])
                 .expect_code(0);
-            let cp = w
-                .events("checkpoint")
-                .into_iter()
-                .find(|c| c["reason"].as_str().is_some_and(|r| r.contains(second)))
-                .expect("a checkpoint for the second command");
-            let id = cp["id"].as_str().expect("id").to_string();
+            let id = w.checkpoint_of(second);
             let story = format!("{who}: `{first}`, then `{second}`");
             w.guard()
                 .args(["rollback", "--to", &id])

@@ -474,6 +474,17 @@ impl Workspace {
             .collect()
     }
 
+    /// The id of the checkpoint taken when the command whose line holds `command` started
+    /// (the first such), for `guard rollback --to`.
+    pub fn checkpoint_of(&self, command: &str) -> String {
+        let cp = self
+            .events("checkpoint")
+            .into_iter()
+            .find(|c| c["reason"].as_str().is_some_and(|r| r.contains(command)))
+            .unwrap_or_else(|| panic!("no checkpoint for a command with `{command}`"));
+        cp["id"].as_str().expect("checkpoint id").to_string()
+    }
+
     /// Write a profile file next to the workspace and return its path, for
     /// `exec(&["agent", &path])`.
     pub fn profile_file(&self, name: &str, text: &str) -> String {
