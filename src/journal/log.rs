@@ -130,8 +130,9 @@ pub(crate) enum Op {
     Sealed {
         paths: u64,
     },
-    /// The inode that entry `stored` kept in the store as `from` was put back as the copy
-    /// `to` (from a store on another filesystem, by the revert of an operation).
+    /// The inode that entry `stored` took out of the workspace as `from` is back as `to`: a
+    /// copy put back from a store on another filesystem by the revert of an operation, or a
+    /// directory that entry removed (an `rmdir`, a rename over it), made again by a rollback.
     Copied {
         from: FileId,
         to: FileId,
