@@ -286,11 +286,6 @@ impl Probe {
             .map_err(std::io::Error::from_raw_os_error)
     }
 
-    /// `lstat` of `path`.
-    fn meta(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
-        std::fs::symlink_metadata(path)
-    }
-
     /// Whether nothing `pattern` (whose literal part is `anchor`, whose `lstat` is `meta`)
     /// matches can be read, written or searched with this thread's credentials. A literal
     /// path is checked itself; a pattern with glob syntax in its last component only, through
@@ -341,7 +336,7 @@ impl Probe {
         let meta = match meta {
             Some(m) => Some(m),
             None => {
-                looked = self.meta(path).ok();
+                looked = std::fs::symlink_metadata(path).ok();
                 looked.as_ref()
             }
         };
@@ -374,7 +369,8 @@ impl Probe {
         if let Some(&known) = self.opens_up.get(dir) {
             return known;
         }
-        let known = self.meta(dir).is_ok_and(|m| m.uid() == self.me) && !self.searchable(dir);
+        let known = std::fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == self.me)
+            && !self.searchable(dir);
         self.opens_up.insert(dir.to_path_buf(), known);
         known
     }

@@ -30,7 +30,6 @@ use crate::confine::features::{self, Features};
 use crate::confine::landlock::{self, FsGrant, Need};
 use crate::confine::seccomp::{self, FilterSpec};
 use crate::policy::{self, Action, Policy, Reaction, Request, Situation, Vars};
-
 use crate::supervisor::preview::{self, ChangeView};
 
 use super::{Profiles, RunError};
