@@ -206,19 +206,27 @@ impl Hidden {
                 }
             }
         }
+        // What each entry is compared with, picked for this directory once.
+        let patterns = self.set.children(path);
+        let expanded: Vec<&OsStr> = self
+            .expand
+            .iter()
+            .filter(|d| d.parent() == Some(path.as_path()))
+            .filter_map(|d| d.file_name())
+            .collect();
         for (name, kind) in names {
             let kind = kind.or_else(|| kind_at(fd, &name));
             if matches!(kind, None | Some(Type::Symlink)) {
                 // Reached through its target, whose own rule (or lack of one) decides.
                 continue;
             }
-            path.push(OsStr::from_bytes(&name));
-            if self.set.is_match(&*path) {
-                hidden += 1;
-            } else if kind == Some(Type::Directory)
+            let expand = kind == Some(Type::Directory)
                 && depth + 1 < MAX_DEPTH
-                && self.expand.contains(path.as_path())
-            {
+                && expanded.contains(&OsStr::from_bytes(&name));
+            path.push(OsStr::from_bytes(&name));
+            if patterns.is_match(&name, path) {
+                hidden += 1;
+            } else if expand {
                 let flags =
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
                 match openat(Some(fd), name.as_slice(), flags, Mode::empty()) {

@@ -32,6 +32,30 @@ pub struct PathSet {
     rest: Option<GlobSet>,
 }
 
+/// The patterns of a [`PathSet`] that can match an entry of one directory
+/// ([`PathSet::children`]).
+pub struct Children<'a> {
+    set: &'a PathSet,
+    /// The literal patterns naming an entry of the directory: its name.
+    names: Vec<&'a [u8]>,
+    /// The last component of each pattern without `**` whose other components match the
+    /// directory.
+    last: Vec<&'a [u8]>,
+    /// Whether some pattern (with `**`, or other syntax) is matched against the whole path.
+    whole: bool,
+}
+
+impl Children<'_> {
+    /// Whether the entry `name` (a name a listing gives: not empty, no `/`) of the directory,
+    /// at `path`, matches one of the patterns.
+    pub fn is_match(&self, name: &[u8], path: &Path) -> bool {
+        if self.whole {
+            return self.set.is_match(path);
+        }
+        self.names.contains(&name) || self.last.iter().any(|p| component_match(p, name))
+    }
+}
+
 /// A pattern of plain, `*` and `**` components: `runs` of one-component patterns, with a
 /// `**` between each two runs, before the first when `open_start`, after the last when
 /// `open_end`.
@@ -265,6 +289,51 @@ impl PathSet {
             || self.rest.as_ref().is_some_and(|r| r.is_match(path))
     }
 
+    /// The patterns that can match an entry of the directory `dir`, picked once for all of its
+    /// entries: `fs.hide` lists every entry of `/etc` and `/dev` at each start (some 250), and
+    /// matching each one's whole path against every pattern was the start's largest cost in
+    /// user space. [`Children::is_match`] answers as [`PathSet::is_match`] does for the
+    /// entry's path.
+    pub fn children(&self, dir: &Path) -> Children<'_> {
+        let dir = dir.as_os_str().as_bytes();
+        // The entry's path is `dir/name`, or `dir` + `name` for a `dir` that ends in `/`.
+        let stem = dir.strip_suffix(b"/").unwrap_or(dir);
+        let names = self
+            .literal
+            .iter()
+            .filter_map(|l| {
+                let name = l.strip_prefix(stem)?.strip_prefix(b"/")?;
+                (!name.is_empty() && !name.contains(&b'/')).then_some(name)
+            })
+            .collect();
+        let mut last = Vec::new();
+        // An entry of the empty path is `name` alone, which no component list above shows.
+        let mut whole = self.rest.is_some() || dir.is_empty();
+        with_components(stem, |comps| {
+            for split in self.split.iter().flat_map(|(_, group)| group) {
+                match (split.runs.as_slice(), split.open_start, split.open_end) {
+                    ([run], false, false) => {
+                        if let Some((name, above)) = run.split_last() {
+                            if above.len() == comps.len()
+                                && above.iter().zip(comps).all(|(p, c)| component_match(p, c))
+                            {
+                                last.push(&**name);
+                            }
+                        }
+                    }
+                    // A `**` may match any number of components: left to the whole path.
+                    _ => whole = true,
+                }
+            }
+        });
+        Children {
+            set: self,
+            names,
+            last,
+            whole,
+        }
+    }
+
     /// The set of those `patterns` that compile, for patterns the profile checked already:
     /// one that does not compile matches nothing rather than failing the whole set.
     pub fn lenient<S: AsRef<str>>(patterns: &[S]) -> PathSet {
@@ -478,6 +547,69 @@ mod tests {
         ] {
             agree(pattern, &[&deep, &shallow]);
         }
+    }
+
+    /// A directory's [`Children`] answer for each of its entries as the whole set does for the
+    /// entry's path: each pattern alone, all of them together, and the default `fs.hide`.
+    #[test]
+    fn children_of_a_directory_match_as_their_paths_do() {
+        let hide = [
+            "/etc/shadow",
+            "/etc/sudoers.d",
+            "/etc/ssh/*_key",
+            "/etc/ppp/*-secrets",
+            "/dev/sd*",
+            "/dev/vd*",
+            "/dev/mapper",
+            "/dev/vcs*",
+            "/run/secrets",
+        ];
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for path in PATHS
+            .iter()
+            .chain(&hide)
+            .chain(&["/etc/ssh/x_key", "/dev/vcsa1", "/run"])
+        {
+            // A listing's names are never empty.
+            if let Some((dir, name)) = path.rsplit_once('/').filter(|(_, n)| !n.is_empty()) {
+                let dir = if dir.is_empty() && path.starts_with('/') {
+                    "/"
+                } else {
+                    dir
+                };
+                entries.push((dir.into(), name.into()));
+            }
+        }
+        // Directories that hold nothing the patterns name, and names in them.
+        for dir in [
+            "/", "/etc", "/dev", "/etc/ssh", "/x", "/x/a", "/ws", "a", "",
+        ] {
+            for name in [
+                "shadow", "sda", "ssh", "y", ".git", "x_key", "etc", "dev", "a",
+            ] {
+                entries.push((dir.into(), name.into()));
+            }
+        }
+        let mut sets: Vec<Vec<&str>> = PATTERNS.iter().map(|p| vec![*p]).collect();
+        sets.push(PATTERNS.to_vec());
+        sets.push(hide.to_vec());
+        for patterns in &sets {
+            let set = PathSet::new(patterns).expect("compiles");
+            for (dir, name) in &entries {
+                let path = Path::new(dir).join(name);
+                assert_eq!(
+                    set.children(Path::new(dir))
+                        .is_match(name.as_bytes(), &path),
+                    set.is_match(&path),
+                    "{patterns:?}: {name:?} in {dir:?}"
+                );
+            }
+        }
+        let hidden = PathSet::new(&hide).expect("compiles");
+        assert!(
+            !hidden.children(Path::new("/dev")).whole,
+            "no pattern needs the whole path"
+        );
     }
 
     #[test]

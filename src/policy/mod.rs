@@ -31,7 +31,7 @@ pub use decide::decide;
 pub use diagnose::Problem;
 pub use error::PolicyError;
 pub use explain::{explain, explain_landlock_exec};
-pub use globs::PathSet;
+pub use globs::{Children, PathSet};
 pub use model::*;
 pub use net::{name_matches, NetMatcher};
 pub use paths::normalize;
