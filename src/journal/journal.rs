@@ -271,6 +271,9 @@ pub struct Journal {
     /// The directory a rollback step last worked in (steps come in runs that share one);
     /// forgotten whenever a step moves or removes a directory.
     pub(crate) last_dir: std::cell::RefCell<Option<(PathBuf, std::sync::Arc<OwnedFd>)>>,
+    /// How many times a rollback step moved or removed a directory: what was found by path
+    /// before is stale when it changed.
+    pub(crate) dir_moves: std::cell::Cell<u64>,
 }
 
 /// The open files of a journal that exists on disk.
@@ -536,6 +539,7 @@ impl Journal {
             adopted,
             checkpoint_time: None,
             last_dir: std::cell::RefCell::new(None),
+            dir_moves: std::cell::Cell::new(0),
         })
     }
 

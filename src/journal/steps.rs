@@ -9,9 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nix::dir::{Dir, Type};
 use nix::fcntl::{OFlag, RenameFlags};
 
 use super::cache;
@@ -96,6 +98,9 @@ pub(crate) struct Apply {
     /// The log's renames and exchanges (seq, from, to, exchange), built on first use: a name
     /// of an inode recorded at one seq may sit elsewhere since, under a renamed directory.
     moves: Option<Vec<(u64, PathText, PathText, bool)>>,
+    /// The workspace's non-directories by inode number (`Journal::names_by_ino`), listed on
+    /// first use, with the count of directory moves it was listed at.
+    unlogged: Option<(u64, HashMap<u64, Vec<PathText>>)>,
     /// Inodes replaced by copies, earlier and in this rollback (`ids.rs`), and directories
     /// this rollback made again.
     pub(crate) copies: Copies,
@@ -176,6 +181,49 @@ impl Journal {
     /// A directory moved or went away: open directories again from the workspace.
     pub(crate) fn forget_dirs(&self) {
         self.last_dir.borrow_mut().take();
+        self.dir_moves.set(self.dir_moves.get() + 1);
+    }
+
+    /// The workspace's non-directories by inode number, from its listings alone (no stat of
+    /// each): where the other names of a deleted hard link are when the log never names them
+    /// (a link made before the run, `cp -al`, cargo's binaries linked out of `deps/`).
+    fn names_by_ino(&self) -> HashMap<u64, Vec<PathText>> {
+        let mut found: HashMap<u64, Vec<PathText>> = HashMap::new();
+        let mut todo = vec![PathBuf::new()];
+        while let Some(rel) = todo.pop() {
+            // Opened `O_PATH` beneath the workspace, then for reading through that.
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+            let Ok(mut listing) = fsops::open_dir_beneath(self.ws(), &rel)
+                .and_then(|d| fsops::open_at(d.as_fd(), OsStr::new("."), flags, 0))
+                .and_then(|d| Ok(Dir::from(d)?))
+            else {
+                continue;
+            };
+            for entry in listing.iter().flatten() {
+                let name = OsStr::from_bytes(entry.file_name().to_bytes());
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let path = rel.join(name);
+                let dir = match entry.file_type() {
+                    Some(kind) => kind == Type::Directory,
+                    None => self
+                        .stat_rel(&PathText::from(path.clone()))
+                        .ok()
+                        .flatten()
+                        .is_some_and(|st| st.kind == Kind::Dir),
+                };
+                if dir {
+                    todo.push(path);
+                } else {
+                    found
+                        .entry(entry.ino())
+                        .or_default()
+                        .push(PathText::from(path));
+                }
+            }
+        }
+        found
     }
 
     /// What is at `rel` now; `None` when it or a directory on the way is missing.
@@ -213,6 +261,33 @@ impl Journal {
         let target = self.object_name(obj.unwrap_or(seq));
         if st.kind == Kind::Dir {
             self.forget_dirs();
+        }
+        // Another name holds the inode (a hard link a restore made to it, say): moved into the
+        // store, it would count one link more there for good. A copy is kept instead, and a
+        // restore links the name to that other one again, as the hooks do for a deletion.
+        let linked = st.kind != Kind::Dir
+            && fsops::raw_stat_at(dir.as_fd(), &name)
+                .ok()
+                .flatten()
+                .is_some_and(|raw| raw.st_nlink > 1);
+        if linked {
+            let sha256 = copy::copy_entry(
+                dir.as_fd(),
+                &name,
+                self.store().map_err(fail("open the store for", rel))?,
+                OsStr::new(&target),
+                &st,
+                self.header.fsync,
+                true,
+            )
+            .map_err(fail("keep", rel))?;
+            self.append_step(Op::Deleted {
+                path: rel.clone(),
+                st,
+                sha256,
+                obj,
+            })?;
+            return fsops::unlink_at(dir.as_fd(), &name, false).map_err(fail("remove", rel));
         }
         self.append_step(Op::Deleted {
             path: rel.clone(),
@@ -379,11 +454,36 @@ impl Journal {
             }
             paths.into_iter().map(PathText::from).collect()
         };
-        cands
+        if let Some(c) = cands
             .into_iter()
             .flat_map(|(c, since)| now_at(&c, since))
             .find(|c| holds(c, orig))
-            .map(|c| (c, orig))
+        {
+            return Some((c, orig));
+        }
+        // A name the log does not know: one the run never touched (`ln` before it). Looked
+        // up by inode number among the workspace's names, listed once, and again when a step
+        // of this rollback has moved a directory since.
+        let look = |a: &Apply| {
+            let (_, names) = a.unlogged.as_ref()?;
+            names
+                .get(&orig.ino)?
+                .iter()
+                .find(|c| holds(c, orig))
+                .cloned()
+        };
+        let stale = a
+            .unlogged
+            .as_ref()
+            .is_none_or(|(moves, _)| *moves != self.dir_moves.get());
+        if let Some(c) = look(a) {
+            return Some((c, orig));
+        }
+        if stale {
+            a.unlogged = Some((self.dir_moves.get(), self.names_by_ino()));
+            return look(a).map(|c| (c, orig));
+        }
+        None
     }
 
     /// Puts `store/<obj>` (the entry `st` described) at `rel`, which must be free, journaled

@@ -322,6 +322,120 @@ fn directories_a_rollback_remakes_then_moves_or_removes_again_roll_back_exactly(
     before.assert_restored(&w.ws, "git worktree add, then remove");
 }
 
+/// A file with a second hard link that the run never names (made before it): deleted,
+/// replaced by a rename, or moved into a directory then removed, after a write through it or
+/// not. The rollback used to bring it back as a copy, a second file: the other name kept what
+/// the run had written, and the two names were no longer one file. Found by random sessions
+/// rolled back to a command's checkpoint (`ln c z` early, `dd of=c ...; rm -f c` after it).
+/// Now both names are one inode again, holding the content from before the run; `guard undo`
+/// gives the run's end, a second rollback the start again. As root and as an unprivileged
+/// user.
+#[test]
+fn a_deleted_hard_link_the_run_never_named_comes_back_as_that_link() {
+    let write = "printf X | dd of=c conv=notrunc bs=1 seek=2 status=none";
+    let cases = [
+        ("deleted", "rm c".to_string()),
+        ("written through, then deleted", format!("{write} && rm c")),
+        (
+            "written through, then replaced by a rename",
+            format!("{write} && echo new > x && mv x c"),
+        ),
+        (
+            "written through, moved into a directory, removed with it",
+            format!("{write} && mkdir d && mv c d/ && rm -rf d"),
+        ),
+        (
+            "deleted while the other name's directory was moved away and on",
+            "mv s s2 && rm c && mv s2 s3".to_string(),
+        ),
+        // The rollback finds c2's other name first, then moves s back, then looks for c's.
+        (
+            "two deleted, the other names' directory moved in between",
+            "rm c && mv s s2 && rm c2".to_string(),
+        ),
+    ];
+    for unprivileged in [false, true] {
+        for (what, script) in &cases {
+            let w = if unprivileged {
+                Workspace::unprivileged()
+            } else {
+                Workspace::new()
+            };
+            let who = if unprivileged { "unprivileged" } else { "root" };
+            let context = format!("{who}, {what}: `{script}`");
+            w.write("c", "linked file\n");
+            w.write("c2", "another linked file\n");
+            w.write("s/other", "another file\n");
+            w.sh("ln c s/z && ln c2 s/z2");
+            if unprivileged {
+                w.write("seed.txt", "owned by the user who runs guard\n");
+            }
+            let one_file = |w: &Workspace, when: &str| {
+                for (a, b) in [("c", "s/z"), ("c2", "s/z2")] {
+                    let m = |n: &str| std::fs::symlink_metadata(w.ws.join(n)).expect(n);
+                    let (a_, b_) = (m(a), m(b));
+                    assert_eq!(
+                        (a_.ino(), a_.nlink(), b_.nlink()),
+                        (b_.ino(), 2, 2),
+                        "{context}: {when}, {a} and {b} are not one file"
+                    );
+                }
+            };
+            let before = w.state();
+            w.exec(&["agent"]).run(&["sh", "-c", script]).expect_code(0);
+            let after = w.state();
+            w.guard().arg("rollback").output().expect_code(0);
+            before.assert_restored(&w.ws, &context);
+            one_file(&w, "after the rollback");
+            w.guard().arg("undo").output().expect_code(0);
+            after.assert_restored(&w.ws, &format!("{context}, undone"));
+            w.guard().arg("rollback").output().expect_code(0);
+            before.assert_restored(&w.ws, &format!("{context}, rolled back again"));
+            one_file(&w, "after the second rollback");
+        }
+    }
+}
+
+/// A hard link the run made is taken away by the rollback without leaving the file a second
+/// link: it was moved into the run's store, where it stayed, and `stat` then counted 2 links
+/// where bare has 1 (and `cp -a`, `tar` or `rsync -H` took the file for a hard-linked one).
+/// `guard undo` makes the link again, a second rollback takes it away again. As root and as
+/// an unprivileged user.
+#[test]
+fn a_hard_link_the_run_made_leaves_no_second_link_after_the_rollback() {
+    for unprivileged in [false, true] {
+        let w = if unprivileged {
+            Workspace::unprivileged()
+        } else {
+            Workspace::new()
+        };
+        let who = if unprivileged { "unprivileged" } else { "root" };
+        w.write("f", "one file\n");
+        let links = |w: &Workspace| {
+            std::fs::symlink_metadata(w.ws.join("f"))
+                .expect("f")
+                .nlink()
+        };
+        let before = w.state();
+        w.exec(&["agent"])
+            .run(&["sh", "-c", "ln f g && mkdir d && ln f d/h"])
+            .expect_code(0);
+        assert_eq!(links(&w), 3, "{who}: the run's links");
+        w.guard().arg("rollback").output().expect_code(0);
+        before.assert_restored(&w.ws, who);
+        assert_eq!(links(&w), 1, "{who}: the rollback left a link of f behind");
+        w.guard().arg("undo").output().expect_code(0);
+        assert_eq!(links(&w), 3, "{who}: the undo made the links again");
+        w.guard().arg("rollback").output().expect_code(0);
+        before.assert_restored(&w.ws, &format!("{who}, rolled back again"));
+        assert_eq!(
+            links(&w),
+            1,
+            "{who}: the second rollback left a link of f behind"
+        );
+    }
+}
+
 /// One shell command of [`random_shell_sessions_roll_back_exactly`]'s sessions, drawn from
 /// `rng` over a small tree whose names collide often: directories made, removed, renamed into
 /// each other, into new ones and into themselves (the kernel refuses that, after the journal

@@ -340,6 +340,9 @@ pub fn snapshot_diff(before: &Snapshot, after: &Snapshot, limit: usize) -> Strin
 pub struct TreeState {
     pub digest: String,
     pub snapshot: Snapshot,
+    /// The hard links, which the digest does not cover: each non-directory with more than
+    /// one link, its link count and the names of its inode in the tree.
+    pub links: Snapshot,
 }
 
 impl TreeState {
@@ -347,10 +350,12 @@ impl TreeState {
         TreeState {
             digest: guard::journal::tree_digest(root, &[]).expect("tree digest"),
             snapshot: snapshot(root),
+            links: links(root),
         }
     }
 
-    /// Panic, listing the differences, unless `root` has exactly this state again.
+    /// Panic, listing the differences, unless `root` has exactly this state again, hard
+    /// links included.
     pub fn assert_restored(&self, root: &Path, context: &str) {
         let now = guard::journal::tree_digest(root, &[]).expect("tree digest");
         if now != self.digest {
@@ -361,7 +366,50 @@ impl TreeState {
                 snapshot_diff(&self.snapshot, &snapshot(root), 40)
             );
         }
+        let now = links(root);
+        if now != self.links {
+            panic!(
+                "{context}: the hard links differ after the rollback\n{}",
+                snapshot_diff(&self.links, &now, 40)
+            );
+        }
     }
+}
+
+/// Each non-directory under `root` with more than one link: its link count and the names of
+/// its inode under `root`.
+fn links(root: &Path) -> Snapshot {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(root: &Path, rel: &Path, found: &mut Vec<(PathBuf, u64, u64)>) {
+        let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let child = rel.join(e.file_name());
+            let Ok(meta) = std::fs::symlink_metadata(root.join(&child)) else {
+                continue;
+            };
+            if meta.is_dir() {
+                walk(root, &child, found);
+            } else if meta.nlink() > 1 {
+                found.push((child, meta.ino(), meta.nlink()));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(root, Path::new(""), &mut found);
+    found
+        .iter()
+        .map(|(path, ino, nlink)| {
+            let mut names: Vec<String> = found
+                .iter()
+                .filter(|(_, i, _)| i == ino)
+                .map(|(p, _, _)| p.display().to_string())
+                .collect();
+            names.sort();
+            (path.clone(), format!("{nlink} links: {}", names.join(", ")))
+        })
+        .collect()
 }
 
 /// A small deterministic pseudo-random generator (xorshift64*), for reproducible trees,
