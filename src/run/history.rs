@@ -63,6 +63,15 @@ pub enum HistoryError {
         #[source]
         source: JournalError,
     },
+    /// The journal had nothing to do (no rollback to undo), or declined (the run changed the
+    /// workspace after that rollback): nothing failed and nothing changed.
+    #[error("run {run}: {why}{}", declined_hint(why, run))]
+    Declined {
+        /// The run's id.
+        run: String,
+        /// What the journal said.
+        why: JournalError,
+    },
     /// The run has no such checkpoint.
     #[error("run {run} has no checkpoint {checkpoint}\nhint: `guard log {run}` shows its checkpoint events")]
     NoCheckpoint {
@@ -209,9 +218,13 @@ impl RunRecord {
     }
 
     pub(super) fn journal_error(&self, source: JournalError) -> HistoryError {
-        HistoryError::Journal {
-            run: self.id.clone(),
-            source,
+        let run = self.id.clone();
+        match source {
+            // Not a failure of the journal: said as it is, not as "the journal failed".
+            JournalError::NothingToUndo | JournalError::UndoBuried => {
+                HistoryError::Declined { run, why: source }
+            }
+            source => HistoryError::Journal { run, source },
         }
     }
 
@@ -224,6 +237,16 @@ impl RunRecord {
                 run: self.id.clone(),
                 checkpoint: 0,
             })
+    }
+}
+
+/// What to do next after [`HistoryError::Declined`].
+fn declined_hint(why: &JournalError, run: &str) -> String {
+    match why {
+        JournalError::NothingToUndo => format!(
+            "\nhint: `guard log {run}` lists its rollbacks and undos; `guard rollback {run}` rolls it back"
+        ),
+        _ => String::new(),
     }
 }
 

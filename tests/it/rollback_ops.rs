@@ -135,6 +135,30 @@ fn undo_reverts_a_rollback_exactly_and_undo_again_redoes_it() {
     );
 }
 
+/// `guard undo` of a run that was never rolled back says there is nothing to undo, and what
+/// to run instead, and changes nothing: it used to report that the journal had failed ("the
+/// journal of run ... failed", caused by "nothing to undo").
+#[test]
+fn undo_with_no_rollback_in_effect_says_so_and_changes_nothing() {
+    let w = Workspace::new();
+    w.write("conf.ini", "level = 1\n");
+    w.exec(&["agent"])
+        .run(&["sh", "-c", "sed -i s/1/2/ conf.ini"])
+        .expect_code(0);
+    let after_run = w.state();
+    let out = w.guard().arg("undo").output();
+    assert_eq!(out.code(), 125, "{}", out.stderr());
+    let err = out.stderr();
+    assert!(
+        err.contains("nothing to undo: no rollback of this run is in effect")
+            && err.contains("hint: `guard log ")
+            && err.contains("`guard rollback ")
+            && !err.contains("failed"),
+        "{err}"
+    );
+    after_run.assert_restored(&w.ws, "a refused undo changes nothing");
+}
+
 /// The run each kill iteration rolls back: removals, renames, edits, new files.
 const KILL_WORKLOAD: &str = "rm -rf tree/d0 tree/d1 tree/d2 tree/d3; mv tree/d4 moved; \
     for f in tree/d5/*.txt; do echo edited >> \"$f\"; done; mkdir -p new/a/b; \
