@@ -186,7 +186,7 @@ impl Journal {
 
     /// The workspace's non-directories by inode number, from its listings alone (no stat of
     /// each): where the other names of a deleted hard link are when the log never names them
-    /// (a link made before the run, `cp -al`, cargo's binaries linked out of `deps/`).
+    /// (a link made before the run, `cp -al`, `git clone --local` of a repository beside it).
     fn names_by_ino(&self) -> HashMap<u64, Vec<PathText>> {
         let mut found: HashMap<u64, Vec<PathText>> = HashMap::new();
         let mut todo = vec![PathBuf::new()];
