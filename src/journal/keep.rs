@@ -166,7 +166,7 @@ impl Journal {
     }
 
     /// Copies `dir/name` to `store/<obj>` (guard's own work, with guard's credentials).
-    fn copy_out(
+    pub(crate) fn copy_out(
         &self,
         dir: BorrowedFd<'_>,
         name: &OsStr,

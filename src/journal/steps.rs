@@ -249,9 +249,10 @@ impl Journal {
         let (dir, name) = self
             .parent(rel)
             .map_err(fail("open the directory of", rel))?;
-        let st = stat_at(dir.as_fd(), &name)
+        let raw = fsops::raw_stat_at(dir.as_fd(), &name)
             .map_err(fail("inspect", rel))?
             .ok_or_else(|| format!("{} vanished", rel.display()))?;
+        let st = Stat::from_nix(&raw);
         let seq = self.next_seq();
         if obj.is_none() {
             // A new object, named by a seq a crash may have left an object under.
@@ -265,22 +266,10 @@ impl Journal {
         // Another name holds the inode (a hard link a restore made to it, say): moved into the
         // store, it would count one link more there for good. A copy is kept instead, and a
         // restore links the name to that other one again, as the hooks do for a deletion.
-        let linked = st.kind != Kind::Dir
-            && fsops::raw_stat_at(dir.as_fd(), &name)
-                .ok()
-                .flatten()
-                .is_some_and(|raw| raw.st_nlink > 1);
-        if linked {
-            let sha256 = copy::copy_entry(
-                dir.as_fd(),
-                &name,
-                self.store().map_err(fail("open the store for", rel))?,
-                OsStr::new(&target),
-                &st,
-                self.header.fsync,
-                true,
-            )
-            .map_err(fail("keep", rel))?;
+        if st.kind != Kind::Dir && raw.st_nlink > 1 {
+            let sha256 = self
+                .copy_out(dir.as_fd(), &name, OsStr::new(&target), &st)
+                .map_err(fail("keep", rel))?;
             self.append_step(Op::Deleted {
                 path: rel.clone(),
                 st,
@@ -463,7 +452,14 @@ impl Journal {
         }
         // A name the log does not know: one the run never touched (`ln` before it). Looked
         // up by inode number among the workspace's names, listed once, and again when a step
-        // of this rollback has moved a directory since.
+        // of this rollback has moved a directory since. Only with a store on the workspace's
+        // filesystem: there a file is kept by copy only when it had another link or was open
+        // elsewhere, while a copying store keeps every file so, and listing the workspace
+        // after each directory move for each of them would cost the rollback its size again
+        // and again (such a store restores hard links as copies, as it always did).
+        if self.header.mode != StoreMode::Move {
+            return None;
+        }
         let look = |a: &Apply| {
             let (_, names) = a.unlogged.as_ref()?;
             names
