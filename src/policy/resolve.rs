@@ -1338,16 +1338,44 @@ action = "kill"
             let set = crate::policy::PathSet::new(&p.fs.hide).expect("compiles");
             let hides = |path: &str| Path::new(path).ancestors().any(|a| set.is_match(a));
             for hidden in [
-                "/dev/tty0", "/dev/tty1", "/dev/tty9", "/dev/tty10", "/dev/tty63", "/dev/ttyS0",
-                "/dev/ttyS31", "/dev/console", "/dev/input/event0", "/dev/input", "/dev/hidraw0",
-                "/dev/watchdog", "/dev/watchdog0", "/dev/vcs1", "/dev/vda", "/etc/shadow",
+                "/dev/tty0",
+                "/dev/tty1",
+                "/dev/tty9",
+                "/dev/tty10",
+                "/dev/tty63",
+                "/dev/ttyS0",
+                "/dev/ttyS31",
+                "/dev/console",
+                "/dev/input/event0",
+                "/dev/input",
+                "/dev/hidraw0",
+                "/dev/watchdog",
+                "/dev/watchdog0",
+                "/dev/vcs1",
+                "/dev/vda",
+                "/etc/shadow",
             ] {
                 assert!(hides(hidden), "{name} must hide {hidden}");
             }
             for everyday in [
-                "/dev/tty", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-                "/dev/ptmx", "/dev/pts", "/dev/pts/0", "/dev/pts/ptmx", "/dev/fd", "/dev/stdin",
-                "/dev/shm", "/dev/fuse", "/dev/kvm", "/dev/net/tun", "/dev/ttyUSB0", "/dev/ttyACM0",
+                "/dev/tty",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+                "/dev/ptmx",
+                "/dev/pts",
+                "/dev/pts/0",
+                "/dev/pts/ptmx",
+                "/dev/fd",
+                "/dev/stdin",
+                "/dev/shm",
+                "/dev/fuse",
+                "/dev/kvm",
+                "/dev/net/tun",
+                "/dev/ttyUSB0",
+                "/dev/ttyACM0",
                 "/etc/passwd",
             ] {
                 assert!(!hides(everyday), "{name} must not hide {everyday}");

@@ -131,8 +131,7 @@ fn raw_disks_swap_and_consoles_are_unreadable_to_a_root_command() {
         .filter(|n| {
             let console = n == "console"
                 || n.starts_with("ttyS")
-                || n
-                    .strip_prefix("tty")
+                || n.strip_prefix("tty")
                     .is_some_and(|d| d.starts_with(|c: char| c.is_ascii_digit()));
             console
                 || ["vcs", "zram", "vd", "sd", "nvme", "loop"]
@@ -157,9 +156,7 @@ fn raw_disks_swap_and_consoles_are_unreadable_to_a_root_command() {
         );
     }
     for ordinary in ["/dev/zero", "/dev/null", "/dev/urandom"] {
-        let out = w
-            .exec(&["agent"])
-            .run(&[probe.as_str(), "read", ordinary]);
+        let out = w.exec(&["agent"]).run(&[probe.as_str(), "read", ordinary]);
         assert_eq!(probe_result(&out), "ok", "{ordinary}");
     }
 }
