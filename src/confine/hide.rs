@@ -10,7 +10,7 @@
 //! only. That costs one directory listing per expanded level at start, and no rule at all for
 //! a root that holds nothing hidden.
 //!
-//! This runs on every start (the default profile expands `/etc` and `/dev`: some 250 rules),
+//! This runs on every start (the default profile expands `/etc` and `/dev`: some 170 rules),
 //! so it is built for that: an expanded directory is listed through its descriptor and each
 //! entry opened relative to it (no path walked from `/` per rule), and the patterns are a
 //! [`PathSet`], which matches the profiles' patterns without compiling a regex.
@@ -21,7 +21,7 @@
 //! the host keys, each checked with `faccessat(AT_EACCESS)`), nor own (an owner may change
 //! its mode), nor open up by changing the mode of a directory above it that the user owns, is
 //! kept out by its permissions already, and a root expanded for nothing else is granted
-//! whole: one rule instead of ~240 for `/etc`. A root guard's command is root without capabilities, which reads what root
+//! whole: one rule instead of ~140 for `/etc`. A root guard's command is root without capabilities, which reads what root
 //! owns, so there every pattern is hidden by Landlock.
 //!
 //! Consequences, documented in the profile reference: an entry created in an expanded
@@ -33,7 +33,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use landlock::{AccessFs, BitFlags};
@@ -223,6 +223,9 @@ impl Hidden {
             let expand = kind == Some(Type::Directory)
                 && depth + 1 < MAX_DEPTH
                 && expanded.contains(&OsStr::from_bytes(&name));
+            // `push`, and below a cut back to the directory's length rather than a `pop`
+            // (which parses the path's components again): once per entry of `/etc`, `/dev`.
+            let stem = path.as_os_str().len();
             path.push(OsStr::from_bytes(&name));
             if patterns.is_match(&name, path) {
                 hidden += 1;
@@ -243,7 +246,7 @@ impl Hidden {
                     access,
                 )?;
             }
-            path.pop();
+            truncate(path, stem);
         }
         let list = access & AccessFs::ReadDir;
         if !list.is_empty() {
@@ -260,9 +263,8 @@ impl Hidden {
 struct Probe {
     /// This thread's file-system uid: what permission checks and ownership compare.
     me: u32,
-    /// The entries of each directory [`Probe::out_of_reach`] listed (`None`: it could not be
-    /// listed).
-    listings: HashMap<PathBuf, Option<Vec<PathBuf>>>,
+    /// Each directory [`Probe::out_of_reach`] listed (`None`: it could not be listed).
+    listings: HashMap<PathBuf, Option<Listing>>,
     /// The `lstat` of each anchor (an errno where it failed).
     anchors: HashMap<PathBuf, Result<std::fs::Metadata, i32>>,
     /// Whether each directory looked at is searchable.
@@ -312,20 +314,40 @@ impl Probe {
             return false;
         }
         let one = PathSet::lenient(&[pattern]);
-        // The base profile has a dozen `/dev/...` patterns: `/dev` is listed once for them all.
-        let listing = self.listings.remove(anchor).unwrap_or_else(|| {
-            std::fs::read_dir(anchor)
-                .ok()
-                .map(|l| l.flatten().map(|e| e.path()).collect())
-        });
-        let out = listing.as_ref().is_some_and(|entries| {
-            entries
-                .iter()
-                .filter(|p| one.is_match(p))
-                .all(|p| !self.reachable(p, None))
-        });
+        let children = one.children(anchor);
+        // The base profile has two dozen `/dev/...` patterns: `/dev` is listed once for them
+        // all, each entry looked at through the listing's descriptor, at most once.
+        let mut listing = self
+            .listings
+            .remove(anchor)
+            .unwrap_or_else(|| Listing::new(anchor));
+        let out = match listing.as_mut() {
+            Some(l) => {
+                // Each entry's path, for the patterns that match a whole path: the anchor and
+                // a `/`, then the name, cut back after each.
+                let mut path = anchor.as_os_str().as_bytes().to_vec();
+                if path.last() != Some(&b'/') {
+                    path.push(b'/');
+                }
+                let stem = path.len();
+                (0..l.names.len()).all(|i| {
+                    path.truncate(stem);
+                    path.extend_from_slice(&l.names[i]);
+                    let matched =
+                        children.is_match(&l.names[i], Path::new(OsStr::from_bytes(&path)));
+                    !matched || !l.reachable(i, self.me, || self.opens_up_above(anchor))
+                })
+            }
+            None => false,
+        };
         self.listings.insert(anchor.to_path_buf(), listing);
         out
+    }
+
+    /// Whether this thread owns `dir` or a directory above it that it may not search (and
+    /// may open): what makes every entry of `dir` reachable in [`Probe::reachable`]'s sense.
+    fn opens_up_above(&mut self, dir: &Path) -> bool {
+        dir.ancestors().any(|d| self.opens_up(d))
     }
 
     /// Whether this thread may read, write or search `path` (`faccessat` with `AT_EACCESS`:
@@ -384,8 +406,80 @@ impl Probe {
     }
 }
 
+/// A directory [`Probe::out_of_reach`] lists: its entries' names, and whether each entry is
+/// reachable, looked up through the directory's descriptor once asked (hundreds of entries in
+/// `/dev`, of which the patterns name some seventy: the consoles, the disks).
+struct Listing {
+    dir: OwnedFd,
+    names: Vec<Box<[u8]>>,
+    reach: Vec<Option<bool>>,
+}
+
+impl Listing {
+    fn new(path: &Path) -> Option<Listing> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let dir = openat(None, path, flags, Mode::empty()).ok()?;
+        let mut names = Vec::new();
+        let mut listing = Dir::from(dir.try_clone().ok()?).ok()?;
+        for entry in listing.iter().flatten() {
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.into());
+            }
+        }
+        let reach = vec![None; names.len()];
+        Some(Listing { dir, names, reach })
+    }
+
+    /// [`Probe::reachable`] for entry `i`, by its descriptor and name: this thread (file
+    /// system uid `me`) owns it, may read, write or search it, or `above` (owns a directory
+    /// above it that it may not search).
+    fn reachable(&mut self, i: usize, me: u32, above: impl FnOnce() -> bool) -> bool {
+        if let Some(known) = self.reach[i] {
+            return known;
+        }
+        use nix::unistd::AccessFlags;
+        let name = &*self.names[i];
+        let st = fstatat(
+            Some(self.dir.as_raw_fd()),
+            name,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .ok();
+        let known = st.is_some_and(|st| st.st_uid == me) || {
+            // For a symlink (its own mode is 0777) every right is asked, through it.
+            let may = |bit: u32| st.is_none_or(|st| st.st_mode & (bit * 0o11) != 0);
+            [
+                (AccessFlags::R_OK, 4),
+                (AccessFlags::W_OK, 2),
+                (AccessFlags::X_OK, 1),
+            ]
+            .into_iter()
+            .any(|(mode, bit)| {
+                may(bit)
+                    && nix::unistd::faccessat(
+                        Some(self.dir.as_raw_fd()),
+                        name,
+                        mode,
+                        nix::fcntl::AtFlags::AT_EACCESS,
+                    )
+                    .is_ok()
+            }) || above()
+        };
+        self.reach[i] = Some(known);
+        known
+    }
+}
+
 fn access(path: &Path, mode: nix::unistd::AccessFlags) -> bool {
     nix::unistd::faccessat(None, path, mode, nix::fcntl::AtFlags::AT_EACCESS).is_ok()
+}
+
+/// Cuts `path` back to its first `len` bytes (a length it had), without an allocation.
+fn truncate(path: &mut PathBuf, len: usize) {
+    let mut bytes = std::mem::take(path).into_os_string().into_vec();
+    bytes.truncate(len);
+    *path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
 }
 
 /// `name` in the directory `dir`, opened `O_PATH` without following a symlink.
@@ -585,6 +679,24 @@ mod tests {
                 );
                 assert!(out.iter().any(|(g, _)| g.ends_with("passwd")), "{out:?}");
             }
+            // The same through a glob, whose matches are looked at through the directory's
+            // listing: one reachable match is enough to hide the pattern by Landlock.
+            for glob in [
+                "mi*", "group-w*", "group-x*", "other-r*", "other-x*", "o*", "s*",
+            ] {
+                let hide = Hidden::new(&patterns(&["shadow", glob]), Reach::ByPermissions);
+                assert_eq!(hide.left_to_permissions, 1, "{glob}");
+                let (_, out) = granted(&hide, &etc, read);
+                assert!(
+                    out.iter().all(|(g, _)| !g.ends_with("shadow")),
+                    "{glob}: {out:?}"
+                );
+            }
+            let hide = Hidden::new(&patterns(&["owner-*", "sha*"]), Reach::ByPermissions);
+            assert_eq!(
+                hide.left_to_permissions, 2,
+                "nothing either matches is reachable"
+            );
             // By default everything is hidden by Landlock.
             let hide = Hidden::new(&patterns(&["shadow", "ssh/*_key"]), Reach::Anyone);
             assert_eq!(hide.left_to_permissions, 0);

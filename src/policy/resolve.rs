@@ -1323,6 +1323,66 @@ action = "kill"
                 && r.argv.is_empty() == r.argv_pattern.get().is_none()));
     }
 
+    /// Every built-in profile that confines hides the consoles', serial lines' and input devices' input and
+    /// the watchdogs from a root command, and none hides a device programs use every day (the
+    /// command's own terminal above all, which the console patterns sit next to).
+    #[test]
+    fn builtin_profiles_hide_the_consoles_and_keep_the_everyday_devices() {
+        for name in crate::policy::builtin_names() {
+            let p = load(&[name.to_string()], &vars()).unwrap();
+            if p.mode == Mode::Observe {
+                // No Landlock ruleset at all: nothing is hidden, nothing granted.
+                assert!(p.fs.hide.is_empty(), "{name}");
+                continue;
+            }
+            let set = crate::policy::PathSet::new(&p.fs.hide).expect("compiles");
+            let hides = |path: &str| Path::new(path).ancestors().any(|a| set.is_match(a));
+            for hidden in [
+                "/dev/tty0",
+                "/dev/tty1",
+                "/dev/tty9",
+                "/dev/tty10",
+                "/dev/tty63",
+                "/dev/ttyS0",
+                "/dev/ttyS31",
+                "/dev/console",
+                "/dev/input/event0",
+                "/dev/input",
+                "/dev/hidraw0",
+                "/dev/watchdog",
+                "/dev/watchdog0",
+                "/dev/vcs1",
+                "/dev/vda",
+                "/etc/shadow",
+            ] {
+                assert!(hides(hidden), "{name} must hide {hidden}");
+            }
+            for everyday in [
+                "/dev/tty",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+                "/dev/ptmx",
+                "/dev/pts",
+                "/dev/pts/0",
+                "/dev/pts/ptmx",
+                "/dev/fd",
+                "/dev/stdin",
+                "/dev/shm",
+                "/dev/fuse",
+                "/dev/kvm",
+                "/dev/net/tun",
+                "/dev/ttyUSB0",
+                "/dev/ttyACM0",
+                "/etc/passwd",
+            ] {
+                assert!(!hides(everyday), "{name} must not hide {everyday}");
+            }
+        }
+    }
+
     #[test]
     fn builtin_profiles_resolve() {
         for name in crate::policy::builtin_names() {

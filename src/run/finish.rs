@@ -45,7 +45,7 @@ fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
         if !supervisor.is_finished() {
             let _ = nix::unistd::write(&a.stop, b"x");
         }
-        let report = supervisor.join().unwrap_or_default();
+        let report = supervisor.report().unwrap_or_default();
         journal = report.journal;
         explanations = report.explanations;
     }

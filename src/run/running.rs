@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::{JoinHandle, ThreadId};
+use std::thread::ThreadId;
 use std::time::Instant;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -19,7 +19,7 @@ use crate::audit::{self, AuditHandle, AuditWriter};
 use crate::journal::{CheckpointId, RunDir, RunMeta};
 use crate::launch::{Reaped, RunTree, Signals, EXIT_GUARD_ERROR};
 use crate::policy::Policy;
-use crate::supervisor::{Report, Shared};
+use crate::supervisor::Shared;
 
 /// The process-wide settings a run was asked to make (signal forwarding, subreaper), undone
 /// when the run ends.
@@ -96,7 +96,7 @@ pub(super) struct Active {
     pub writer: Option<AuditWriter>,
     pub handle: AuditHandle,
     /// Taken when the supervisor is stopped.
-    pub supervisor: Option<JoinHandle<Report>>,
+    pub supervisor: Option<crate::supervisor::Running>,
     pub shared: Arc<Shared>,
     /// Written to when the supervisor should stop.
     pub stop: OwnedFd,

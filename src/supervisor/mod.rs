@@ -381,7 +381,7 @@ impl Supervisor {
     /// time a call is in hand for longer than [`receive::SLOW`] (most runs never need them:
     /// two thread starts fewer before the command runs). The returned thread ends when the
     /// receiving worker has, and hands back the report.
-    pub fn spawn(self) -> io::Result<JoinHandle<Report>> {
+    pub fn spawn(self) -> io::Result<Running> {
         let core = Arc::clone(&self.core);
         let (ended, primary_ended) = std::sync::mpsc::channel::<()>();
         let primary = std::thread::Builder::new()
@@ -390,7 +390,8 @@ impl Supervisor {
                 receive::worker(&core, 0);
                 let _ = ended.send(());
             })?;
-        std::thread::Builder::new()
+        let (report_tx, report) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
             .name("guard-supervisor".into())
             .spawn(move || {
                 let core = self.core;
@@ -420,7 +421,9 @@ impl Supervisor {
                         }
                     }
                 }
-                let _ = primary.join();
+                // The receiving worker has returned (it said so, or its sender is gone with
+                // a panic): its thread is left to exit on its own, not waited for.
+                drop(primary);
                 // One still finishing a call is waited for, so its change is in the journal
                 // handed back and its decision in the audit log.
                 core.finished.store(true, Ordering::Relaxed);
@@ -428,11 +431,32 @@ impl Supervisor {
                 receive::wait_idle(&core, Duration::from_secs(5));
                 let journal = core.tx.take().journal.take();
                 let explanations = lock(&core.refusals).stats.clone();
-                Report {
+                let _ = report_tx.send(Report {
                     journal,
                     explanations,
-                }
-            })
+                });
+            })?;
+        Ok(Running { thread, report })
+    }
+}
+
+/// The supervisor of a run, started.
+pub struct Running {
+    thread: JoinHandle<()>,
+    /// The report, sent as the thread's last act: the run's end waits for it, not for the
+    /// thread's exit, which takes tens of microseconds more.
+    report: std::sync::mpsc::Receiver<Report>,
+}
+
+impl Running {
+    /// Whether the supervisor has ended (no process holds the filter any more).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Waits for the supervisor's report; `None` when it panicked.
+    pub fn report(self) -> Option<Report> {
+        self.report.recv().ok()
     }
 }
 

@@ -114,11 +114,12 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
     }
 }
 
-/// The raw disks, compressed swap (zram) and the consoles' screens (vcs) that root may read
-/// by ownership stay out of a root command's reach under the default profile, while /dev's
-/// ordinary devices stay usable.
+/// The raw disks, compressed swap (zram), the consoles' screens (vcs) and the consoles' and
+/// serial lines' input (tty1..tty63, ttyS*, console) that root may read by ownership stay out
+/// of a root command's reach under the default profile, while /dev's ordinary devices and
+/// the command's own terminal stay usable.
 #[test]
-fn raw_disks_swap_and_console_screens_are_unreadable_to_a_root_command() {
+fn raw_disks_swap_and_consoles_are_unreadable_to_a_root_command() {
     if !is_root() {
         eprintln!("skipped: not root (the devices' permissions already keep them from this user)");
         return;
@@ -128,9 +129,14 @@ fn raw_disks_swap_and_console_screens_are_unreadable_to_a_root_command() {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| {
-            ["vcs", "zram", "vd", "sd", "nvme", "loop"]
-                .iter()
-                .any(|p| n.starts_with(p))
+            let console = n == "console"
+                || n.starts_with("ttyS")
+                || n.strip_prefix("tty")
+                    .is_some_and(|d| d.starts_with(|c: char| c.is_ascii_digit()));
+            console
+                || ["vcs", "zram", "vd", "sd", "nvme", "loop"]
+                    .iter()
+                    .any(|p| n.starts_with(p))
         })
         .map(|n| format!("/dev/{n}"))
         .filter(|p| std::fs::File::open(p).is_ok())
@@ -149,10 +155,10 @@ fn raw_disks_swap_and_console_screens_are_unreadable_to_a_root_command() {
             "{d} must be unreadable"
         );
     }
-    let out = w
-        .exec(&["agent"])
-        .run(&[probe.as_str(), "read", "/dev/zero"]);
-    assert_eq!(probe_result(&out), "ok", "/dev/zero");
+    for ordinary in ["/dev/zero", "/dev/null", "/dev/urandom"] {
+        let out = w.exec(&["agent"]).run(&[probe.as_str(), "read", ordinary]);
+        assert_eq!(probe_result(&out), "ok", "{ordinary}");
+    }
 }
 
 /// A guard without capabilities (an ordinary user's) leaves to their permissions the hidden
