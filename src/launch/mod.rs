@@ -70,6 +70,11 @@ pub struct Spawned {
     status: OwnedFd,
     /// The command's working directory, to name it should the child fail to enter it.
     cwd: Option<std::path::PathBuf>,
+    /// guard's descriptor of the Landlock ruleset, kept until the command has exec'd: the
+    /// last close frees the ruleset's rules (some 200 of them for a root guard, tens of
+    /// microseconds), and it should not be the close in the child or the command, on the
+    /// way to the command's start. [`Spawned::wait_exec`] closes it.
+    ruleset: Option<OwnedFd>,
 }
 
 /// Why the sandbox could not be started.
@@ -160,6 +165,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 .cwd
                 .take()
                 .map(|c| std::path::PathBuf::from(std::ffi::OsString::from_vec(c.into_bytes())));
+            let ruleset: Option<OwnedFd> = spec.landlock.take().and_then(Into::into);
             drop(spec);
             let reap = || {
                 // The child is exiting on its own; reap it so no zombie is left.
@@ -181,6 +187,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 listener: None,
                 status: parent_sock,
                 cwd,
+                ruleset,
             })
         }
     }
@@ -230,7 +237,10 @@ impl Spawned {
     /// Wait until the child's `execve` either succeeded (the close-on-exec channel reads EOF)
     /// or failed. The supervisor must already be answering notifications, since the child's
     /// own `execve` is a judged call.
-    pub fn wait_exec(&self) -> Result<(), ExecFailed> {
-        child::wait_exec(self.status.as_fd()).map_err(ExecFailed)
+    pub fn wait_exec(&mut self) -> Result<(), ExecFailed> {
+        let exec = child::wait_exec(self.status.as_fd()).map_err(ExecFailed);
+        // The command runs (or will not): the ruleset is its own now, or no one's.
+        drop(self.ruleset.take());
+        exec
     }
 }

@@ -81,7 +81,13 @@ impl ArgvPattern {
     ///
     /// The element that is not a valid glob, with the glob parser's error.
     pub fn check(pattern: &[String]) -> Result<(), (String, globset::Error)> {
-        pattern.iter().try_for_each(|elem| glob_of(elem).map(drop))
+        // An element whose only glob syntax is `*` compiles whatever it holds
+        // (`policy::resolve`'s `star_only_patterns_always_compile`): not parsed at every start
+        // for nothing (the built-in rules' `-*r*`, `--force*`, ...).
+        pattern
+            .iter()
+            .filter(|elem| super::globs::other_syntax(elem.as_bytes()))
+            .try_for_each(|elem| glob_of(elem).map(drop))
     }
 
     /// Parses the (expanded) pattern elements, whose regexes compile on their first match;
