@@ -115,7 +115,7 @@ fn root_only_secrets_are_unreadable_to_root_under_every_confining_profile() {
 }
 
 /// The raw disks, compressed swap (zram), the consoles' screens (vcs) and the consoles' and
-/// serial lines' input (tty1..tty63, ttyS*, console) that root may read by ownership stay out
+/// serial lines' input (tty0..tty63, ttyS*, console) that root may read by ownership stay out
 /// of a root command's reach under the default profile, while /dev's ordinary devices and
 /// the command's own terminal stay usable.
 #[test]
