@@ -619,8 +619,9 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
 /// callers' credentials told first (its next call re-reads them) or, for umask, once the
 /// call is on its way.
 fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
-    if umask.is_none() {
-        core.callers.changing(n.pid);
+    match umask {
+        None => core.callers.changing(n.pid),
+        Some(_) => core.callers.umask_calling(),
     }
     let answered = core.listener.respond(n.id, 0, 0, true);
     if let (Some(mask), Ok(())) = (umask, answered) {

@@ -239,6 +239,50 @@ fn the_umask_a_process_set_outlives_its_exec() {
     gives_under_guard(SCRIPT, &expected);
 }
 
+/// A run whose command starts with a umask of its own (077, set before guard starts) and in
+/// which no process calls umask(2): the creates of every process, the shell's and those of the
+/// processes it starts, get that mask, as bare. (guard takes it from the command's credentials
+/// then, without reading each new process's.) For root and for an unprivileged guard.
+#[test]
+fn the_umask_a_run_starts_with_shapes_every_processs_creates() {
+    const SCRIPT: &str = "echo > a; mkdir d; cp a b; sh -c 'echo > d/c; mkdir d/e'; \
+        (echo > f); touch g; stat -c '%n %a' a d b d/c d/e f g";
+    let expected = bare_transcript(&format!("umask 077; {SCRIPT}"));
+    assert_eq!(
+        expected,
+        "a 600\nd 700\nb 600\nd/c 600\nd/e 700\nf 600\ng 600\n"
+    );
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let mut g = w.exec(&["agent"]);
+        // guard itself is started with the umask, by a shell outside the run.
+        let mut started = Command::new("sh");
+        started
+            .arg("-c")
+            .arg("umask 077; exec \"$0\" \"$@\"")
+            .arg(g.cmd.get_program())
+            .args(g.cmd.get_args());
+        if let Some(dir) = g.cmd.get_current_dir() {
+            started.current_dir(dir);
+        }
+        for (name, value) in g.cmd.get_envs() {
+            match value {
+                Some(v) => started.env(name, v),
+                None => started.env_remove(name),
+            };
+        }
+        started.stdin(std::process::Stdio::null());
+        g.cmd = started;
+        let out = g.run(&["sh", "-c", SCRIPT]);
+        assert_eq!(
+            out.stdout(),
+            expected,
+            "unprivileged: {}; stderr under guard:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+    }
+}
+
 /// Links and renames whose two paths lie in one directory (the second looked up where the
 /// first walk ended), and a link whose source is a symlink to a file of the same name in
 /// another directory, followed (`ln -L`: the name must still land beside the symlink) or not
