@@ -237,6 +237,15 @@ mod tests {
         nix::unistd::gettid().as_raw() as u32
     }
 
+    /// A cache whose run has this thread's credentials, fixed.
+    fn with_fixed_credentials() -> Callers {
+        Callers {
+            fixed: Creds::of_thread(me()).ok().map(Arc::new),
+            umask_called: AtomicBool::new(false),
+            tables: Mutex::new(Tables::default()),
+        }
+    }
+
     #[test]
     fn entries_are_read_once_and_dropped_on_change() {
         let c = Callers::new(std::process::id());
@@ -251,11 +260,7 @@ mod tests {
     /// umask, and its entry still has it.
     #[test]
     fn an_exec_keeps_the_entries_of_fixed_credentials() {
-        let c = Callers {
-            fixed: Creds::of_thread(me()).ok().map(Arc::new),
-            umask_called: AtomicBool::new(false),
-            tables: Mutex::new(Tables::default()),
-        };
+        let c = with_fixed_credentials();
         // Some process has called umask(2): creates look their caller up.
         c.umask_calling();
         let before = c.caller(me(), true).expect("own thread").creds.umask;
@@ -272,11 +277,7 @@ mod tests {
     /// called umask(2): every process then has the command's umask.
     #[test]
     fn with_fixed_credentials_creates_read_nothing_until_a_umask_call() {
-        let c = Callers {
-            fixed: Creds::of_thread(me()).ok().map(Arc::new),
-            umask_called: AtomicBool::new(false),
-            tables: Mutex::new(Tables::default()),
-        };
+        let c = with_fixed_credentials();
         let fixed = c.fixed.clone().expect("own credentials");
         let creds = c.caller(me(), true).expect("fixed").creds;
         assert!(Arc::ptr_eq(&creds, &fixed));

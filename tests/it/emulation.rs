@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::util::Workspace;
+use crate::util::{Guard, Workspace};
 
 /// A script exercising the emulated calls: umask, O_EXCL, symlinks followed or not, rename over
 /// an existing file, errors for the wrong kind of entry, dirfd-relative calls, descriptor
@@ -35,8 +35,15 @@ fn transcript(out: &std::process::Output) -> String {
 /// `script` run by `sh -c` under `agent` gives `expected` on stdout, for root and for an
 /// unprivileged guard.
 fn gives_under_guard(script: &str, expected: &str) {
+    gives_under_guard_started(script, expected, |_| {});
+}
+
+/// [`gives_under_guard`], with guard's command changed by `start` first.
+fn gives_under_guard_started(script: &str, expected: &str, start: impl Fn(&mut Guard)) {
     for w in [Workspace::new(), Workspace::unprivileged()] {
-        let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
+        let mut g = w.exec(&["agent"]);
+        start(&mut g);
+        let out = g.run(&["sh", "-c", script]);
         assert_eq!(
             out.stdout(),
             expected,
@@ -252,9 +259,8 @@ fn the_umask_a_run_starts_with_shapes_every_processs_creates() {
         expected,
         "a 600\nd 700\nb 600\nd/c 600\nd/e 700\nf 600\ng 600\n"
     );
-    for w in [Workspace::new(), Workspace::unprivileged()] {
-        let mut g = w.exec(&["agent"]);
-        // guard itself is started with the umask, by a shell outside the run.
+    // guard itself is started with the umask, by a shell outside the run.
+    gives_under_guard_started(SCRIPT, &expected, |g| {
         let mut started = Command::new("sh");
         started
             .arg("-c")
@@ -272,15 +278,7 @@ fn the_umask_a_run_starts_with_shapes_every_processs_creates() {
         }
         started.stdin(std::process::Stdio::null());
         g.cmd = started;
-        let out = g.run(&["sh", "-c", SCRIPT]);
-        assert_eq!(
-            out.stdout(),
-            expected,
-            "unprivileged: {}; stderr under guard:\n{}",
-            w.unprivileged,
-            out.stderr()
-        );
-    }
+    });
 }
 
 /// Links and renames whose two paths lie in one directory (the second looked up where the
