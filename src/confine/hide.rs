@@ -360,7 +360,6 @@ impl Probe {
     /// its mask, which the group bits are), so it is not asked for: this thread holds no
     /// capability ([`Reach::ByPermissions`]) and is not the owner.
     fn reachable(&mut self, path: &Path, meta: Option<&std::fs::Metadata>) -> bool {
-        use nix::unistd::AccessFlags;
         use std::os::unix::fs::MetadataExt as _;
         let looked;
         let meta = match meta {
@@ -370,19 +369,13 @@ impl Probe {
                 looked.as_ref()
             }
         };
-        if meta.is_some_and(|m| m.uid() == self.me) {
-            return true;
-        }
-        // For a symlink (its own mode is 0777) every right is asked, through it.
-        let may = |bit: u32| meta.is_none_or(|m| m.mode() & (bit * 0o11) != 0);
-        [
-            (AccessFlags::R_OK, 4),
-            (AccessFlags::W_OK, 2),
-            (AccessFlags::X_OK, 1),
-        ]
-        .into_iter()
-        .any(|(mode, bit)| may(bit) && access(path, mode))
-            || path.ancestors().skip(1).any(|dir| self.opens_up(dir))
+        let me = self.me;
+        reachable_by(
+            meta.map(|m| (m.uid(), m.mode())),
+            me,
+            |mode| access(path, mode),
+            || path.ancestors().skip(1).any(|dir| self.opens_up(dir)),
+        )
     }
 
     fn searchable(&mut self, dir: &Path) -> bool {
@@ -438,7 +431,6 @@ impl Listing {
         if let Some(known) = self.reach[i] {
             return known;
         }
-        use nix::unistd::AccessFlags;
         let name = &*self.names[i];
         let st = fstatat(
             Some(self.dir.as_raw_fd()),
@@ -446,29 +438,44 @@ impl Listing {
             nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
         .ok();
-        let known = st.is_some_and(|st| st.st_uid == me) || {
-            // For a symlink (its own mode is 0777) every right is asked, through it.
-            let may = |bit: u32| st.is_none_or(|st| st.st_mode & (bit * 0o11) != 0);
-            [
-                (AccessFlags::R_OK, 4),
-                (AccessFlags::W_OK, 2),
-                (AccessFlags::X_OK, 1),
-            ]
-            .into_iter()
-            .any(|(mode, bit)| {
-                may(bit)
-                    && nix::unistd::faccessat(
-                        Some(self.dir.as_raw_fd()),
-                        name,
-                        mode,
-                        nix::fcntl::AtFlags::AT_EACCESS,
-                    )
+        let dir = self.dir.as_raw_fd();
+        let known = reachable_by(
+            st.map(|st| (st.st_uid, st.st_mode)),
+            me,
+            |mode| {
+                nix::unistd::faccessat(Some(dir), name, mode, nix::fcntl::AtFlags::AT_EACCESS)
                     .is_ok()
-            }) || above()
-        };
+            },
+            above,
+        );
         self.reach[i] = Some(known);
         known
     }
+}
+
+/// [`Probe::reachable`]'s rule, for an entry whose owner and mode are `owner_mode` (`None`:
+/// not known): its owner is `me`, or `access` grants a right that the group or other bits hold
+/// (a right they do not hold is the owner's alone, ACLs included; for a symlink, whose mode is
+/// 0777, every right is asked, through it), or `above`.
+fn reachable_by(
+    owner_mode: Option<(u32, u32)>,
+    me: u32,
+    access: impl Fn(nix::unistd::AccessFlags) -> bool,
+    above: impl FnOnce() -> bool,
+) -> bool {
+    use nix::unistd::AccessFlags;
+    if owner_mode.is_some_and(|(uid, _)| uid == me) {
+        return true;
+    }
+    let may = |bit: u32| owner_mode.is_none_or(|(_, mode)| mode & (bit * 0o11) != 0);
+    [
+        (AccessFlags::R_OK, 4),
+        (AccessFlags::W_OK, 2),
+        (AccessFlags::X_OK, 1),
+    ]
+    .into_iter()
+    .any(|(mode, bit)| may(bit) && access(mode))
+        || above()
 }
 
 fn access(path: &Path, mode: nix::unistd::AccessFlags) -> bool {
