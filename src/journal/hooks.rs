@@ -62,7 +62,11 @@ impl Looked<'_> {
     }
 
     /// What is at `name` in `dir`: what was seen, if current, or a stat taken now.
-    fn or_stat(self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
+    pub(super) fn or_stat(
+        self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+    ) -> io::Result<Option<libc::stat>> {
         match self {
             Looked::Not | Looked::Seen(_) => fsops::raw_stat_at(dir, name),
             Looked::Absent => Ok(None),

@@ -31,8 +31,8 @@ use std::path::Path;
 
 use nix::fcntl::RenameFlags;
 
-use super::fsops::{self, stat_at};
-use super::hooks::{as_caller_creating_nothing, errno, journal_failed};
+use super::fsops;
+use super::hooks::{as_caller_creating_nothing, errno, journal_failed, Looked};
 use super::journal::{Journal, JournalError};
 use super::log::{Boundary, Kind, Op, Stat};
 use crate::audit::PathText;
@@ -79,6 +79,36 @@ impl Journal {
         to_abs: &Path,
         flags: u32,
     ) -> io::Result<()> {
+        self.rename_seen(
+            from_dir,
+            from,
+            from_abs,
+            to_dir,
+            to,
+            to_abs,
+            flags,
+            [Looked::Not, Looked::Not],
+        )
+    }
+
+    /// [`Journal::rename`], given what the walks that found the two names saw (`looks`, source
+    /// first): a look still current spares the journal its own `fstatat` of that name.
+    ///
+    /// # Errors
+    ///
+    /// As [`Journal::rename`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename_seen(
+        &mut self,
+        from_dir: BorrowedFd<'_>,
+        from: &OsStr,
+        from_abs: &Path,
+        to_dir: BorrowedFd<'_>,
+        to: &OsStr,
+        to_abs: &Path,
+        flags: u32,
+        looks: [Looked<'_>; 2],
+    ) -> io::Result<()> {
         let a = End {
             dir: from_dir,
             name: from,
@@ -89,10 +119,16 @@ impl Journal {
             name: to,
             abs: to_abs,
         };
-        self.rename_ends(&a, &b, flags)
+        self.rename_ends(&a, &b, flags, looks)
     }
 
-    fn rename_ends(&mut self, a: &End<'_>, b: &End<'_>, flags: u32) -> io::Result<()> {
+    fn rename_ends(
+        &mut self,
+        a: &End<'_>,
+        b: &End<'_>,
+        flags: u32,
+        [from_look, to_look]: [Looked<'_>; 2],
+    ) -> io::Result<()> {
         let known = libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
@@ -108,8 +144,13 @@ impl Journal {
         if !matches!(fs, Side::Covered(_)) && !matches!(ts, Side::Covered(_)) {
             return call();
         }
-        let src = stat_at(a.dir, a.name)?.ok_or_else(|| errno(libc::ENOENT))?;
-        let dst = stat_at(b.dir, b.name)?;
+        let src = from_look
+            .or_stat(a.dir, a.name)?
+            .map(|st| Stat::from_nix(&st))
+            .ok_or_else(|| errno(libc::ENOENT))?;
+        let dst = to_look
+            .or_stat(b.dir, b.name)?
+            .map(|st| Stat::from_nix(&st));
         // The undo of a rename needs the inode back where the rename left it: a file made
         // since the checkpoint is kept like any other from now on.
         self.made.remove(&src.id());

@@ -211,7 +211,7 @@ fn perform_journaled(
         }
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rename { from, to, flags } => {
-            return io_done(j.rename(
+            return io_done(j.rename_seen(
                 from.parent.as_fd(),
                 &from.name,
                 &from.path,
@@ -219,6 +219,7 @@ fn perform_journaled(
                 &to.name,
                 &to.path,
                 *flags,
+                [looked(from, since), looked(to, since)],
             ))
         }
         Act::Link { to: at, .. }
