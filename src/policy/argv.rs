@@ -24,12 +24,13 @@ enum Element {
     Any,
     /// An element without glob syntax, compared as a string (most of them: `git`, `push`).
     Literal { text: String, path: bool },
-    /// An element with glob syntax. Its regex is compiled on the first match (tens of
-    /// microseconds each): most rules' elements are never reached, since their program
-    /// element (`git`, `rm`) does not match.
+    /// An element with glob syntax. It is parsed and its regex compiled on the first match
+    /// (tens of microseconds each): most rules' elements are never reached, since their
+    /// program element (`git`, `rm`) does not match. The profile's load checked it
+    /// ([`ArgvPattern::check`]); one that did not parse would match nothing.
     Glob {
-        glob: Glob,
-        matcher: OnceLock<GlobMatcher>,
+        text: String,
+        matcher: OnceLock<Option<GlobMatcher>>,
         path: bool,
     },
 }
@@ -40,9 +41,20 @@ impl Element {
         match self {
             Element::Any => true,
             Element::Literal { text, .. } => text == candidate,
-            Element::Glob { glob, matcher, .. } => matcher
-                .get_or_init(|| glob.compile_matcher())
-                .is_match(candidate),
+            Element::Glob {
+                text,
+                matcher,
+                path,
+            } => matcher
+                .get_or_init(|| {
+                    GlobBuilder::new(text)
+                        .literal_separator(*path)
+                        .build()
+                        .ok()
+                        .map(|g| g.compile_matcher())
+                })
+                .as_ref()
+                .is_some_and(|m| m.is_match(candidate)),
         }
     }
 
@@ -60,10 +72,15 @@ pub struct ArgvPattern {
     elements: Vec<Element>,
 }
 
+/// Whether an element is a glob rather than a string compared as it is.
+fn has_glob_syntax(elem: &str) -> bool {
+    elem.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
 /// The parsed glob of one pattern element, `None` for `**` and for an element without glob
 /// syntax (compared as a string). Path elements' `*` does not cross `/`.
 fn glob_of(elem: &str) -> Result<Option<Glob>, (String, globset::Error)> {
-    if elem == "**" || !elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+    if elem == "**" || !has_glob_syntax(elem) {
         return Ok(None);
     }
     GlobBuilder::new(elem)
@@ -90,13 +107,11 @@ impl ArgvPattern {
             .try_for_each(|elem| glob_of(elem).map(drop))
     }
 
-    /// Parses the (expanded) pattern elements, whose regexes compile on their first match;
-    /// the error names the offending element.
-    ///
-    /// # Errors
-    ///
-    /// The element that is not a valid glob, with the glob compiler's error.
-    pub fn compile(pattern: &[String]) -> Result<Self, (String, globset::Error)> {
+    /// The pattern of the (expanded) elements, which [`ArgvPattern::check`] accepted when the
+    /// profile was loaded: a glob element is parsed and compiled on its first match (the
+    /// built-in rules' `{-[rR]*,-[!-]*[rR]*,--r*}` were parsed again at every start, after
+    /// the check had parsed them).
+    pub fn compile(pattern: &[String]) -> Self {
         let mut elements = Vec::with_capacity(pattern.len());
         for elem in pattern {
             if elem == "**" {
@@ -107,19 +122,20 @@ impl ArgvPattern {
                 continue;
             }
             let path = elem.starts_with('/');
-            elements.push(match glob_of(elem)? {
-                Some(glob) => Element::Glob {
-                    glob,
+            elements.push(if has_glob_syntax(elem) {
+                Element::Glob {
+                    text: elem.clone(),
                     matcher: OnceLock::new(),
                     path,
-                },
-                None => Element::Literal {
+                }
+            } else {
+                Element::Literal {
                     text: elem.clone(),
                     path,
-                },
+                }
             });
         }
-        Ok(ArgvPattern { elements })
+        ArgvPattern { elements }
     }
 
     /// Whether the pattern matches the argument vector of an exec.
@@ -213,7 +229,9 @@ mod tests {
     use super::*;
 
     fn pat(p: &[&str]) -> ArgvPattern {
-        ArgvPattern::compile(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        let p: Vec<String> = p.iter().map(|s| s.to_string()).collect();
+        ArgvPattern::check(&p).expect("valid globs");
+        ArgvPattern::compile(&p)
     }
 
     fn args(a: &str) -> Vec<OsString> {
