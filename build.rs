@@ -69,6 +69,7 @@ fn builtin_profiles() {
     println!("cargo:rerun-if-changed={}", src.display());
     std::fs::create_dir_all(&out).expect("create OUT_DIR/profiles");
     let entries = std::fs::read_dir(&src).expect("read profiles/");
+    let mut argv_globs = std::collections::BTreeSet::new();
     for entry in entries {
         let path = entry.expect("list profiles/").path();
         if path.extension().is_none_or(|e| e != "toml") {
@@ -79,11 +80,32 @@ fn builtin_profiles() {
         let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| {
             panic!("built-in profile {} is not valid TOML: {e}", path.display())
         });
+        argv_globs.extend(argv_glob_elements(&value));
         let json = serde_json::to_string(&value).expect("a TOML value has a JSON form");
         let name = path.file_stem().expect("a file name");
         std::fs::write(out.join(name).with_extension("json"), json)
             .expect("write OUT_DIR/profiles");
     }
+    let list: String = argv_globs.iter().map(|g| format!("    {g:?},\n")).collect();
+    std::fs::write(out.join("argv_globs.rs"), format!("&[\n{list}]\n"))
+        .expect("write OUT_DIR/profiles/argv_globs.rs");
+}
+
+/// The elements of the built-in rules' `argv` patterns that have glob syntax other than `*`
+/// (what `policy::argv::ArgvPattern::check` parses to refuse a bad one), in byte order: a
+/// built-in profile's are checked once by a test instead of at every start (the glob parser's
+/// first use, some 25 µs of each start here).
+fn argv_glob_elements(profile: &toml::Value) -> Vec<String> {
+    let rules = profile.get("rule").and_then(toml::Value::as_array);
+    rules
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("argv")?.as_array())
+        .flatten()
+        .filter_map(toml::Value::as_str)
+        .filter(|e| e.bytes().any(|b| b"?[]{}\\".contains(&b)))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Rust's standard library takes its unwinder (panics, backtraces) from libgcc_s.so.1 on glibc

@@ -72,6 +72,11 @@ pub struct ArgvPattern {
     elements: Vec<Element>,
 }
 
+/// The built-in profiles' argv elements with glob syntax other than `*`, sorted (build.rs,
+/// `argv_glob_elements`). Their text is all there is to their validity, so
+/// `every_builtin_argv_glob_parses` parses them once for every start.
+const BUILTIN_GLOBS: &[&str] = include!(concat!(env!("OUT_DIR"), "/profiles/argv_globs.rs"));
+
 /// Whether an element is a glob rather than a string compared as it is.
 fn has_glob_syntax(elem: &str) -> bool {
     elem.contains(['*', '?', '[', ']', '{', '}', '\\'])
@@ -100,10 +105,12 @@ impl ArgvPattern {
     pub fn check(pattern: &[String]) -> Result<(), (String, globset::Error)> {
         // An element whose only glob syntax is `*` compiles whatever it holds
         // (`policy::resolve`'s `star_only_patterns_always_compile`): not parsed at every start
-        // for nothing (the built-in rules' `-*r*`, `--force*`, ...).
+        // for nothing (the built-in rules' `-*r*`, `--force*`, ...). Neither is one of the
+        // built-in profiles' own, which a test parses ([`BUILTIN_GLOBS`]).
         pattern
             .iter()
             .filter(|elem| super::globs::other_syntax(elem.as_bytes()))
+            .filter(|elem| BUILTIN_GLOBS.binary_search(&elem.as_str()).is_err())
             .try_for_each(|elem| glob_of(elem).map(drop))
     }
 
@@ -227,6 +234,20 @@ fn sequence_matches(pattern: &[Element], args: &[OsString], cwd: Option<&Path>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What lets `check` take the built-in profiles' elements without parsing them.
+    #[test]
+    fn every_builtin_argv_glob_parses() {
+        assert!(BUILTIN_GLOBS.len() >= 3, "{BUILTIN_GLOBS:?}");
+        assert!(BUILTIN_GLOBS.windows(2).all(|w| w[0] < w[1]), "sorted");
+        for g in BUILTIN_GLOBS {
+            assert!(super::super::globs::other_syntax(g.as_bytes()), "{g}");
+            assert!(glob_of(g).is_ok_and(|g| g.is_some()), "{g}");
+        }
+        assert!(BUILTIN_GLOBS.contains(&"{-[rR]*,-[!-]*[rR]*,--r*}"));
+        // Anything else is still parsed, and refused when it does not parse.
+        assert!(ArgvPattern::check(&["rm".into(), "{-[rR]*".into()]).is_err());
+    }
 
     fn pat(p: &[&str]) -> ArgvPattern {
         let p: Vec<String> = p.iter().map(|s| s.to_string()).collect();
