@@ -87,6 +87,9 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        if let Some(cli) = plain_exec(&args, |name| std::env::var_os(name).is_some()) {
+            return Ok(cli);
+        }
         if args.get(1).is_some_and(|a| a == "exec") {
             if let Ok(ExecOnly {
                 log_level,
@@ -101,6 +104,102 @@ impl Cli {
         }
         Cli::try_parse_from(args)
     }
+}
+
+/// `guard exec` with only the options a run is usually started with, taken without clap:
+/// building even [`ExecOnly`]'s parser cost some 80 µs of every start (the arguments' help
+/// texts, the value parsers, clap's own tables), the command line's share of a start's time
+/// that could go. It takes `-p`/`--profile`, `-w`/`--workspace`, `--audit-log`, `--summary`
+/// and `--audit-otlp` with their value as the next argument or after `=` (a long option),
+/// the flags `--atomic`, `--keep-caps`, `--no-config`, `--no-sync-wake-up` and `--no-addfd`
+/// once each, then the command after `--` or from its first argument that is no option.
+/// Anything else, and any command line while a variable an option can come from
+/// (`env_set`) is set, is `None`: the parsers behind it decide, and a test holds every
+/// command line this one takes to the whole parser's reading of it.
+fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Option<Cli> {
+    if args.get(1).is_none_or(|a| a != "exec")
+        || [
+            "GUARD_LOG",
+            "GUARD_LANDLOCK_ABI",
+            "GUARD_NO_SYNC_WAKE_UP",
+            "GUARD_NO_ADDFD",
+        ]
+        .into_iter()
+        .any(env_set)
+    {
+        return None;
+    }
+    let mut a = ExecArgs {
+        profile: Vec::new(),
+        workspace: None,
+        audit_log: None,
+        summary: None,
+        audit_otlp: None,
+        atomic: false,
+        landlock_abi: None,
+        no_sync_wake_up: false,
+        no_addfd: false,
+        keep_caps: false,
+        no_config: false,
+        command: Vec::new(),
+    };
+    let mut rest = args[2..].iter();
+    while let Some(arg) = rest.next() {
+        let Some(text) = arg.to_str() else {
+            // The command's first word (an option would be UTF-8).
+            let at = args.len() - rest.len() - 1;
+            a.command = args[at..].to_vec();
+            break;
+        };
+        if text == "--" {
+            a.command = rest.cloned().collect();
+            break;
+        }
+        if !text.starts_with('-') {
+            a.command = std::iter::once(arg).chain(rest).cloned().collect();
+            break;
+        }
+        let flag = match text {
+            "--atomic" => Some(&mut a.atomic),
+            "--keep-caps" => Some(&mut a.keep_caps),
+            "--no-config" => Some(&mut a.no_config),
+            "--no-sync-wake-up" => Some(&mut a.no_sync_wake_up),
+            "--no-addfd" => Some(&mut a.no_addfd),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            if std::mem::replace(flag, true) {
+                return None; // given twice: clap's error
+            }
+            continue;
+        }
+        let (name, inline) = match text.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value)),
+            _ => (text, None),
+        };
+        let value: &str = match inline {
+            Some(v) => v,
+            None => rest.next()?.to_str()?,
+        };
+        if value.is_empty() || (inline.is_none() && value.starts_with('-')) {
+            return None;
+        }
+        match name {
+            "-p" | "--profile" => a.profile.push(value.to_owned()),
+            "-w" | "--workspace" if a.workspace.is_none() => a.workspace = Some(value.into()),
+            "--audit-log" if a.audit_log.is_none() => a.audit_log = Some(value.into()),
+            "--summary" if a.summary.is_none() => a.summary = Some(value.into()),
+            "--audit-otlp" if a.audit_otlp.is_none() => a.audit_otlp = Some(value.to_owned()),
+            _ => return None,
+        }
+    }
+    if a.command.is_empty() {
+        return None;
+    }
+    Some(Cli {
+        log_level: "warn".to_owned(),
+        command: Command::Exec(a),
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -347,5 +446,111 @@ mod tests {
             assert!(ExecOnly::try_parse_from(args).is_ok(), "{args:?}");
         }
         assert!(ExecOnly::try_parse_from(["guard", "exec", "--help"]).is_err());
+    }
+
+    fn plain(args: &[&str]) -> Option<String> {
+        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        plain_exec(&args, |_| false).map(|c| format!("{c:?}"))
+    }
+
+    /// Every command line the parser without clap takes, it reads as the whole parser does;
+    /// the rest it leaves to the parsers behind it.
+    #[test]
+    fn the_plain_exec_parser_reads_what_it_takes_as_clap_does() {
+        let taken: &[&[&str]] = &[
+            &["guard", "exec", "--", "true"],
+            &["guard", "exec", "true"],
+            &["guard", "exec", "true", "-x", "--y", "--", "z"],
+            &["guard", "exec", "--", "--help", "-p"],
+            &[
+                "guard", "exec", "-p", "agent", "-p", "x.toml", "--atomic", "--", "sh", "-c",
+            ],
+            &[
+                "guard",
+                "exec",
+                "--profile",
+                "strict",
+                "--profile=ci",
+                "--",
+                "make",
+            ],
+            &[
+                "guard",
+                "exec",
+                "-w",
+                "/tmp/w",
+                "--no-config",
+                "--keep-caps",
+                "make",
+                "-j2",
+            ],
+            &[
+                "guard",
+                "exec",
+                "--workspace=/w",
+                "--audit-log",
+                "/a.jsonl",
+                "--",
+                "x",
+            ],
+            &[
+                "guard",
+                "exec",
+                "--summary",
+                "s.json",
+                "--audit-otlp=http://127.0.0.1:4318",
+                "x",
+            ],
+            &[
+                "guard",
+                "exec",
+                "--no-sync-wake-up",
+                "--no-addfd",
+                "--",
+                "x",
+            ],
+            &["guard", "exec", "--profile=a=b", "x"],
+        ];
+        for args in taken {
+            let whole = Cli::try_parse_from(*args).map(|c| format!("{c:?}"));
+            assert_eq!(plain(args).as_ref(), whole.as_ref().ok(), "{args:?}");
+        }
+        let left: &[&[&str]] = &[
+            &["guard", "exec"],
+            &["guard", "exec", "--"],
+            &["guard", "exec", "--help"],
+            &["guard", "exec", "-h", "--", "x"],
+            &["guard", "exec", "--version"],
+            &["guard", "exec", "-p"],
+            &["guard", "exec", "-p", "--", "x"],
+            &["guard", "exec", "-p", "-x", "y"],
+            &["guard", "exec", "-pagent", "x"],
+            &["guard", "exec", "-p=agent", "x"],
+            &["guard", "exec", "--profile=", "x"],
+            &["guard", "exec", "--atomic", "--atomic", "x"],
+            &["guard", "exec", "-w", "a", "-w", "b", "x"],
+            &["guard", "exec", "--log-level", "debug", "--", "x"],
+            &["guard", "exec", "--landlock-abi", "3", "--", "x"],
+            &["guard", "exec", "--no-such-option", "--", "x"],
+            &["guard", "exec", "-", "x"],
+            &["guard", "--log-level", "debug", "exec", "--", "x"],
+            &["guard", "runs"],
+        ];
+        for args in left {
+            assert_eq!(plain(args), None, "{args:?}");
+        }
+        // An option's variable set: clap reads it.
+        let args: Vec<std::ffi::OsString> = ["guard", "exec", "--", "x"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        for var in [
+            "GUARD_LOG",
+            "GUARD_LANDLOCK_ABI",
+            "GUARD_NO_SYNC_WAKE_UP",
+            "GUARD_NO_ADDFD",
+        ] {
+            assert!(plain_exec(&args, |v| v == var).is_none(), "{var}");
+        }
     }
 }

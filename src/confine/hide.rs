@@ -193,7 +193,10 @@ impl Hidden {
     ) -> Result<usize, E> {
         let fd = dir.as_fd();
         let mut hidden = 0;
-        let mut names = Vec::new();
+        // Every name in one buffer (`ends` marks where each stops): one allocation for a
+        // listing of `/dev`'s some 250 entries, not one per entry.
+        let mut bytes = Vec::with_capacity(4096);
+        let mut ends = Vec::with_capacity(256);
         if let Ok(mut listing) = dir
             .try_clone()
             .map_err(drop)
@@ -202,10 +205,16 @@ impl Hidden {
             for entry in listing.iter().flatten() {
                 let name = entry.file_name().to_bytes();
                 if name != b"." && name != b".." {
-                    names.push((name.to_vec(), entry.file_type()));
+                    bytes.extend_from_slice(name);
+                    ends.push((bytes.len(), entry.file_type()));
                 }
             }
         }
+        let names = ends.iter().scan(0, |start, &(end, kind)| {
+            let name = &bytes[*start..end];
+            *start = end;
+            Some((name, kind))
+        });
         // What each entry is compared with, picked for this directory once.
         let patterns = self.set.children(path);
         let expanded: Vec<&OsStr> = self
@@ -215,32 +224,32 @@ impl Hidden {
             .filter_map(|d| d.file_name())
             .collect();
         for (name, kind) in names {
-            let kind = kind.or_else(|| kind_at(fd, &name));
+            let kind = kind.or_else(|| kind_at(fd, name));
             if matches!(kind, None | Some(Type::Symlink)) {
                 // Reached through its target, whose own rule (or lack of one) decides.
                 continue;
             }
             let expand = kind == Some(Type::Directory)
                 && depth + 1 < MAX_DEPTH
-                && expanded.contains(&OsStr::from_bytes(&name));
+                && expanded.contains(&OsStr::from_bytes(name));
             // `push`, and below a cut back to the directory's length rather than a `pop`
             // (which parses the path's components again): once per entry of `/etc`, `/dev`.
             let stem = path.as_os_str().len();
-            path.push(OsStr::from_bytes(&name));
-            if patterns.is_match(&name, path) {
+            path.push(OsStr::from_bytes(name));
+            if patterns.is_match(name, path) {
                 hidden += 1;
             } else if expand {
                 let flags =
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                match openat(Some(fd), name.as_slice(), flags, Mode::empty()) {
+                match openat(Some(fd), name, flags, Mode::empty()) {
                     Ok(sub) => hidden += self.expand_dir(sub, path, access, add, depth + 1)?,
                     Err(_) => {
-                        if let Some(entry) = open_path(fd, &name) {
+                        if let Some(entry) = open_path(fd, name) {
                             add(Place::Open(entry, path, true), access)?;
                         }
                     }
                 }
-            } else if let Some(entry) = open_path(fd, &name) {
+            } else if let Some(entry) = open_path(fd, name) {
                 add(
                     Place::Open(entry, path, kind == Some(Type::Directory)),
                     access,

@@ -313,7 +313,9 @@ impl LogWriter {
     /// A write cut short leaves whole lines and at most one torn last line, which `read_log`
     /// ignores.
     pub fn append_all<'e>(&self, entries: impl IntoIterator<Item = &'e Entry>) -> io::Result<()> {
-        let mut line = Vec::new();
+        // Room for an entry with two long paths: serializing into an empty vector grew it
+        // five or six times per entry.
+        let mut line = Vec::with_capacity(512);
         for entry in entries {
             serde_json::to_writer(&mut line, entry).map_err(io::Error::other)?;
             line.push(b'\n');

@@ -24,12 +24,13 @@ enum Element {
     Any,
     /// An element without glob syntax, compared as a string (most of them: `git`, `push`).
     Literal { text: String, path: bool },
-    /// An element with glob syntax. Its regex is compiled on the first match (tens of
-    /// microseconds each): most rules' elements are never reached, since their program
-    /// element (`git`, `rm`) does not match.
+    /// An element with glob syntax. It is parsed and its regex compiled on the first match
+    /// (tens of microseconds each): most rules' elements are never reached, since their
+    /// program element (`git`, `rm`) does not match. The profile's load checked it
+    /// ([`ArgvPattern::check`]); one that did not parse would match nothing.
     Glob {
-        glob: Glob,
-        matcher: OnceLock<GlobMatcher>,
+        text: String,
+        matcher: OnceLock<Option<GlobMatcher>>,
         path: bool,
     },
 }
@@ -40,9 +41,20 @@ impl Element {
         match self {
             Element::Any => true,
             Element::Literal { text, .. } => text == candidate,
-            Element::Glob { glob, matcher, .. } => matcher
-                .get_or_init(|| glob.compile_matcher())
-                .is_match(candidate),
+            Element::Glob {
+                text,
+                matcher,
+                path,
+            } => matcher
+                .get_or_init(|| {
+                    GlobBuilder::new(text)
+                        .literal_separator(*path)
+                        .build()
+                        .ok()
+                        .map(|g| g.compile_matcher())
+                })
+                .as_ref()
+                .is_some_and(|m| m.is_match(candidate)),
         }
     }
 
@@ -60,10 +72,20 @@ pub struct ArgvPattern {
     elements: Vec<Element>,
 }
 
+/// The built-in profiles' argv elements with glob syntax other than `*`, sorted (build.rs,
+/// `argv_glob_elements`). Their text is all there is to their validity, so
+/// `every_builtin_argv_glob_parses` parses them once for every start.
+const BUILTIN_GLOBS: &[&str] = include!(concat!(env!("OUT_DIR"), "/profiles/argv_globs.rs"));
+
+/// Whether an element is a glob rather than a string compared as it is.
+fn has_glob_syntax(elem: &str) -> bool {
+    elem.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
 /// The parsed glob of one pattern element, `None` for `**` and for an element without glob
 /// syntax (compared as a string). Path elements' `*` does not cross `/`.
 fn glob_of(elem: &str) -> Result<Option<Glob>, (String, globset::Error)> {
-    if elem == "**" || !elem.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+    if elem == "**" || !has_glob_syntax(elem) {
         return Ok(None);
     }
     GlobBuilder::new(elem)
@@ -83,20 +105,20 @@ impl ArgvPattern {
     pub fn check(pattern: &[String]) -> Result<(), (String, globset::Error)> {
         // An element whose only glob syntax is `*` compiles whatever it holds
         // (`policy::resolve`'s `star_only_patterns_always_compile`): not parsed at every start
-        // for nothing (the built-in rules' `-*r*`, `--force*`, ...).
+        // for nothing (the built-in rules' `-*r*`, `--force*`, ...). Neither is one of the
+        // built-in profiles' own, which a test parses ([`BUILTIN_GLOBS`]).
         pattern
             .iter()
             .filter(|elem| super::globs::other_syntax(elem.as_bytes()))
+            .filter(|elem| BUILTIN_GLOBS.binary_search(&elem.as_str()).is_err())
             .try_for_each(|elem| glob_of(elem).map(drop))
     }
 
-    /// Parses the (expanded) pattern elements, whose regexes compile on their first match;
-    /// the error names the offending element.
-    ///
-    /// # Errors
-    ///
-    /// The element that is not a valid glob, with the glob compiler's error.
-    pub fn compile(pattern: &[String]) -> Result<Self, (String, globset::Error)> {
+    /// The pattern of the (expanded) elements, which [`ArgvPattern::check`] accepted when the
+    /// profile was loaded: a glob element is parsed and compiled on its first match (the
+    /// built-in rules' `{-[rR]*,-[!-]*[rR]*,--r*}` were parsed again at every start, after
+    /// the check had parsed them).
+    pub fn compile(pattern: &[String]) -> Self {
         let mut elements = Vec::with_capacity(pattern.len());
         for elem in pattern {
             if elem == "**" {
@@ -107,19 +129,20 @@ impl ArgvPattern {
                 continue;
             }
             let path = elem.starts_with('/');
-            elements.push(match glob_of(elem)? {
-                Some(glob) => Element::Glob {
-                    glob,
+            elements.push(if has_glob_syntax(elem) {
+                Element::Glob {
+                    text: elem.clone(),
                     matcher: OnceLock::new(),
                     path,
-                },
-                None => Element::Literal {
+                }
+            } else {
+                Element::Literal {
                     text: elem.clone(),
                     path,
-                },
+                }
             });
         }
-        Ok(ArgvPattern { elements })
+        ArgvPattern { elements }
     }
 
     /// Whether the pattern matches the argument vector of an exec.
@@ -212,8 +235,24 @@ fn sequence_matches(pattern: &[Element], args: &[OsString], cwd: Option<&Path>) 
 mod tests {
     use super::*;
 
+    /// What lets `check` take the built-in profiles' elements without parsing them.
+    #[test]
+    fn every_builtin_argv_glob_parses() {
+        assert!(BUILTIN_GLOBS.len() >= 3, "{BUILTIN_GLOBS:?}");
+        assert!(BUILTIN_GLOBS.windows(2).all(|w| w[0] < w[1]), "sorted");
+        for g in BUILTIN_GLOBS {
+            assert!(super::super::globs::other_syntax(g.as_bytes()), "{g}");
+            assert!(glob_of(g).is_ok_and(|g| g.is_some()), "{g}");
+        }
+        assert!(BUILTIN_GLOBS.contains(&"{-[rR]*,-[!-]*[rR]*,--r*}"));
+        // Anything else is still parsed, and refused when it does not parse.
+        assert!(ArgvPattern::check(&["rm".into(), "{-[rR]*".into()]).is_err());
+    }
+
     fn pat(p: &[&str]) -> ArgvPattern {
-        ArgvPattern::compile(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        let p: Vec<String> = p.iter().map(|s| s.to_string()).collect();
+        ArgvPattern::check(&p).expect("valid globs");
+        ArgvPattern::compile(&p)
     }
 
     fn args(a: &str) -> Vec<OsString> {

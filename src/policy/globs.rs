@@ -39,8 +39,11 @@ pub struct Children<'a> {
     /// The literal patterns naming an entry of the directory: its name.
     names: Vec<&'a [u8]>,
     /// The last component of each pattern without `**` whose other components match the
-    /// directory.
-    last: Vec<&'a [u8]>,
+    /// directory, after its literal head (what comes before its first `*`, the whole
+    /// component when it has none): an entry is matched against a pattern only when it starts
+    /// with the head, so each of `/dev`'s some 250 entries meets about one of the patterns
+    /// (`tty0*`..`tty9*`, `ttyS*`, `sd*`, ...), not all thirty.
+    last: Vec<(&'a [u8], &'a [u8])>,
     /// Whether some pattern (with `**`, or other syntax) is matched against the whole path.
     whole: bool,
 }
@@ -52,7 +55,14 @@ impl Children<'_> {
         if self.whole {
             return self.set.is_match(path);
         }
-        self.names.contains(&name) || self.last.iter().any(|p| component_match(p, name))
+        self.names.contains(&name)
+            || self.last.iter().any(|&(head, p)| {
+                if head.len() == p.len() {
+                    name == p
+                } else {
+                    name.starts_with(head) && component_match(p, name)
+                }
+            })
     }
 }
 
@@ -317,7 +327,9 @@ impl PathSet {
                             if above.len() == comps.len()
                                 && above.iter().zip(comps).all(|(p, c)| component_match(p, c))
                             {
-                                last.push(&**name);
+                                let star = name.iter().position(|&b| b == b'*');
+                                let head = &name[..star.unwrap_or(name.len())];
+                                last.push((head, &**name));
                             }
                         }
                     }
@@ -563,13 +575,23 @@ mod tests {
             "/dev/mapper",
             "/dev/vcs*",
             "/run/secrets",
+            "/dev/*/by-id",
+            "/dev/tty1*",
+            "/etc/*ss*/*_config",
         ];
         let mut entries: Vec<(String, String)> = Vec::new();
-        for path in PATHS
-            .iter()
-            .chain(&hide)
-            .chain(&["/etc/ssh/x_key", "/dev/vcsa1", "/run"])
-        {
+        for path in PATHS.iter().chain(&hide).chain(&[
+            "/etc/ssh/x_key",
+            "/dev/vcsa1",
+            "/run",
+            "/dev/disk/by-id",
+            "/dev/disk/by-idx",
+            "/dev/tty1",
+            "/dev/tty10",
+            "/dev/tty2",
+            "/etc/ssh/sshd_config",
+            "/etc/ssh/sshd_config2",
+        ]) {
             // A listing's names are never empty.
             if let Some((dir, name)) = path.rsplit_once('/').filter(|(_, n)| !n.is_empty()) {
                 let dir = if dir.is_empty() && path.starts_with('/') {

@@ -397,9 +397,10 @@ impl Rule {
         if self.argv.is_empty() {
             return None;
         }
-        Some(self.argv_pattern.get_or_init(|| {
-            ArgvPattern::compile(&self.argv).expect("argv elements were checked one by one")
-        }))
+        Some(
+            self.argv_pattern
+                .get_or_init(|| ArgvPattern::compile(&self.argv)),
+        )
     }
 }
 

@@ -43,6 +43,12 @@ pub(super) fn remove_tmp(tmp: &Path) {
     if tmp.as_os_str().is_empty() {
         return;
     }
+    // Most commands leave it empty: one rmdir, where the tree walk opens, stats and lists it.
+    match std::fs::remove_dir(tmp) {
+        Ok(()) => return,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(_) => {}
+    }
     if let Err(e) = std::fs::remove_dir_all(tmp) {
         tracing::warn!(
             "cannot remove the private temporary directory {}: {e}",

@@ -64,9 +64,14 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         }
     }
     let policy = policy_in_force(core);
-    let fresh = is_fresh(&lock(&core.created), r);
-    let verdict = policy::decide(&policy, &r.request(fresh));
-    let mut verdict = super::net::judge_more(&policy, r, verdict);
+    // Whether the targets are the run's own creations matters only to `protect`, which
+    // `fresh` relaxes: asked only of a call `protect` refused (a walk up every target's
+    // ancestors, each hashed, on every call under a `.git` the run made).
+    let mut verdict = policy::decide(&policy, &r.request(false));
+    if verdict.rule == RuleId::Builtin(Builtin::Protect) && is_fresh(&lock(&core.created), r) {
+        verdict = policy::decide(&policy, &r.request(true));
+    }
+    verdict = super::net::judge_more(&policy, r, verdict);
     if verdict.action == Action::Deny {
         // A refusal of a call the kernel fails anyway gets the kernel's own answer, not a
         // refusal (nothing is explained to the caller): see `names`.

@@ -230,6 +230,20 @@ fn tmpdir_is_private_writable_and_removed_after_the_run() {
         !std::path::Path::new(&lines[1]).exists(),
         "the private tmp is removed after the run"
     );
+    // Left empty (removed by one rmdir) or holding a tree: gone either way.
+    for script in [
+        "echo \"$TMPDIR\"",
+        "mkdir -p \"$TMPDIR/a/b\" && touch \"$TMPDIR/a/b/c\" && echo \"$TMPDIR\"",
+    ] {
+        let out = w.exec(&["agent"]).run(&["sh", "-c", script]);
+        out.expect_code(0);
+        let tmp = out.stdout().trim().to_string();
+        assert!(tmp.contains("guard-"), "{tmp}");
+        assert!(
+            !std::path::Path::new(&tmp).exists(),
+            "{script}: {tmp} is left"
+        );
+    }
 }
 
 #[test]

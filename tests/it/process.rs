@@ -425,6 +425,40 @@ fn guard_starts_without_loading_libgcc_s() {
     w.exec(&["agent"]).run(&["true"]).expect_code(0);
 }
 
+/// guard's binary has its relative relocations packed (build.rs, `packed_relocations`): its
+/// dynamic section names a DT_RELR table, and what is left for the loader to read entry by
+/// entry (`DT_RELASZ`, 24 bytes each) is the symbol relocations, not the thousands of
+/// relative ones; and a run still works.
+#[cfg(guard_packed_relocs)]
+#[test]
+fn guards_relative_relocations_are_packed() {
+    const PT_DYNAMIC: u32 = 2;
+    const DT_RELASZ: u64 = 8;
+    const DT_RELRSZ: u64 = 35;
+    let elf = std::fs::read(GUARD).expect("read guard's binary");
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, u16_at(0x36), u16_at(0x38));
+    let dynamic = (0..phnum)
+        .map(|i| phoff + i * phentsize)
+        .find(|&ph| u32_at(ph) == PT_DYNAMIC)
+        .expect("a dynamic section");
+    let (start, size) = (u64_at(dynamic + 8) as usize, u64_at(dynamic + 32) as usize);
+    let tags: Vec<(u64, u64)> = (start..start + size)
+        .step_by(16)
+        .map(|e| (u64_at(e), u64_at(e + 8)))
+        .take_while(|&(tag, _)| tag != 0)
+        .collect();
+    let value = |tag: u64| tags.iter().find(|&&(t, _)| t == tag).map(|&(_, v)| v);
+    assert!(value(DT_RELRSZ).is_some_and(|n| n > 0), "{tags:x?}");
+    let rela = value(DT_RELASZ).unwrap_or(0) / 24;
+    assert!(rela < 1000, "{rela} relocations left unpacked");
+    let w = Workspace::new();
+    w.exec(&["agent"]).run(&["true"]).expect_code(0);
+}
+
 /// The command finds ignored exactly the signals guard found ignored: SIGPIPE is not when
 /// guard was started normally (Rust's runtime ignores it inside guard, and an ignored signal
 /// survives exec), and is when guard's own parent ignored it; the others as they came.
