@@ -466,7 +466,7 @@ mod tests {
             &["guard", "exec", "true", "-x", "--y", "--", "z"],
             &["guard", "exec", "--", "--help", "-p"],
             &[
-                "guard", "exec", "-p", "agent", "-p", "x.toml", "--atomic", "--", "sh", "-c",
+                "guard", "exec", "-p", "a", "-p", "b.toml", "--atomic", "sh", "-c",
             ],
             &[
                 "guard",
