@@ -146,7 +146,10 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
     let mut rest = args[2..].iter();
     while let Some(arg) = rest.next() {
         let Some(text) = arg.to_str() else {
-            // The command's first word (an option would be UTF-8).
+            // The command's first word; an option (or what looks like one) is for clap.
+            if std::os::unix::ffi::OsStrExt::as_bytes(arg.as_os_str()).starts_with(b"-") {
+                return None;
+            }
             let at = args.len() - rest.len() - 1;
             a.command = args[at..].to_vec();
             break;
@@ -463,7 +466,7 @@ mod tests {
             &["guard", "exec", "true", "-x", "--y", "--", "z"],
             &["guard", "exec", "--", "--help", "-p"],
             &[
-                "guard", "exec", "-p", "agent", "-p", "x.toml", "--atomic", "--", "sh", "-c",
+                "guard", "exec", "-p", "a", "-p", "b.toml", "--atomic", "sh", "-c",
             ],
             &[
                 "guard",
@@ -539,6 +542,19 @@ mod tests {
         for args in left {
             assert_eq!(plain(args), None, "{args:?}");
         }
+        // Words that are no UTF-8: the command's first one is taken, one like an option not.
+        use std::os::unix::ffi::OsStrExt;
+        let word = std::ffi::OsStr::from_bytes(b"caf\xe9").to_os_string();
+        let dash = std::ffi::OsStr::from_bytes(b"-\xe9").to_os_string();
+        let with = |w: &std::ffi::OsString| -> Vec<std::ffi::OsString> {
+            vec!["guard".into(), "exec".into(), w.clone(), "x".into()]
+        };
+        let whole = Cli::try_parse_from(with(&word)).map(|c| format!("{c:?}"));
+        assert_eq!(
+            plain_exec(&with(&word), |_| false).map(|c| format!("{c:?}")),
+            whole.ok()
+        );
+        assert!(plain_exec(&with(&dash), |_| false).is_none());
         // An option's variable set: clap reads it.
         let args: Vec<std::ffi::OsString> = ["guard", "exec", "--", "x"]
             .iter()

@@ -62,7 +62,9 @@ impl Journal {
     }
 
     /// rename/renameat2 performed by the journal. `flags`: 0, or RENAME_NOREPLACE,
-    /// RENAME_EXCHANGE, RENAME_WHITEOUT as the kernel takes them.
+    /// RENAME_EXCHANGE, RENAME_WHITEOUT as the kernel takes them. `looks`: what the walks
+    /// that found the two names saw (source first), if anything; a look still current spares
+    /// the journal its own `fstatat` of that name.
     ///
     /// # Errors
     ///
@@ -70,35 +72,6 @@ impl Journal {
     /// see it.
     #[allow(clippy::too_many_arguments)]
     pub fn rename(
-        &mut self,
-        from_dir: BorrowedFd<'_>,
-        from: &OsStr,
-        from_abs: &Path,
-        to_dir: BorrowedFd<'_>,
-        to: &OsStr,
-        to_abs: &Path,
-        flags: u32,
-    ) -> io::Result<()> {
-        self.rename_seen(
-            from_dir,
-            from,
-            from_abs,
-            to_dir,
-            to,
-            to_abs,
-            flags,
-            [Looked::Not, Looked::Not],
-        )
-    }
-
-    /// [`Journal::rename`], given what the walks that found the two names saw (`looks`, source
-    /// first): a look still current spares the journal its own `fstatat` of that name.
-    ///
-    /// # Errors
-    ///
-    /// As [`Journal::rename`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn rename_seen(
         &mut self,
         from_dir: BorrowedFd<'_>,
         from: &OsStr,

@@ -90,7 +90,16 @@ fn rmd(j: &mut Journal, abs: &Path) -> std::io::Result<()> {
 fn ren(j: &mut Journal, a: &Path, b: &Path, flags: u32) -> std::io::Result<()> {
     let (da, na) = parent(a);
     let (db, nb) = parent(b);
-    j.rename(da.as_fd(), &na, a, db.as_fd(), &nb, b, flags)
+    j.rename(
+        da.as_fd(),
+        &na,
+        a,
+        db.as_fd(),
+        &nb,
+        b,
+        flags,
+        [Looked::Not; 2],
+    )
 }
 
 fn create(j: &mut Journal, abs: &Path, content: &[u8]) {

@@ -211,7 +211,7 @@ fn perform_journaled(
         }
         Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
         Act::Rename { from, to, flags } => {
-            return io_done(j.rename_seen(
+            return io_done(j.rename(
                 from.parent.as_fd(),
                 &from.name,
                 &from.path,

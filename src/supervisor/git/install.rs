@@ -18,7 +18,7 @@ use nix::fcntl::{OFlag, RenameFlags};
 use nix::sys::stat::Mode;
 
 use super::super::target::Target;
-use crate::journal::Journal;
+use crate::journal::{Journal, Looked};
 
 /// Install `content` at `to` and remove `from`, as `rename(from, to)` would have left them.
 pub fn install(
@@ -138,7 +138,7 @@ fn place(
         Ok(())
     })();
     let moved = written.and_then(|()| match journal {
-        Some(j) => j.rename(dir, &tmp, &tmp_path, dir, name, path, 0),
+        Some(j) => j.rename(dir, &tmp, &tmp_path, dir, name, path, 0, [Looked::Not; 2]),
         None => nix::fcntl::renameat2(
             Some(dir.as_raw_fd()),
             tmp.as_os_str(),
