@@ -69,7 +69,7 @@ fn builtin_profiles() {
     println!("cargo:rerun-if-changed={}", src.display());
     std::fs::create_dir_all(&out).expect("create OUT_DIR/profiles");
     let entries = std::fs::read_dir(&src).expect("read profiles/");
-    let mut argv_globs = std::collections::BTreeSet::new();
+    let mut argv = std::collections::BTreeSet::new();
     for entry in entries {
         let path = entry.expect("list profiles/").path();
         if path.extension().is_none_or(|e| e != "toml") {
@@ -80,22 +80,22 @@ fn builtin_profiles() {
         let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| {
             panic!("built-in profile {} is not valid TOML: {e}", path.display())
         });
-        argv_globs.extend(argv_glob_elements(&value));
+        argv.extend(argv_elements(&value));
         let json = serde_json::to_string(&value).expect("a TOML value has a JSON form");
         let name = path.file_stem().expect("a file name");
         std::fs::write(out.join(name).with_extension("json"), json)
             .expect("write OUT_DIR/profiles");
     }
-    let list: String = argv_globs.iter().map(|g| format!("    {g:?},\n")).collect();
-    std::fs::write(out.join("argv_globs.rs"), format!("&[\n{list}]\n"))
-        .expect("write OUT_DIR/profiles/argv_globs.rs");
+    let list: String = argv.iter().map(|e| format!("    {e:?},\n")).collect();
+    std::fs::write(out.join("argv_elements.rs"), format!("&[\n{list}]\n"))
+        .expect("write OUT_DIR/profiles/argv_elements.rs");
 }
 
-/// The elements of the built-in rules' `argv` patterns that have glob syntax other than `*`
-/// (what `policy::argv::ArgvPattern::check` parses to refuse a bad one), in byte order: a
-/// built-in profile's are checked once by a test instead of at every start (the glob parser's
-/// first use, some 25 µs of each start here).
-fn argv_glob_elements(profile: &toml::Value) -> Vec<String> {
+/// Every element of the built-in rules' `argv` patterns, for `policy::argv` (in byte order):
+/// `ArgvPattern::check` parses a glob to refuse a bad one, and the built-in profiles' own are
+/// parsed once by a test instead of at every start (the glob parser's first use, some 25 µs of
+/// each start here).
+fn argv_elements(profile: &toml::Value) -> Vec<String> {
     let rules = profile.get("rule").and_then(toml::Value::as_array);
     rules
         .into_iter()
@@ -103,7 +103,6 @@ fn argv_glob_elements(profile: &toml::Value) -> Vec<String> {
         .filter_map(|r| r.get("argv")?.as_array())
         .flatten()
         .filter_map(toml::Value::as_str)
-        .filter(|e| e.bytes().any(|b| b"?[]{}\\".contains(&b)))
         .map(str::to_owned)
         .collect()
 }
@@ -117,16 +116,12 @@ fn argv_glob_elements(profile: &toml::Value) -> Vec<String> {
 /// leaves it out. Skipped, with the shared library used as before, where the C compiler
 /// cannot name the archive (another toolchain) or the target is not glibc.
 fn static_unwinder() {
-    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
-    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
-    println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rustc-check-cfg=cfg(guard_static_unwinder)");
-    if os != "linux" || env != "gnu" || features.split(',').any(|f| f == "crt-static") {
+    if !glibc_target() || features.split(',').any(|f| f == "crt-static") {
         return;
     }
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let Ok(out) = Command::new(cc)
+    let Ok(out) = Command::new(c_compiler())
         .arg("-print-file-name=libgcc_eh.a")
         .output()
     else {
@@ -159,10 +154,8 @@ fn static_unwinder() {
 fn packed_relocations() {
     println!("cargo:rerun-if-env-changed=GUARD_NO_PACKED_RELOCS");
     println!("cargo:rustc-check-cfg=cfg(guard_packed_relocs)");
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
-    if var("CARGO_CFG_TARGET_OS") != "linux"
-        || var("CARGO_CFG_TARGET_ENV") != "gnu"
-        || var("HOST") != var("TARGET")
+    if !glibc_target()
+        || std::env::var("HOST").ok() != std::env::var("TARGET").ok()
         || std::env::var_os("GUARD_NO_PACKED_RELOCS").is_some()
     {
         return;
@@ -176,8 +169,7 @@ fn packed_relocations() {
     if std::fs::write(&src, program).is_err() {
         return;
     }
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let linked = Command::new(cc)
+    let linked = Command::new(c_compiler())
         .args(["-fPIE", "-pie", "-Wl,-z,pack-relative-relocs", "-o"])
         .arg(&bin)
         .arg(&src)
@@ -190,4 +182,16 @@ fn packed_relocations() {
     println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     // For the test that checks it (tests/it/process.rs).
     println!("cargo:rustc-cfg=guard_packed_relocs");
+}
+
+/// Whether the target is Linux with glibc, where the link options above apply.
+fn glibc_target() -> bool {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu"
+}
+
+/// The C compiler that links the binaries: `$CC`, else `cc`.
+fn c_compiler() -> String {
+    println!("cargo:rerun-if-env-changed=CC");
+    std::env::var("CC").unwrap_or_else(|_| "cc".into())
 }

@@ -117,16 +117,7 @@ impl Cli {
 /// (`env_set`) is set, is `None`: the parsers behind it decide, and a test holds every
 /// command line this one takes to the whole parser's reading of it.
 fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Option<Cli> {
-    if args.get(1).is_none_or(|a| a != "exec")
-        || [
-            "GUARD_LOG",
-            "GUARD_LANDLOCK_ABI",
-            "GUARD_NO_SYNC_WAKE_UP",
-            "GUARD_NO_ADDFD",
-        ]
-        .into_iter()
-        .any(env_set)
-    {
+    if args.get(1).is_none_or(|a| a != "exec") || EXEC_ENV.iter().copied().any(env_set) {
         return None;
     }
     let mut a = ExecArgs {
@@ -143,25 +134,21 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
         no_config: false,
         command: Vec::new(),
     };
-    let mut rest = args[2..].iter();
-    while let Some(arg) = rest.next() {
-        let Some(text) = arg.to_str() else {
-            // The command's first word; an option (or what looks like one) is for clap.
-            if std::os::unix::ffi::OsStrExt::as_bytes(arg.as_os_str()).starts_with(b"-") {
-                return None;
-            }
-            let at = args.len() - rest.len() - 1;
-            a.command = args[at..].to_vec();
-            break;
-        };
-        if text == "--" {
-            a.command = rest.cloned().collect();
+    let mut i = 2;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(arg.as_os_str());
+        if bytes == b"--" {
+            a.command = args[i..].to_vec();
             break;
         }
-        if !text.starts_with('-') {
-            a.command = std::iter::once(arg).chain(rest).cloned().collect();
+        if !bytes.starts_with(b"-") {
+            // The command's first word.
+            a.command = args[i - 1..].to_vec();
             break;
         }
+        // An option that is no UTF-8 is for clap to refuse.
+        let text = arg.to_str()?;
         let flag = match text {
             "--atomic" => Some(&mut a.atomic),
             "--keep-caps" => Some(&mut a.keep_caps),
@@ -182,7 +169,10 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
         };
         let value: &str = match inline {
             Some(v) => v,
-            None => rest.next()?.to_str()?,
+            None => {
+                i += 1;
+                args.get(i - 1)?.to_str()?
+            }
         };
         if value.is_empty() || (inline.is_none() && value.starts_with('-')) {
             return None;
@@ -204,6 +194,15 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
         command: Command::Exec(a),
     })
 }
+
+/// The variables an option of `guard exec` can come from (clap's `env`): while one is set,
+/// [`plain_exec`] leaves the command line to clap. A test holds the list to `ExecArgs`.
+const EXEC_ENV: &[&str] = &[
+    "GUARD_LOG",
+    "GUARD_LANDLOCK_ABI",
+    "GUARD_NO_SYNC_WAKE_UP",
+    "GUARD_NO_ADDFD",
+];
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -560,13 +559,22 @@ mod tests {
             .iter()
             .map(Into::into)
             .collect();
-        for var in [
-            "GUARD_LOG",
-            "GUARD_LANDLOCK_ABI",
-            "GUARD_NO_SYNC_WAKE_UP",
-            "GUARD_NO_ADDFD",
-        ] {
-            assert!(plain_exec(&args, |v| v == var).is_none(), "{var}");
+        for var in EXEC_ENV {
+            assert!(plain_exec(&args, |v| v == *var).is_none(), "{var}");
         }
+        // Those are all there are: an option read from a new variable must be listed.
+        use clap::CommandFactory;
+        let cmd = ExecOnly::command();
+        let exec = cmd.find_subcommand("exec").expect("exec");
+        let mut from_env: Vec<String> = cmd
+            .get_arguments()
+            .chain(exec.get_arguments())
+            .filter_map(|a| Some(a.get_env()?.to_string_lossy().into_owned()))
+            .collect();
+        from_env.sort();
+        from_env.dedup();
+        let mut listed: Vec<String> = EXEC_ENV.iter().map(|v| v.to_string()).collect();
+        listed.sort();
+        assert_eq!(from_env, listed);
     }
 }
