@@ -592,8 +592,16 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
                     notes.extend(note);
                     answer
                 }
-                // The caller is gone (its /proc entry with it): nothing to answer.
-                Err(_) => None,
+                // Not performed without the caller's credentials. The caller may be gone
+                // (then the answer reaches nobody), or guard may be out of descriptors or
+                // memory: a caller that is still waiting must get an answer, or it waits for
+                // good.
+                Err(e) => {
+                    notes.push(format!(
+                        "not performed: cannot read the caller's credentials: {e}"
+                    ));
+                    Some(Answer::Errno(e.raw_os_error().unwrap_or(libc::EIO)))
+                }
             }
         }
         (react::Next::Refuse(errno), _) => {

@@ -568,3 +568,55 @@ fn a_recursive_make_under_guard_keeps_the_outer_makes_jobserver() {
         }
     }
 }
+
+/// guard holds a descriptor for some processes it has met (a pidfd, to tell its credentials
+/// and its parent while it lives) and no more than a few hundred at once. A shell loop that
+/// starts 3,300 programs, the `sed -i` among them calling umask(2) (after which every create
+/// looks its caller up), runs under guard with the usual soft limit of 1,024 descriptors as
+/// it does bare: every command succeeds. Before, guard kept a pidfd for each of them until it
+/// had 4,096, ran out of descriptors, failed calls with EMFILE and EBADF (2,040 of the
+/// commands failed), and could leave a caller waiting for an answer for good (the `timeout`
+/// ends that case).
+#[test]
+fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit() {
+    for t in ["sed", "cp", "timeout"] {
+        if crate::util::tool(t).is_none() {
+            eprintln!("skipped: {t} is not installed");
+            return;
+        }
+    }
+    let w = Workspace::new();
+    w.write("f", "a\n");
+    let script = "fail=0; for i in $(seq 1100); do sed -i s/a/a/ f || fail=$((fail+1)); \
+                  cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
+                  echo failures=$fail";
+    let g = w.exec(&["agent"]);
+    let mut cmd = Command::new("timeout");
+    cmd.args(["300", "sh", "-c", "ulimit -n 1024 && exec \"$@\"", "sh"])
+        .arg(g.cmd.get_program())
+        .args(g.cmd.get_args())
+        .args(["--", "bash", "-c", script]);
+    for (k, v) in g.cmd.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = g.cmd.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().expect("run guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "guard's status (124: a caller never answered)\n{stdout}\n{}",
+        stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(stdout.trim(), "failures=0", "stderr:\n{stderr}");
+    assert!(
+        !stderr.contains("Too many open files") && !stderr.contains("Bad file descriptor"),
+        "{stderr}"
+    );
+}
