@@ -502,6 +502,8 @@ impl Judged {
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
     let call = decode::decode(&n);
+    #[cfg(debug_assertions)]
+    fail_point(&call);
     if let Ok(decode::Call {
         args: decode::Args::Credentials { umask },
         ..
@@ -620,6 +622,18 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         let mut record = Record::of(who, &n, judged, verdict, reaction);
         notes.into_iter().for_each(|note| record.note(note));
         record::record(core, record, start);
+    }
+}
+
+/// Debug builds only: `GUARD_DEBUG_PANIC_ON=SYSCALL` makes the handling of that system call
+/// panic, so that tests can prove a failing worker still answers its caller
+/// (`a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on`).
+#[cfg(debug_assertions)]
+fn fail_point(call: &Result<decode::Call, Failure>) {
+    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| std::env::var("GUARD_DEBUG_PANIC_ON").ok());
+    if let (Some(on), Ok(call)) = (on, call) {
+        assert!(call.syscall != on, "GUARD_DEBUG_PANIC_ON={on}");
     }
 }
 

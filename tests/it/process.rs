@@ -590,22 +590,10 @@ fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit() {
     let script = "fail=0; for i in $(seq 1100); do sed -i s/a/a/ f || fail=$((fail+1)); \
                   cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
                   echo failures=$fail";
-    let g = w.exec(&["agent"]);
-    let mut cmd = Command::new("timeout");
-    cmd.args(["300", "sh", "-c", "ulimit -n 1024 && exec \"$@\"", "sh"])
-        .arg(g.cmd.get_program())
-        .args(g.cmd.get_args())
-        .args(["--", "bash", "-c", script]);
-    for (k, v) in g.cmd.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = g.cmd.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let out = cmd.output().expect("run guard");
+    let out = bounded(&w.exec(&["agent"]).cmd, 300, "ulimit -n 1024 && ")
+        .args(["--", "bash", "-c", script])
+        .output()
+        .expect("run guard");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -619,4 +607,59 @@ fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit() {
         !stderr.contains("Too many open files") && !stderr.contains("Bad file descriptor"),
         "{stderr}"
     );
+}
+
+/// `guard` (a `guard exec` command line, its environment and directory) run by `sh -c` after
+/// `pre`, under `timeout secs`: a caller guard never answers ends the run with status 124
+/// instead of holding up the suite.
+fn bounded(guard: &Command, secs: u32, pre: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.arg(secs.to_string())
+        .args(["sh", "-c", &format!("{pre}exec \"$@\""), "sh"])
+        .arg(guard.get_program())
+        .args(guard.get_args());
+    for (k, v) in guard.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = guard.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// A bug that makes guard panic while it judges a call (forced here through a debug build's
+/// `GUARD_DEBUG_PANIC_ON`) fails that call with EIO; the worker goes on, and so do the command
+/// and the run. Before, the worker unwound and the caller, and every later one, waited for good.
+#[test]
+fn a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on() {
+    if !cfg!(debug_assertions) || crate::util::tool("timeout").is_none() {
+        eprintln!("skipped: needs a debug build of guard and timeout(1)");
+        return;
+    }
+    let w = Workspace::new();
+    let mut g = w.exec(&["agent"]);
+    g.cmd.env("GUARD_DEBUG_PANIC_ON", "mkdir");
+    let out = bounded(&g.cmd, 60, "")
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "mkdir d; echo mkdir=$?; touch e && echo touch=$?",
+        ])
+        .output()
+        .expect("run guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["mkdir=1", "touch=0"],
+        "{stderr}"
+    );
+    assert!(stderr.contains("Input/output error"), "{stderr}");
+    assert!(!w.ws.join("d").exists());
+    assert!(w.ws.join("e").exists());
 }
