@@ -579,13 +579,23 @@ fn a_recursive_make_under_guard_keeps_the_outer_makes_jobserver() {
 /// ends that case).
 #[test]
 fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit() {
+    long_loop_within_the_descriptor_limit(Workspace::new);
+}
+
+/// The same for an unprivileged guard (when the tests run as root).
+#[test]
+fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit_for_an_unprivileged_guard() {
+    long_loop_within_the_descriptor_limit(Workspace::unprivileged);
+}
+
+fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
     for t in ["sed", "cp", "timeout"] {
         if crate::util::tool(t).is_none() {
             eprintln!("skipped: {t} is not installed");
             return;
         }
     }
-    let w = Workspace::new();
+    let w = workspace();
     w.write("f", "a\n");
     let script = "fail=0; for i in $(seq 1100); do sed -i s/a/a/ f || fail=$((fail+1)); \
                   cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
