@@ -192,6 +192,20 @@ fn owner(st: &libc::statx) -> Owner {
     }
 }
 
+/// Lets go of every kept directory that is the inode `st` describes, before guard removes it
+/// (an `rmdir`, a rename over it). A kept descriptor holds the directory's last reference
+/// past its removal: the kernel would free it, and tell an inotify watcher `IN_DELETE_SELF`,
+/// only when the worker dropped it, calls later and on that call's time (on ext4 with
+/// `discard` and no journal, a synchronous discard of its block). Let go first, the removal
+/// frees it as it does bare, on the call that removes it.
+pub fn forget(st: &libc::stat) {
+    let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
+    BASES.with(|b| {
+        b.borrow_mut()
+            .retain(|((_, ma, mi, ino), _)| (*ma, *mi, *ino) != (major, minor, st.st_ino));
+    });
+}
+
 /// The kept directory `id`, moved to the front.
 fn take(kept: &mut Vec<(Identity, DirFd)>, id: Identity) -> Option<DirFd> {
     let at = kept.iter().position(|(k, _)| *k == id)?;

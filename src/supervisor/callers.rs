@@ -41,7 +41,11 @@ use crate::sys::process::pidfd_open;
 
 /// How long an entry lives where threads have no pidfds.
 const TTL: Duration = Duration::from_secs(1);
-const MAX_ENTRIES: usize = 4096;
+/// How many entries the cache keeps. Each holds a pidfd, a descriptor of guard's: a run's
+/// processes come and go by the thousand (a shell loop's `sed -i` each), and 4,096 entries of
+/// gone threads, their pidfds kept until the table was full, took guard past the usual
+/// soft limit of 1,024 descriptors.
+const MAX_ENTRIES: usize = 256;
 
 struct Entry {
     creds: Arc<Creds>,
@@ -69,6 +73,10 @@ struct UmaskRecord {
 struct Tables {
     entries: HashMap<u32, Entry>,
     umasks: HashMap<u32, UmaskRecord>,
+    /// Lookups left before a full table is looked over for gone threads again: when
+    /// [`MAX_ENTRIES`] threads all live, a look at each of them (a `pidfd_send_signal` each)
+    /// on every new one would cost more than re-reading /proc does.
+    until_sweep: usize,
 }
 
 /// The cache (see the module doc).
@@ -144,19 +152,24 @@ impl Callers {
         }
         let creds = Arc::new(creds);
         if t.entries.len() >= MAX_ENTRIES {
-            t.entries.retain(|_, e| e.valid());
-            if t.entries.len() >= MAX_ENTRIES {
-                t.entries.clear();
+            if t.until_sweep == 0 {
+                t.entries.retain(|_, e| e.valid());
+                t.until_sweep = MAX_ENTRIES / 4;
+            } else {
+                t.until_sweep -= 1;
             }
         }
-        t.entries.insert(
-            tid,
-            Entry {
-                creds: Arc::clone(&creds),
-                pidfd,
-                at: Instant::now(),
-            },
-        );
+        // A full table of live threads: this one is read again on its next create.
+        if t.entries.len() < MAX_ENTRIES {
+            t.entries.insert(
+                tid,
+                Entry {
+                    creds: Arc::clone(&creds),
+                    pidfd,
+                    at: Instant::now(),
+                },
+            );
+        }
         Ok(creds)
     }
 

@@ -141,6 +141,9 @@ pub fn perform(
     oversize: Oversize,
     note: &mut Option<String>,
 ) -> Outcome {
+    if let Some(seen) = act.removed_dir().and_then(|t| t.seen.as_ref()) {
+        super::base::forget(seen);
+    }
     let Some((j, since)) = journal else {
         return perform_plain(act, n, listener, inject);
     };

@@ -502,6 +502,8 @@ impl Judged {
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
     let call = decode::decode(&n);
+    #[cfg(debug_assertions)]
+    fail_point(&call);
     if let Ok(decode::Call {
         args: decode::Args::Credentials { umask },
         ..
@@ -592,8 +594,16 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
                     notes.extend(note);
                     answer
                 }
-                // The caller is gone (its /proc entry with it): nothing to answer.
-                Err(_) => None,
+                // Not performed without the caller's credentials. The caller may be gone
+                // (then the answer reaches nobody), or guard may be out of descriptors or
+                // memory: a caller that is still waiting must get an answer, or it waits for
+                // good.
+                Err(e) => {
+                    notes.push(format!(
+                        "not performed: cannot read the caller's credentials: {e}"
+                    ));
+                    Some(Answer::Errno(e.raw_os_error().unwrap_or(libc::EIO)))
+                }
             }
         }
         (react::Next::Refuse(errno), _) => {
@@ -612,6 +622,18 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         let mut record = Record::of(who, &n, judged, verdict, reaction);
         notes.into_iter().for_each(|note| record.note(note));
         record::record(core, record, start);
+    }
+}
+
+/// Debug builds only: `GUARD_DEBUG_PANIC_ON=SYSCALL` makes the handling of that system call
+/// panic, so that tests can prove a failing worker still answers its caller
+/// (`a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on`).
+#[cfg(debug_assertions)]
+fn fail_point(call: &Result<decode::Call, Failure>) {
+    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| std::env::var("GUARD_DEBUG_PANIC_ON").ok());
+    if let (Some(on), Ok(call)) = (on, call) {
+        assert!(call.syscall != on, "GUARD_DEBUG_PANIC_ON={on}");
     }
 }
 

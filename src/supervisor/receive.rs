@@ -99,7 +99,7 @@ pub(super) fn worker(core: &Core, me: usize) {
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
-                super::handle(core, n, inject);
+                handle(core, n, inject);
             }
             core.busy_since[me].store(0, Ordering::Release);
             continue;
@@ -108,6 +108,20 @@ pub(super) fn worker(core: &Core, me: usize) {
             core.finished.store(true, Ordering::Relaxed);
             break;
         }
+    }
+}
+
+/// [`super::handle`], with a panic in it contained: its caller is answered EIO (unless it was
+/// answered already) and the worker goes on. A worker that unwound would leave its caller,
+/// and with worker 0 every later caller, waiting for good.
+fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
+    let id = n.id;
+    let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::handle(core, n, inject)
+    }));
+    if handled.is_err() {
+        tracing::error!("guard failed while judging a call (a bug); the call fails with EIO");
+        super::answer::answer(core, id, super::answer::Answer::Errno(libc::EIO));
     }
 }
 
@@ -127,7 +141,7 @@ fn receiver(core: &Core, inject: emulate::Inject) {
         match received {
             Some(n) => {
                 core.busy_since[0].store(now_us(core), Ordering::Release);
-                super::handle(core, n, inject);
+                handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
             }
             // Woken to look at `finished` (EINTR), a caller gone before its call was taken,

@@ -125,6 +125,19 @@ impl Act {
     pub fn removes_nothing(&self) -> bool {
         matches!(self, Act::Unlink(t) | Act::Rmdir(t) if t.kind.is_none() && t.pinned.is_none())
     }
+
+    /// The directory performing it removes, as the walk found it: an `rmdir`'s, or the one a
+    /// rename replaces (RENAME_EXCHANGE removes nothing).
+    pub fn removed_dir(&self) -> Option<&Target> {
+        let dir = |t: &Target| t.kind == Some(Kind::Dir) && t.pinned.is_none();
+        match self {
+            Act::Rmdir(t) if dir(t) => Some(t),
+            Act::Rename { to, flags, .. } if flags & libc::RENAME_EXCHANGE == 0 && dir(to) => {
+                Some(to)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A resolved call: what the policy judges (everything a [`Request`] borrows) and what the

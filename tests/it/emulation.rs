@@ -123,6 +123,44 @@ fn relative_paths_are_judged_where_an_unprivileged_caller_is_now() {
     judged_where_the_caller_is_now(Workspace::unprivileged());
 }
 
+/// A directory guard keeps between calls (it met `d` in `d/f`) is let go before guard removes
+/// it: the removal frees it, as bare, and a watcher of it is told `IN_DELETE_SELF` then, not
+/// some calls later when the worker would have dropped it. The same for a directory a rename
+/// replaces; bare first, for what the kernel does.
+#[test]
+fn a_removed_directory_is_freed_by_its_removal() {
+    removed_directories_are_freed(Workspace::new());
+}
+
+/// The same for an unprivileged guard (when the tests run as root).
+#[test]
+fn a_removed_directory_is_freed_by_its_removal_for_an_unprivileged_guard() {
+    removed_directories_are_freed(Workspace::unprivileged());
+}
+
+fn removed_directories_are_freed(w: Workspace) {
+    let bare = std::process::Command::new(w.probe())
+        .args(["watch-rmdir", "bare"])
+        .current_dir(&w.ws)
+        .output()
+        .expect("run the probe bare");
+    assert_eq!(String::from_utf8_lossy(&bare.stdout).trim(), "deleted");
+    for (op, dir) in [("watch-rmdir", "d"), ("watch-replace", "e")] {
+        let out = w.exec(&["agent"]).run(&[&w.probe(), op, dir]);
+        assert_eq!(
+            out.stdout().trim(),
+            "deleted",
+            "{op} under guard; stderr:\n{}",
+            out.stderr()
+        );
+        let gone = w
+            .decisions()
+            .into_iter()
+            .any(|d| d["path"] == w.ws.join(dir).display().to_string().as_str());
+        assert!(gone, "{op}: guard judged the removal of {dir}");
+    }
+}
+
 fn judged_where_the_caller_is_now(w: Workspace) {
     for f in [
         "one/x",

@@ -568,3 +568,108 @@ fn a_recursive_make_under_guard_keeps_the_outer_makes_jobserver() {
         }
     }
 }
+
+/// guard holds a descriptor for some processes it has met (a pidfd, to tell its credentials
+/// and its parent while it lives) and no more than a few hundred at once. A shell loop that
+/// starts 3,300 programs, the `sed -i` among them calling umask(2) (after which every create
+/// looks its caller up), runs under guard with the usual soft limit of 1,024 descriptors as
+/// it does bare: every command succeeds. Before, guard kept a pidfd for each of them until it
+/// had 4,096, ran out of descriptors, failed calls with EMFILE and EBADF (2,040 of the
+/// commands failed), and could leave a caller waiting for an answer for good (the `timeout`
+/// ends that case).
+#[test]
+fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit() {
+    long_loop_within_the_descriptor_limit(Workspace::new);
+}
+
+/// The same for an unprivileged guard (when the tests run as root).
+#[test]
+fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit_for_an_unprivileged_guard() {
+    long_loop_within_the_descriptor_limit(Workspace::unprivileged);
+}
+
+fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
+    for t in ["sed", "cp", "timeout"] {
+        if crate::util::tool(t).is_none() {
+            eprintln!("skipped: {t} is not installed");
+            return;
+        }
+    }
+    let w = workspace();
+    w.write("f", "a\n");
+    let script = "fail=0; for i in $(seq 1100); do sed -i s/a/a/ f || fail=$((fail+1)); \
+                  cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
+                  echo failures=$fail";
+    let out = bounded(&w.exec(&["agent"]).cmd, 300, "ulimit -n 1024 && ")
+        .args(["--", "bash", "-c", script])
+        .output()
+        .expect("run guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "guard's status (124: a caller never answered)\n{stdout}\n{}",
+        stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(stdout.trim(), "failures=0", "stderr:\n{stderr}");
+    assert!(
+        !stderr.contains("Too many open files") && !stderr.contains("Bad file descriptor"),
+        "{stderr}"
+    );
+}
+
+/// `guard` (a `guard exec` command line, its environment and directory) run by `sh -c` after
+/// `pre`, under `timeout secs`: a caller guard never answers ends the run with status 124
+/// instead of holding up the suite.
+fn bounded(guard: &Command, secs: u32, pre: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.arg(secs.to_string())
+        .args(["sh", "-c", &format!("{pre}exec \"$@\""), "sh"])
+        .arg(guard.get_program())
+        .args(guard.get_args());
+    for (k, v) in guard.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = guard.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// A bug that makes guard panic while it judges a call (forced here through a debug build's
+/// `GUARD_DEBUG_PANIC_ON`) fails that call with EIO; the worker goes on, and so do the command
+/// and the run. Before, the worker unwound and the caller, and every later one, waited for good.
+#[test]
+fn a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on() {
+    if !cfg!(debug_assertions) || crate::util::tool("timeout").is_none() {
+        eprintln!("skipped: needs a debug build of guard and timeout(1)");
+        return;
+    }
+    let w = Workspace::new();
+    let mut g = w.exec(&["agent"]);
+    g.cmd.env("GUARD_DEBUG_PANIC_ON", "mkdir");
+    let out = bounded(&g.cmd, 60, "")
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "mkdir d; echo mkdir=$?; touch e && echo touch=$?",
+        ])
+        .output()
+        .expect("run guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["mkdir=1", "touch=0"],
+        "{stderr}"
+    );
+    assert!(stderr.contains("Input/output error"), "{stderr}");
+    assert!(!w.ws.join("d").exists());
+    assert!(w.ws.join("e").exists());
+}

@@ -12,6 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 mod attacks;
 mod meta;
 mod net;
+mod watch;
 
 fn c(s: &OsStr) -> CString {
     CString::new(s.as_bytes()).expect("no NUL in probe arguments")
@@ -102,6 +103,10 @@ fn main() {
         return;
     }
     if let Some(line) = net::dispatch(&args) {
+        println!("{line}");
+        return;
+    }
+    if let Some(line) = watch::dispatch(&args) {
         println!("{line}");
         return;
     }
