@@ -118,8 +118,12 @@ fn in_a_burst(previous: u64, now: u64) -> bool {
     previous != 0 && now.saturating_sub(previous) <= BURST_US
 }
 
-/// Spins while injections keep coming, then parks. Every few microseconds the loop yields
-/// (`sched_yield`), handing the CPU to any thread the scheduler has queued there. Without it,
+/// Spins while injections keep coming, then parks. Every few tens of microseconds the loop
+/// yields (`sched_yield`), handing the CPU to any thread the scheduler has queued there.
+/// Another system call in its place (`getppid`) did not help: the scheduler must be asked.
+/// Yielding every 5-6 µs made the per-call loops' injections 5-9% slower (medians of 7-11
+/// rounds alternated); every 45 µs they were as fast as without, and the wait below was gone
+/// as well. Without it,
 /// on the machine of `docs/benchmarks.md`, a worker that slept in the kernel during the window
 /// (waiting for the disk) did not run again until the spinners parked (`perf sched`: 192 µs
 /// between its wake-up and its running, both spinners running meanwhile), and the next call
@@ -140,9 +144,9 @@ fn spin(window: u64) {
             for _ in 0..64 {
                 std::hint::spin_loop();
             }
-            // A system call every few microseconds (eight stretches: 5-6 µs here).
+            // A yield every few tens of microseconds (64 stretches: about 45 µs here).
             stretches = stretches.wrapping_add(1);
-            if stretches % 8 == 0 {
+            if stretches % 64 == 0 {
                 std::thread::yield_now();
             }
         }
