@@ -130,8 +130,8 @@ fn in_a_burst(previous: u64, now: u64) -> bool {
 /// of any process waited with it: on that machine's root filesystem (ext4 mounted with
 /// `discard`, no journal, where freeing a block waits for a discard) a Python loop of
 /// `mkdir d`, create and delete `d/f`, `rmdir d` had its `unlink` take 200 µs (median of 100,
-/// in most runs; 100 µs with a 100 µs window) against 11-12 µs now, and the git session of
-/// `benches/compare.sh` went from 824 to 762 ms (9 rounds alternated, bare 511 ms). On a
+/// in most runs; 100 µs with a 100 µs window) against 11-18 µs now, and the git session of
+/// `benches/compare.sh` went from 825 to 771 ms (7 rounds alternated, bare 498 ms). On a
 /// journaled ext4 image, where nothing waits for the disk, neither moved (git 708 / 701 ms).
 fn spin(window: u64) {
     if let Err(e) = crate::sys::process::become_idle_class() {
