@@ -7,6 +7,7 @@
 //! Nothing here sends to any address outside the namespace or the loopback of the test.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -67,22 +68,10 @@ impl NetNs {
     /// `g` (a `guard` command) run inside the namespace, with `/etc/resolv.conf` replaced by
     /// `resolv` in its own mount namespace.
     pub fn wrap(&self, g: Guard, resolv: &Path) -> Guard {
-        let inner = &g.cmd;
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name, "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"")
-            .arg(resolv)
-            .arg(inner.get_program())
-            .args(inner.get_args());
-        for (k, v) in inner.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        if let Some(d) = inner.get_current_dir() {
-            cmd.current_dir(d);
-        }
+        let sh = "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"";
+        let args = ["netns", "exec", &self.name, "sh", "-c", sh].map(OsStr::new);
+        let mut cmd =
+            crate::util::wrap("ip", args.iter().chain([resolv.as_os_str()].iter()), &g.cmd);
         cmd.stdin(std::process::Stdio::null());
         Guard { cmd }
     }

@@ -623,21 +623,8 @@ fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
 /// `pre`, under `timeout secs`: a caller guard never answers ends the run with status 124
 /// instead of holding up the suite.
 fn bounded(guard: &Command, secs: u32, pre: &str) -> Command {
-    let mut cmd = Command::new("timeout");
-    cmd.arg(secs.to_string())
-        .args(["sh", "-c", &format!("{pre}exec \"$@\""), "sh"])
-        .arg(guard.get_program())
-        .args(guard.get_args());
-    for (k, v) in guard.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = guard.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    cmd
+    let sh = format!("{pre}exec \"$@\"");
+    crate::util::wrap("timeout", [&secs.to_string(), "sh", "-c", &sh, "sh"], guard)
 }
 
 /// A bug that makes guard panic while it judges a call (forced here through a debug build's

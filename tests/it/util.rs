@@ -260,6 +260,30 @@ pub fn probe_result(out: &Out) -> String {
 }
 
 /// `which`, for tests that need a tool; `None` makes the test skip with a printed reason.
+/// `program` with `args`, then `inner`'s own program and arguments, with `inner`'s environment
+/// and directory: a wrapper around a `guard` command line whose last word is `exec "$@"` (a
+/// network namespace, a descriptor limit, a timeout).
+pub fn wrap<I, S>(program: &str, args: I, inner: &Command) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(d) = inner.get_current_dir() {
+        cmd.current_dir(d);
+    }
+    cmd
+}
+
 pub fn tool(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
