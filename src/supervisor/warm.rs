@@ -118,21 +118,22 @@ fn in_a_burst(previous: u64, now: u64) -> bool {
     previous != 0 && now.saturating_sub(previous) <= BURST_US
 }
 
-/// Spins while injections keep coming, then parks. Every few tens of microseconds the loop
-/// yields (`sched_yield`), handing the CPU to any thread the scheduler has queued there.
-/// Another system call in its place (`getppid`) did not help: the scheduler must be asked.
-/// Yielding every 5-6 µs made the per-call loops' injections 5-9% slower (medians of 7-11
-/// rounds alternated); every 45 µs they were as fast as without, and the wait below was gone
-/// as well. Without it,
-/// on the machine of `docs/benchmarks.md`, a worker that slept in the kernel during the window
-/// (waiting for the disk) did not run again until the spinners parked (`perf sched`: 192 µs
-/// between its wake-up and its running, both spinners running meanwhile), and the next call
-/// of any process waited with it: on that machine's root filesystem (ext4 mounted with
-/// `discard`, no journal, where freeing a block waits for a discard) a Python loop of
-/// `mkdir d`, create and delete `d/f`, `rmdir d` had its `unlink` take 200 µs (median of 100,
-/// in most runs; 100 µs with a 100 µs window) against 11-18 µs now, and the git session of
-/// `benches/compare.sh` went from 825 to 771 ms (7 rounds alternated, bare 498 ms). On a
-/// journaled ext4 image, where nothing waits for the disk, neither moved (git 708 / 701 ms).
+/// Spins while injections keep coming, then parks, yielding (`sched_yield`) every few tens of
+/// microseconds to any thread the scheduler has queued on its CPU.
+///
+/// Without the yield, on the machine of `docs/benchmarks.md`, a worker that slept in the
+/// kernel during the window (waiting for the disk) did not run again until the spinners
+/// parked (`perf sched`: 192 µs between its wake-up and its running, both spinners running
+/// meanwhile), and the next call of every process waited with it. On that machine's root
+/// filesystem (ext4 mounted with `discard`, no journal: freeing a block waits for a discard) a
+/// Python loop of `mkdir d`, create and delete `d/f`, `rmdir d` had its `unlink` take 200 µs
+/// (median of 100, in most runs; 100 µs with a 100 µs window), against 11-18 µs with the
+/// yield, and the git session of `benches/compare.sh` went from 825 to 771 ms (7 rounds
+/// alternated, bare 498 ms). On a journaled ext4 image, where nothing waits for the disk,
+/// neither moved (git 708 / 701 ms). Another system call in the yield's place (`getppid`) did
+/// not help: the scheduler has to be asked. Yielding every 5-6 µs made the per-call loops'
+/// injections 5-9% slower (medians of 7-11 rounds alternated); every 45 µs they run as fast
+/// as without.
 fn spin(window: u64) {
     if let Err(e) = crate::sys::process::become_idle_class() {
         tracing::debug!("spinner stays in its class ({e}): not spinning");
