@@ -398,7 +398,8 @@ impl Supervisor {
                 // The receiving thread ends when no process holds the filter any more (or on
                 // stop): nothing is left to judge. Meanwhile, the standbys are started once a
                 // call is slow; they leave on their own when the run is over.
-                let mut standbys = false;
+                // Started, they park while no call is slow, and are woken here when one is.
+                let mut standbys: Option<Vec<std::thread::Thread>> = None;
                 // Until it ends, or panics (the sender is then gone).
                 while let Err(std::sync::mpsc::TryRecvError::Empty) = primary_ended.try_recv() {
                     if receive::end_of_run(&core, receive::SLOW) {
@@ -408,19 +409,33 @@ impl Supervisor {
                         }
                         break;
                     }
-                    if !standbys && receive::someone_slow(&core, usize::MAX) {
-                        standbys = true;
-                        for i in 1..receive::WORKERS {
-                            let core = Arc::clone(&core);
-                            let started = std::thread::Builder::new()
-                                .name(format!("guard-supervisor-{i}"))
-                                .spawn(move || receive::worker(&core, i));
-                            if let Err(e) = started {
-                                tracing::warn!("cannot start a standby supervisor thread: {e}");
-                            }
-                        }
+                    if !receive::someone_slow(&core, usize::MAX) {
+                        continue;
                     }
+                    let threads = standbys.get_or_insert_with(|| {
+                        (1..receive::WORKERS)
+                            .filter_map(|i| {
+                                let core = Arc::clone(&core);
+                                std::thread::Builder::new()
+                                    .name(format!("guard-supervisor-{i}"))
+                                    .spawn(move || receive::worker(&core, i))
+                                    .map_err(|e| {
+                                        tracing::warn!(
+                                            "cannot start a standby supervisor thread: {e}"
+                                        )
+                                    })
+                                    .ok()
+                                    .map(|h| h.thread().clone())
+                            })
+                            .collect()
+                    });
+                    threads.iter().for_each(std::thread::Thread::unpark);
                 }
+                // The run is over: parked standbys see it and leave.
+                standbys
+                    .iter()
+                    .flatten()
+                    .for_each(std::thread::Thread::unpark);
                 // The receiving worker has returned (it said so, or its sender is gone with
                 // a panic): its thread is left to exit on its own, not waited for.
                 drop(primary);

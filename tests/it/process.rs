@@ -322,6 +322,49 @@ fn a_slow_call_holds_up_only_what_waits_for_it() {
     );
 }
 
+/// The standbys, started by a first slow call, park while no call is slow and are woken
+/// when the next one is: the same two processes as above, after a first slow write-open and a
+/// pause, get the second one's creations answered while it copies. (Woken only by their
+/// park's one-second timeout, the standbys would most often still be parked for the whole
+/// copy.)
+#[test]
+fn a_later_slow_call_wakes_the_parked_standbys() {
+    use std::io::Write as _;
+    let w = Workspace::new();
+    let chunk = vec![0xabu8; 1 << 20];
+    for name in ["big1.bin", "big2.bin"] {
+        let mut big = std::fs::File::create(w.ws.join(name)).expect("create");
+        for _ in 0..256 {
+            big.write_all(&chunk).expect("write");
+        }
+    }
+    let p = w.root.join("big-preimages.toml");
+    std::fs::write(
+        &p,
+        "name = \"big\"\n[transaction]\nmax-preimage-size = \"1GiB\"\n",
+    )
+    .expect("write profile");
+    let out = w.exec(&["agent", &p.display().to_string()]).run(&[
+        "sh",
+        "-c",
+        ": >> big1.bin; sleep 0.3; \
+         (j=0; while [ $j -lt 2000 ] && [ ! -e \"$TMPDIR/a-done\" ]; do \
+            j=$((j+1)); : > \"$TMPDIR/b-$j\"; done; echo \"made $j\") & \
+         : >> big2.bin; : > \"$TMPDIR/a-done\"; wait",
+    ]);
+    out.expect_code(0);
+    let made: u32 = out
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("made "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count: {}{}", out.stdout(), out.stderr()));
+    assert!(
+        made >= 20,
+        "the second process's calls waited for the second copy: {made} made"
+    );
+}
+
 /// Field `n` (1-based, as proc(5) numbers them) of a /proc stat line.
 fn stat_field(stat: &str, n: usize) -> Option<String> {
     let rest = &stat[stat.rfind(')')? + 1..];
