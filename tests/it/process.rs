@@ -286,36 +286,7 @@ fn processes_with_cwd_in(dir: &std::path::Path) -> Vec<u32> {
 /// whole copy, and it would make one or two.
 #[test]
 fn a_slow_call_holds_up_only_what_waits_for_it() {
-    use std::io::Write as _;
-    let w = Workspace::new();
-    let mut big = std::fs::File::create(w.ws.join("big.bin")).expect("create");
-    // Real data, not holes: a copy of holes would be quick.
-    let chunk = vec![0xabu8; 1 << 20];
-    for _ in 0..256 {
-        big.write_all(&chunk).expect("write");
-    }
-    drop(big);
-    let p = w.root.join("big-preimages.toml");
-    std::fs::write(
-        &p,
-        "name = \"big\"\n[transaction]\nmax-preimage-size = \"1GiB\"\n",
-    )
-    .expect("write profile");
-    // No exec in the loop: an exec takes a checkpoint, and so waits for the journal.
-    let out = w.exec(&["agent", &p.display().to_string()]).run(&[
-        "sh",
-        "-c",
-        "(j=0; while [ $j -lt 2000 ] && [ ! -e \"$TMPDIR/a-done\" ]; do \
-            j=$((j+1)); : > \"$TMPDIR/b-$j\"; done; echo \"made $j\") & \
-         : >> big.bin; : > \"$TMPDIR/a-done\"; wait",
-    ]);
-    out.expect_code(0);
-    let made: u32 = out
-        .stdout()
-        .lines()
-        .find_map(|l| l.strip_prefix("made "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no count: {}{}", out.stdout(), out.stderr()));
+    let made = made_during_a_slow_write_open(&["big.bin"], "");
     assert!(
         made >= 20,
         "the second process's calls waited for the first one's copy: {made} made"
@@ -329,10 +300,22 @@ fn a_slow_call_holds_up_only_what_waits_for_it() {
 /// copy.)
 #[test]
 fn a_later_slow_call_wakes_the_parked_standbys() {
+    let made =
+        made_during_a_slow_write_open(&["first.bin", "big.bin"], ": >> first.bin; sleep 0.3; ");
+    assert!(
+        made >= 20,
+        "the second process's calls waited for the second copy: {made} made"
+    );
+}
+
+/// How many files a process makes in the private tmp while another write-opens `big.bin`, a
+/// 256 MiB file whose pre-image is copied first, after `before` (a script); `files` are made
+/// first, each 256 MiB of real data (a copy of holes would be quick).
+fn made_during_a_slow_write_open(files: &[&str], before: &str) -> u32 {
     use std::io::Write as _;
     let w = Workspace::new();
     let chunk = vec![0xabu8; 1 << 20];
-    for name in ["big1.bin", "big2.bin"] {
+    for name in files {
         let mut big = std::fs::File::create(w.ws.join(name)).expect("create");
         for _ in 0..256 {
             big.write_all(&chunk).expect("write");
@@ -344,25 +327,21 @@ fn a_later_slow_call_wakes_the_parked_standbys() {
         "name = \"big\"\n[transaction]\nmax-preimage-size = \"1GiB\"\n",
     )
     .expect("write profile");
-    let out = w.exec(&["agent", &p.display().to_string()]).run(&[
-        "sh",
-        "-c",
-        ": >> big1.bin; sleep 0.3; \
-         (j=0; while [ $j -lt 2000 ] && [ ! -e \"$TMPDIR/a-done\" ]; do \
+    // No exec in the loop: an exec takes a checkpoint, and so waits for the journal.
+    let script = format!(
+        "{before}(j=0; while [ $j -lt 2000 ] && [ ! -e \"$TMPDIR/a-done\" ]; do \
             j=$((j+1)); : > \"$TMPDIR/b-$j\"; done; echo \"made $j\") & \
-         : >> big2.bin; : > \"$TMPDIR/a-done\"; wait",
-    ]);
+         : >> big.bin; : > \"$TMPDIR/a-done\"; wait"
+    );
+    let out = w
+        .exec(&["agent", &p.display().to_string()])
+        .run(&["sh", "-c", &script]);
     out.expect_code(0);
-    let made: u32 = out
-        .stdout()
+    out.stdout()
         .lines()
         .find_map(|l| l.strip_prefix("made "))
         .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no count: {}{}", out.stdout(), out.stderr()));
-    assert!(
-        made >= 20,
-        "the second process's calls waited for the second copy: {made} made"
-    );
+        .unwrap_or_else(|| panic!("no count: {}{}", out.stdout(), out.stderr()))
 }
 
 /// Field `n` (1-based, as proc(5) numbers them) of a /proc stat line.
