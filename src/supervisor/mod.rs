@@ -397,8 +397,8 @@ impl Supervisor {
                 let core = self.core;
                 // The receiving thread ends when no process holds the filter any more (or on
                 // stop): nothing is left to judge. Meanwhile, the standbys are started once a
-                // call is slow; they leave on their own when the run is over.
-                // Started, they park while no call is slow, and are woken here when one is.
+                // call is slow; then they park while no call is slow, are woken here when one
+                // is, and at the end, when they see it and leave.
                 let mut standbys: Option<Vec<std::thread::Thread>> = None;
                 // Until it ends, or panics (the sender is then gone).
                 while let Err(std::sync::mpsc::TryRecvError::Empty) = primary_ended.try_recv() {
@@ -431,7 +431,6 @@ impl Supervisor {
                     });
                     threads.iter().for_each(std::thread::Thread::unpark);
                 }
-                // The run is over: parked standbys see it and leave.
                 standbys
                     .iter()
                     .flatten()

@@ -641,6 +641,36 @@ fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
     );
 }
 
+/// Below what its caches may hold (here `ulimit -n 300`), guard runs out of descriptors and
+/// fails the calls it then cannot perform, but answers every one of them: the loop ends.
+/// Before, a create whose caller's credentials could not be read was never answered and the
+/// run hung (the `timeout` ends that case with status 124).
+#[test]
+fn past_its_descriptor_limit_guard_fails_calls_but_answers_every_one() {
+    for t in ["sed", "cp", "timeout"] {
+        if crate::util::tool(t).is_none() {
+            eprintln!("skipped: {t} is not installed");
+            return;
+        }
+    }
+    let w = Workspace::new();
+    w.write("f", "a\n");
+    let script = "fail=0; for i in $(seq 400); do sed -i s/a/a/ f || fail=$((fail+1)); \
+                  cp f c$i || fail=$((fail+1)); rm -f c$i || fail=$((fail+1)); done; \
+                  echo failures=$fail";
+    let out = bounded(&w.exec(&["agent"]).cmd, 120, "ulimit -n 300 && ")
+        .args(["--", "bash", "-c", script])
+        .output()
+        .expect("run guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "guard's status (124: a caller never answered)"
+    );
+    assert!(stdout.trim().starts_with("failures="), "{stdout}");
+}
+
 /// `guard` (a `guard exec` command line, its environment and directory) run by `sh -c` after
 /// `pre`, under `timeout secs`: a caller guard never answers ends the run with status 124
 /// instead of holding up the suite.
