@@ -12,9 +12,10 @@
 //! - Lines are hash-chained in the order written (see [`super::chain`]); every sink gets the
 //!   same lines, so each copy verifies on its own.
 //! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes).
-//!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`)
-//!   and flushes whenever it finds the queue empty, so `guard log --follow` sees events within
-//!   about 20 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
+//!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`;
+//!   every 250 ms once it has found the queue empty twice in a row, see `DOZE`) and flushes
+//!   whenever it finds the queue empty, so `guard log --follow` sees events within about 20 ms
+//!   while they come, and the first after a quiet spell within 250 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
 //!   other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the failures.
 //! - Events emitted after [`AuditWriter::finish`] has been called are discarded.
 //! - With an OTLP exporter ([`AuditWriter::start_with`]), every line written is also offered
@@ -48,6 +49,11 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// path, tens of microseconds on a VM whose idle vCPUs halt). It parks instead and drains on
 /// this tick; `finish` unparks it.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// How often the writer drains the queue once it has found it empty [`DOZE_AFTER`] times in a
+/// row: a run whose command waits (on the network, on a person) woke guard 50 times a second
+/// for nothing. Events still wake nothing; what comes meanwhile waits at most this long.
+const DOZE: Duration = Duration::from_millis(250);
+const DOZE_AFTER: u32 = 2;
 const SINK_BUFFER: usize = 64 * 1024;
 /// How long `finish` waits for the exporter to deliver what is queued (before the last lines,
 /// and after them): one export request's timeout and a little more.
@@ -367,13 +373,22 @@ struct WriterThread {
 
 impl WriterThread {
     fn run(mut self, rx: Receiver<Msg>) -> AuditStats {
+        let mut empty = 0u32;
         loop {
             let msg = match rx.try_recv() {
-                Ok(msg) => msg,
+                Ok(msg) => {
+                    empty = 0;
+                    msg
+                }
                 Err(TryRecvError::Empty) => {
                     self.report_suppressed(false);
                     self.flush();
-                    std::thread::park_timeout(DRAIN_EVERY);
+                    empty = empty.saturating_add(1);
+                    std::thread::park_timeout(if empty > DOZE_AFTER {
+                        DOZE
+                    } else {
+                        DRAIN_EVERY
+                    });
                     continue;
                 }
                 // Every handle and the writer are gone without finish(): end quietly.

@@ -746,3 +746,47 @@ fn a_megabyte_of_command_line_and_environment_reaches_the_command() {
         assert_eq!(out.stdout(), want, "unprivileged: {}", w.unprivileged);
     }
 }
+
+/// Every voluntary context switch so far of the threads of process `pid`.
+fn wakeups_of(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .filter_map(|n| n.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// While the command makes no judged call (it waits on the network, on a person), guard
+/// sleeps: its threads wake a few dozen times a second (the coordinating thread every 50 ms,
+/// the audit writer every 250 ms), where they woke about 250 times (every 5 and every 20 ms).
+/// Counted over a second of `sleep`, after the start's calls, as root and as an unprivileged
+/// user.
+#[test]
+fn an_idle_run_lets_guard_sleep() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let mut g = w.exec(&["agent"]);
+        g.cmd.args(["--", "sleep", "3"]);
+        let mut child = g.cmd.spawn().expect("spawn guard");
+        // setpriv (the unprivileged wrapper) execs guard: the pid is guard's either way.
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(800));
+        let (t0, before) = (std::time::Instant::now(), wakeups_of(pid));
+        std::thread::sleep(Duration::from_millis(1000));
+        let (seconds, after) = (t0.elapsed().as_secs_f64(), wakeups_of(pid));
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{status:?}");
+        let rate = (after - before) as f64 / seconds;
+        assert!(
+            rate < 60.0,
+            "{rate:.0} wake-ups a second (unprivileged: {})",
+            w.unprivileged
+        );
+    }
+}
