@@ -158,16 +158,19 @@ pub(super) fn worker(core: &Core, me: usize) {
 }
 
 /// [`super::handle`], with a panic in it contained: its caller is answered EIO (unless it was
-/// answered already) and the worker goes on. A worker that unwound would leave its caller,
+/// answered already), the audit log gets a record of the call, and the worker goes on. A worker that unwound would leave its caller,
 /// and with worker 0 every later caller, waiting for good.
 fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
-    let id = n.id;
+    let (id, pid, nr) = (n.id, n.pid, n.nr);
+    let start = std::time::Instant::now();
     let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::handle(core, n, inject)
     }));
     if handled.is_err() {
         tracing::error!("guard failed while judging a call (a bug); the call fails with EIO");
         super::answer::answer(core, id, super::answer::Answer::Errno(libc::EIO));
+        let record = super::record::Record::guard_failed(core, pid, nr);
+        super::record::record(core, record, start);
     }
 }
 

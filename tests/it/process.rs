@@ -711,6 +711,26 @@ fn a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on() {
     assert!(stderr.contains("Input/output error"), "{stderr}");
     assert!(!w.ws.join("d").exists());
     assert!(w.ws.join("e").exists());
+    // The call has its record, as every judged call does.
+    let failed: Vec<_> = w
+        .audit()
+        .into_iter()
+        .filter(|e| e["type"] == "decision" && e["errno"] == "EIO")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0]["syscall"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("mkdir")),
+        "{failed:?}"
+    );
+    assert_eq!(failed[0]["verdict"], "deny", "{failed:?}");
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("guard failed while judging")),
+        "{failed:?}"
+    );
 }
 
 /// The command line and the environment reach the command whole however large they are: the
