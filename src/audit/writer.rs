@@ -12,9 +12,10 @@
 //! - Lines are hash-chained in the order written (see [`super::chain`]); every sink gets the
 //!   same lines, so each copy verifies on its own.
 //! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes).
-//!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`)
-//!   and flushes whenever it finds the queue empty, so `guard log --follow` sees events within
-//!   about 20 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
+//!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`;
+//!   every 250 ms once it has found the queue empty twice in a row, see `DOZE`) and flushes
+//!   whenever it finds the queue empty, so `guard log --follow` sees events within about 20 ms
+//!   while they come, and the first after a quiet spell within 250 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
 //!   other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the failures.
 //! - Events emitted after [`AuditWriter::finish`] has been called are discarded.
 //! - With an OTLP exporter ([`AuditWriter::start_with`]), every line written is also offered
@@ -27,8 +28,8 @@ use std::io::{BufWriter, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,11 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// path, tens of microseconds on a VM whose idle vCPUs halt). It parks instead and drains on
 /// this tick; `finish` unparks it.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// How often the writer drains the queue once it has found it empty [`DOZE_AFTER`] times in a
+/// row: a run whose command waits (on the network, on a person) woke guard 50 times a second
+/// for nothing. Events still wake nothing; what comes meanwhile waits at most this long.
+const DOZE: Duration = Duration::from_millis(250);
+const DOZE_AFTER: u32 = 2;
 const SINK_BUFFER: usize = 64 * 1024;
 /// How long `finish` waits for the exporter to deliver what is queued (before the last lines,
 /// and after them): one export request's timeout and a little more.
@@ -114,8 +120,13 @@ enum Msg {
     Event(Timestamp, Box<Event>),
     /// A decision whose event the writer thread builds (see [`AuditWriter::decision_with`]).
     Decision(Timestamp, Box<dyn FnOnce() -> Decision + Send>),
-    Finish(Box<RunEnd>),
 }
+
+/// The writer's state and its queue. The thread holds it while it drains the queue;
+/// [`AuditWriter::finish`] takes it and writes the end on the caller's own thread (handing
+/// the end to the thread and waiting for its stats cost two wake-ups at every run's end, one
+/// of them often of a halted vCPU). Emptied, it tells the thread to end.
+type Slot = Arc<Mutex<Option<(WriterThread, Receiver<Msg>)>>>;
 
 /// State shared by the handles and the writer thread.
 struct Shared {
@@ -147,11 +158,9 @@ impl Shared {
 /// Owns the writer thread; [`AuditWriter::finish`] ends the log.
 pub struct AuditWriter {
     handle: AuditHandle,
+    /// Not joined: once [`AuditWriter::finish`] has taken the slot, the thread only exits.
     thread: JoinHandle<()>,
-    /// The thread's last word, sent before it exits: a run's end waits for the stats, not for
-    /// the thread's exit, which takes tens of microseconds more (its allocator's cache is
-    /// given back, the kernel tears the thread down).
-    stats: Receiver<AuditStats>,
+    slot: Slot,
 }
 
 /// A cheap, cloneable way to send events to the writer from any thread.
@@ -217,17 +226,16 @@ impl AuditWriter {
             since: Timestamp::now(),
             last_report: Instant::now(),
         };
-        let (stats_tx, stats) = sync_channel(1);
+        let slot: Slot = Arc::new(Mutex::new(Some((thread_state, rx))));
+        let served = Arc::clone(&slot);
         let thread = std::thread::Builder::new()
             .name("guard-audit".into())
-            .spawn(move || {
-                let _ = stats_tx.send(thread_state.run(rx));
-            })
+            .spawn(move || serve(&served))
             .map_err(|source| AuditError::Spawn { source })?;
         Ok(AuditWriter {
             handle: AuditHandle { tx, shared },
             thread,
-            stats,
+            slot,
         })
     }
 
@@ -238,22 +246,27 @@ impl AuditWriter {
 
     /// Writes everything queued before this call, the last `suppressed` lines and `end` (its
     /// `counts` and `suppressed` replaced by the writer's exact figures), then syncs the sinks
-    /// and stops the thread. Blocks until done.
+    /// and stops the thread. The writing is done on the calling thread (waiting for the writer
+    /// thread only while it is draining the queue). Blocks until done.
     ///
     /// # Errors
     ///
-    /// [`AuditError::WriterPanicked`] when the writer thread panicked. A sink that fails while
-    /// writing does not make this fail: it is listed in [`AuditStats::sink_errors`].
+    /// [`AuditError::WriterPanicked`] when the writer thread panicked while it was writing. A
+    /// sink that fails while writing does not make this fail: it is listed in
+    /// [`AuditStats::sink_errors`].
     pub fn finish(self, end: RunEnd) -> Result<AuditStats, AuditError> {
-        // Not counted against the capacity: it always goes in, after the events queued before.
-        if self.handle.tx.send(Msg::Finish(Box::new(end))).is_err() {
-            return Err(AuditError::WriterPanicked);
-        }
+        let taken = self
+            .slot
+            .lock()
+            .map_err(|_| AuditError::WriterPanicked)?
+            .take();
+        // It finds the slot empty and ends.
         self.thread.thread().unpark();
+        let (mut writer, rx) = taken.ok_or(AuditError::WriterPanicked)?;
+        // This writer's handle is still here, so the queue is not disconnected.
+        writer.drain(&rx);
         drop(self.handle);
-        // Every sink was flushed and closed before the stats were sent; a panic drops the
-        // sender unsent.
-        self.stats.recv().map_err(|_| AuditError::WriterPanicked)
+        Ok(writer.finish(end))
     }
 }
 
@@ -353,6 +366,48 @@ impl Sink {
     }
 }
 
+/// What [`WriterThread::drain`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    Nothing,
+    Some,
+    Disconnected,
+}
+
+/// The writer thread: drains the queue every [`DRAIN_EVERY`] (every [`DOZE`] once it has
+/// found it empty [`DOZE_AFTER`] times in a row), until [`AuditWriter::finish`] takes the slot
+/// or every handle is gone.
+fn serve(slot: &Slot) {
+    let mut empty = 0u32;
+    loop {
+        let drained = {
+            let Ok(mut held) = slot.lock() else {
+                return;
+            };
+            let Some((writer, rx)) = held.as_mut() else {
+                return;
+            };
+            let drained = writer.drain(rx);
+            if drained == Drained::Disconnected {
+                if let Some((writer, _)) = held.take() {
+                    writer.end_quietly();
+                }
+                return;
+            }
+            drained
+        };
+        empty = match drained {
+            Drained::Some => 0,
+            _ => empty.saturating_add(1),
+        };
+        std::thread::park_timeout(if empty >= DOZE_AFTER {
+            DOZE
+        } else {
+            DRAIN_EVERY
+        });
+    }
+}
+
 struct WriterThread {
     fsync: bool,
     sinks: Vec<Sink>,
@@ -366,45 +421,39 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn run(mut self, rx: Receiver<Msg>) -> AuditStats {
+    /// Writes every event queued now; whether there was any, or `Disconnected` when every
+    /// handle is gone (without `finish`).
+    fn drain(&mut self, rx: &Receiver<Msg>) -> Drained {
+        let mut wrote = Drained::Nothing;
         loop {
-            let msg = match rx.try_recv() {
-                Ok(msg) => msg,
+            match rx.try_recv() {
+                Ok(Msg::Event(time, event)) => {
+                    self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                    self.write(&event, time);
+                }
+                Ok(Msg::Decision(time, build)) => {
+                    self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                    self.write(&Event::Decision(build()), time);
+                }
                 Err(TryRecvError::Empty) => {
                     self.report_suppressed(false);
                     self.flush();
-                    std::thread::park_timeout(DRAIN_EVERY);
-                    continue;
+                    return wrote;
                 }
-                // Every handle and the writer are gone without finish(): end quietly.
-                Err(TryRecvError::Disconnected) => {
-                    self.report_suppressed(true);
-                    self.flush();
-                    self.sync();
-                    if let Some(exporter) = self.exporter.take() {
-                        exporter.stop(EXPORT_WAIT);
-                    }
-                    return self.stats;
-                }
-            };
-            let mut next = Some(msg);
-            while let Some(msg) = next.take() {
-                match msg {
-                    Msg::Event(time, event) => {
-                        self.shared.queued.fetch_sub(1, Ordering::Relaxed);
-                        self.write(&event, time)
-                    }
-                    Msg::Decision(time, build) => {
-                        self.shared.queued.fetch_sub(1, Ordering::Relaxed);
-                        self.write(&Event::Decision(build()), time)
-                    }
-                    Msg::Finish(end) => return self.finish(*end),
-                }
-                self.report_suppressed(false);
-                // Empty or disconnected: flush now, then wait (or notice the disconnect).
-                next = rx.try_recv().ok();
+                Err(TryRecvError::Disconnected) => return Drained::Disconnected,
             }
-            self.flush();
+            wrote = Drained::Some;
+            self.report_suppressed(false);
+        }
+    }
+
+    /// Every handle and the writer are gone without `finish`: end quietly.
+    fn end_quietly(mut self) {
+        self.report_suppressed(true);
+        self.flush();
+        self.sync();
+        if let Some(exporter) = self.exporter.take() {
+            exporter.stop(EXPORT_WAIT);
         }
     }
 
@@ -642,6 +691,40 @@ mod tests {
                 0o600
             );
         }
+    }
+
+    /// A writer dropped without `finish` (its run's end never came) still writes what was
+    /// queued, from its own thread, once every handle is gone; and `finish` writes from the
+    /// caller's thread what was queued while the writer thread slept.
+    #[test]
+    fn queued_events_are_written_with_and_without_finish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("dropped.jsonl");
+        let writer =
+            AuditWriter::start(vec![path.clone()], "r1".into(), Limits::default()).expect("start");
+        let handle = writer.handle();
+        handle.decision(decision(1, Verdict::Allow));
+        handle.decision(decision(2, Verdict::Deny));
+        drop(writer);
+        drop(handle);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lines(&path).len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let kinds: Vec<_> = lines(&path).iter().map(|r| r.event.kind()).collect();
+        assert_eq!(kinds, ["decision", "decision"]);
+
+        let path = dir.path().join("finished.jsonl");
+        let writer =
+            AuditWriter::start(vec![path.clone()], "r2".into(), Limits::default()).expect("start");
+        let handle = writer.handle();
+        // Long enough for the writer thread to doze.
+        std::thread::sleep(DRAIN_EVERY * (DOZE_AFTER + 2));
+        handle.decision(decision(1, Verdict::Allow));
+        let stats = writer.finish(run_end()).expect("finish");
+        assert_eq!(stats.events_written, 2);
+        let kinds: Vec<_> = lines(&path).iter().map(|r| r.event.kind()).collect();
+        assert_eq!(kinds, ["decision", "run-end"]);
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl Reach {
 pub type AddRule<'f, E> = dyn FnMut(Place<'_>, BitFlags<AccessFs>) -> Result<(), E> + 'f;
 
 /// The compiled `fs.hide` patterns.
+#[derive(Debug)]
 pub struct Hidden {
     set: PathSet,
     /// The directories to expand: the deepest directory each pattern's hidden entries lie
@@ -155,6 +156,11 @@ impl Hidden {
     /// matches a pattern.
     pub fn hides(&self, path: &Path) -> bool {
         path.ancestors().any(|p| self.set.is_match(p))
+    }
+
+    /// Whether [`Hidden::grant`] grants `root` entry by entry (it holds a hidden path).
+    pub fn expands(&self, root: &Path) -> bool {
+        self.expand.contains(root) && !self.set.is_match(root)
     }
 
     /// Grants `root` with `access` minus the hidden paths, one `add` per rule; returns how

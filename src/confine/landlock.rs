@@ -1,16 +1,19 @@
-//! The Landlock ruleset of a run, computed from the [`Policy`] in the parent before the fork.
+//! The Landlock ruleset of a run, computed from the [`Policy`] in the parent.
 //!
-//! [`prepare`] takes the kernel's Landlock ABI and the cap of the run's options from the one
-//! feature probe ([`Features`]), opens the roots (`O_PATH`, missing ones are skipped and
-//! reported) and returns a created ruleset that the child only has to `restrict_self()`,
-//! together with a [`LandlockReport`] that says honestly what is enforced at that ABI and what
-//! is not, and why (the reasons are the features' statuses). This module never confines the
-//! calling process.
+//! [`plan`] takes the kernel's Landlock ABI and the cap of the run's options from the one
+//! feature probe ([`Features`]), creates the ruleset and a [`LandlockReport`] that says
+//! honestly what is enforced at that ABI and what is not, and why (the reasons are the
+//! features' statuses), and leaves the rules as [`Grants`]: each root opened (`O_PATH`,
+//! missing ones are skipped and reported), a root that holds a hidden path granted entry by
+//! entry. A run adds them after its fork, two processes at once ([`Grants::split_off`]);
+//! [`prepare`] adds them all at once. The child only has to `restrict_self()`. This module
+//! never confines the calling process.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
@@ -48,8 +51,24 @@ pub struct LandlockReport {
     pub skipped_paths: Vec<PathBuf>,
 }
 
-/// Computes and creates the ruleset for `policy` (see the module documentation).
+/// Computes and creates the ruleset for `policy` with every rule (see the module
+/// documentation).
 pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, ConfineError> {
+    let mut plan = plan(policy, features)?;
+    let mut hidden = 0;
+    if let (Some(ruleset), Some(grants)) = (plan.ruleset.as_mut(), plan.grants.take()) {
+        hidden = grants.grant(ruleset, &mut plan.report)?;
+    }
+    plan.note_hidden(hidden);
+    Ok(Prepared {
+        ruleset: plan.ruleset,
+        report: plan.report,
+    })
+}
+
+/// Computes and creates the ruleset for `policy`, and what it enforces, but leaves its rules
+/// to add ([`Grants`]): a run adds them while its child sets itself up (`run/spawn.rs`).
+pub fn plan(policy: &Policy, features: &Features) -> Result<Plan, ConfineError> {
     let mut report = LandlockReport {
         kernel_abi: features.kernel_landlock_abi,
         ..LandlockReport::default()
@@ -59,9 +78,11 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             "landlock".into(),
             "observe mode: no landlock ruleset, nothing is enforced by the kernel".into(),
         ));
-        return Ok(Prepared {
+        return Ok(Plan {
             ruleset: None,
             report,
+            grants: None,
+            hidden_line: 0,
         });
     }
     let Some(v) = features.landlock_abi else {
@@ -69,9 +90,11 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             "the filesystem and network roots are not enforced by the kernel",
         ));
         report.degraded.push(("landlock".into(), reason));
-        return Ok(Prepared {
+        return Ok(Plan {
             ruleset: None,
             report,
+            grants: None,
+            hidden_line: 0,
         });
     };
     report.abi = Some(v);
@@ -200,43 +223,24 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
     if !scopes.is_empty() {
         ruleset = ruleset.scope(scopes).map_err(ConfineError::Ruleset)?;
     }
-    let mut created = ruleset.create().map_err(ConfineError::Ruleset)?;
+    let created = ruleset.create().map_err(ConfineError::Ruleset)?;
 
     // Each root is added as it is opened (its descriptor closed with the rule), so a profile
     // needs one descriptor at a time whatever its size: the `fs.hide` expansion alone makes
     // hundreds of rules, more than a low `ulimit -n` allows open at once. A root that holds a
     // hidden path is granted entry by entry around it (see `hide.rs`).
     let hidden = super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::of_this_thread());
-    let mut hid = 0usize;
-    // The entries of an expanded root (hundreds) go to the ruleset's descriptor directly:
-    // their types are known from the listing, so the crate's `fstat` per rule is not needed.
-    let entries_fd: Option<OwnedFd> = created.try_clone().ok().and_then(Into::into);
-    let file_access = AccessFs::from_file(abi);
-    let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
-        Place::Root(root) => match open_root(root)? {
-            Some(fd) => add_path_rule(&mut created, fd, access, root),
-            None => {
-                report.skipped_paths.push(root.to_path_buf());
-                Ok(())
-            }
-        },
-        Place::Open(fd, path, is_dir) => match &entries_fd {
-            Some(ruleset) => add_entry_rule(ruleset.as_fd(), fd, path, is_dir, access, file_access),
-            None => add_path_rule(&mut created, fd, access, path),
-        },
-    };
-    for (path, list) in fs_roots(policy) {
-        let access = match list {
-            RootList::Read => read_access,
-            RootList::Write => write_access,
-        };
-        hid += hidden.grant(path, access, &mut add)?;
-    }
-    if hid > 0 {
-        report.enforced.push(format!(
-            "fs: {hid} path(s) inside the roots hidden (fs.hide), to root as well"
-        ));
-    }
+    let roots = fs_roots(policy)
+        .map(|(path, list)| {
+            let access = match list {
+                RootList::Read => read_access,
+                RootList::Write => write_access,
+            };
+            (path.to_path_buf(), access)
+        })
+        .collect();
+    // The count of hidden paths comes once every share is granted (`note_hidden`).
+    let hidden_line = report.enforced.len();
     if hidden.left_to_permissions > 0 {
         report.enforced.push(format!(
             "fs: {} fs.hide pattern(s) left to file permissions: guard's user, which the \
@@ -244,25 +248,182 @@ pub fn prepare(policy: &Policy, features: &Features) -> Result<Prepared, Confine
             hidden.left_to_permissions
         ));
     }
-
-    if features.available(Feature::LandlockFsResolveUnix) {
+    let unix_dirs = if features.available(Feature::LandlockFsResolveUnix) {
         // Unix sockets that net.connect names outside the roots stay reachable by path.
-        for dir in unix_socket_dirs(policy) {
+        unix_socket_dirs(policy)
+    } else {
+        Vec::new()
+    };
+    Ok(Plan {
+        ruleset: Some(created),
+        report,
+        grants: Some(Grants {
+            roots,
+            hidden: Arc::new(hidden),
+            file_access: AccessFs::from_file(abi),
+            unix_dirs,
+            ports,
+        }),
+        hidden_line,
+    })
+}
+
+/// The rules of a [`Plan`]'s ruleset, not yet added: the filesystem roots (`fs.hide`
+/// expanding some entry by entry), the directories of the unix sockets `net.connect` names,
+/// and the TCP ports.
+#[derive(Debug)]
+pub struct Grants {
+    roots: Vec<(PathBuf, BitFlags<AccessFs>)>,
+    hidden: Arc<super::hide::Hidden>,
+    file_access: BitFlags<AccessFs>,
+    unix_dirs: Vec<PathBuf>,
+    ports: BTreeMap<u16, BitFlags<AccessNet>>,
+}
+
+/// One root that `fs.hide` expands entry by entry, split off a [`Plan`]'s grants
+/// ([`Grants::split_off`]) for a second process to grant to the same ruleset meanwhile.
+#[derive(Debug, Clone)]
+pub struct Share {
+    root: PathBuf,
+    access: BitFlags<AccessFs>,
+    hidden: Arc<super::hide::Hidden>,
+    file_access: BitFlags<AccessFs>,
+}
+
+/// What a [`Share`] granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareGranted {
+    /// Entries of the root left out as hidden.
+    pub hidden: u32,
+    /// The root did not exist.
+    pub missing: bool,
+}
+
+impl Grants {
+    /// Takes the first root that `fs.hide` expands entry by entry out of these grants (for a
+    /// root guard, `/etc`: some 150 rules), or `None` when no root is expanded.
+    pub fn split_off(&mut self) -> Option<Share> {
+        let i = self
+            .roots
+            .iter()
+            .position(|(root, _)| self.hidden.expands(root))?;
+        let (root, access) = self.roots.remove(i);
+        Some(Share {
+            root,
+            access,
+            hidden: Arc::clone(&self.hidden),
+            file_access: self.file_access,
+        })
+    }
+
+    /// Adds every rule to `created`; roots that do not exist go to `report`'s skipped paths.
+    /// Returns how many hidden paths the roots' expansion left out.
+    pub fn grant(
+        self,
+        created: &mut RulesetCreated,
+        report: &mut LandlockReport,
+    ) -> Result<usize, ConfineError> {
+        let mut hid = 0;
+        for (root, access) in &self.roots {
+            let granted = grant_root(created, &self.hidden, root, *access, self.file_access)?;
+            hid += granted.hidden as usize;
+            if granted.missing {
+                report.skipped_paths.push(root.clone());
+            }
+        }
+        for dir in self.unix_dirs {
             if let Some(fd) = open_root(&dir)? {
-                created = created
+                created
                     .add_rule(PathBeneath::new(fd, AccessFs::ResolveUnix))
                     .map_err(|source| ConfineError::AddRule { path: dir, source })?;
             }
         }
+        for (port, access) in self.ports {
+            created
+                .add_rule(NetPort::new(port, access))
+                .map_err(ConfineError::Ruleset)?;
+        }
+        Ok(hid)
     }
-    for (port, access) in ports {
-        created = created
-            .add_rule(NetPort::new(port, access))
-            .map_err(ConfineError::Ruleset)?;
+}
+
+impl Share {
+    /// The root.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
-    Ok(Prepared {
-        ruleset: Some(created),
-        report,
+
+    /// Adds the root's rules to `created`, a descriptor of the ruleset the share was split
+    /// from (rules may be added through any of them, from any process, until it is enforced).
+    pub fn grant(&self, created: &mut RulesetCreated) -> Result<ShareGranted, ConfineError> {
+        grant_root(
+            created,
+            &self.hidden,
+            &self.root,
+            self.access,
+            self.file_access,
+        )
+    }
+}
+
+/// A created ruleset with its rules still to add, and the report of what it enforces; see
+/// [`plan`].
+#[derive(Debug)]
+pub struct Plan {
+    /// `None` when nothing is to be enforced (observe mode, or no Landlock in this kernel).
+    pub ruleset: Option<RulesetCreated>,
+    /// What it enforces and what it had to drop, but for the hidden paths ([`Plan::note_hidden`]).
+    pub report: LandlockReport,
+    /// The rules to add (with a ruleset).
+    pub grants: Option<Grants>,
+    hidden_line: usize,
+}
+
+impl Plan {
+    /// Completes the report with how many hidden paths every share of the grants left out.
+    pub fn note_hidden(&mut self, hidden: usize) {
+        if hidden > 0 {
+            self.report.enforced.insert(
+                self.hidden_line,
+                format!("fs: {hidden} path(s) inside the roots hidden (fs.hide), to root as well"),
+            );
+        }
+    }
+}
+
+/// Grants `root` with `access` to `created`, around what `hidden` hides.
+fn grant_root(
+    created: &mut RulesetCreated,
+    hidden: &super::hide::Hidden,
+    root: &Path,
+    access: BitFlags<AccessFs>,
+    file_access: BitFlags<AccessFs>,
+) -> Result<ShareGranted, ConfineError> {
+    // The entries of an expanded root (hundreds) go to the ruleset's descriptor directly:
+    // their types are known from the listing, so the crate's `fstat` per rule is not needed.
+    let entries_fd: Option<OwnedFd> = if hidden.expands(root) {
+        created.try_clone().ok().and_then(Into::into)
+    } else {
+        None
+    };
+    let mut missing = false;
+    let mut add = |place: Place<'_>, access: BitFlags<AccessFs>| match place {
+        Place::Root(root) => match open_root(root)? {
+            Some(fd) => add_path_rule(created, fd, access, root),
+            None => {
+                missing = true;
+                Ok(())
+            }
+        },
+        Place::Open(fd, path, is_dir) => match &entries_fd {
+            Some(ruleset) => add_entry_rule(ruleset.as_fd(), fd, path, is_dir, access, file_access),
+            None => add_path_rule(created, fd, access, path),
+        },
+    };
+    let hid = hidden.grant(root, access, &mut add)?;
+    Ok(ShareGranted {
+        hidden: u32::try_from(hid).unwrap_or(u32::MAX),
+        missing,
     })
 }
 

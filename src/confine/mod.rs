@@ -55,3 +55,16 @@ pub enum ConfineError {
     #[error("cannot build the landlock ruleset\nhint: run `guard doctor` to see what this kernel supports")]
     Ruleset(#[source] ::landlock::RulesetError),
 }
+
+impl ConfineError {
+    /// The system call's error behind this one, for a channel that carries an errno (the
+    /// launch's); another error as `Other`, which such a channel sends as EIO.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            ConfineError::OpenRoot { source, .. } | ConfineError::AddEntryRule { source, .. } => {
+                source
+            }
+            other => std::io::Error::other(other.to_string()),
+        }
+    }
+}

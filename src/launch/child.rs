@@ -5,12 +5,14 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt as _;
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{recv, send, MsgFlags};
 
 use super::message::{self, Message, Stage};
 use super::{LaunchError, LaunchSpec, EXIT_GUARD_ERROR};
+use crate::confine::landlock::ShareGranted;
 use crate::sys;
 use crate::sys::process::ExecImage;
 
@@ -41,7 +43,7 @@ fn drop_capabilities() -> io::Result<()> {
 }
 
 /// Runs in the forked child; never returns.
-pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent_pid: u32) -> ! {
+pub(super) fn run(mut spec: LaunchSpec, command: OwnedFd, sock: OwnedFd, parent_pid: u32) -> ! {
     let s = sock.as_raw_fd();
     // `sock` lives until exec or exit.
     let sockb = sock.as_fd();
@@ -52,6 +54,22 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
     }
     if nix::unistd::getppid().as_raw() as u32 != parent_pid {
         sys::process::exit_now(EXIT_GUARD_ERROR);
+    }
+    // 8a. The share of the run's Landlock rules guard left to this process (the first root
+    //     `fs.hide` expands entry by entry: `/etc`'s 150 entries for a root guard), granted
+    //     to the same ruleset while guard grants the rest. Both are in before the command
+    //     enforces it: the init forks the command only after guard's `A` below, which guard
+    //     sends once its own share is in. Done here, before the capabilities go, with the
+    //     reach guard decided what to hide with.
+    let mut granted = ShareGranted {
+        hidden: 0,
+        missing: false,
+    };
+    if let (Some(share), Some(ruleset)) = (&spec.share, spec.landlock.as_mut()) {
+        match share.grant(ruleset) {
+            Ok(g) => granted = g,
+            Err(e) => fail(sockb, Stage::LandlockShare, e.into_io()),
+        }
     }
     // 9. The command gets a clean signal mask.
     if let Err(e) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
@@ -102,10 +120,11 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
         }
     }
     // 13. Close every inherited descriptor but stdio, the make jobserver's pipe, the launch
-    //     socket and the command's Landlock layer.
+    //     socket, the command line's file and the command's Landlock layer.
     let [job_r, job_w] = sys::process::jobserver_at_start();
     let mut keep = [
         Some(s),
+        Some(command.as_raw_fd()),
         command_layer.as_ref().map(AsRawFd::as_raw_fd),
         job_r,
         job_w,
@@ -121,29 +140,43 @@ pub(super) fn run(mut spec: LaunchSpec, image: &ExecImage, sock: OwnedFd, parent
     };
     // 15. The listener's number goes to guard with send() (a sendto without a destination,
     //     never trapped; sendmsg is judged now, and nobody answers yet). guard takes the
-    //     descriptor with pidfd_getfd and says `A` (recv is never trapped either); only then
-    //     is it closed here.
-    let mut msg = [b'L', 0, 0, 0, 0];
-    msg[1..].copy_from_slice(&listener.as_raw_fd().to_le_bytes());
+    //     descriptor with pidfd_getfd, writes the command line to `command` and says `A` with
+    //     its length (recv is never trapped either); only then is it closed here.
+    let mut msg = [b'L', 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    msg[1..5].copy_from_slice(&listener.as_raw_fd().to_le_bytes());
+    msg[5..9].copy_from_slice(&granted.hidden.to_le_bytes());
+    msg[9] = u8::from(granted.missing);
     if let Err(e) = send(s, &msg, MsgFlags::empty()) {
         fail(sockb, Stage::HandOver, e.into());
     }
-    let mut ack = [0u8; 1];
-    match recv(s, &mut ack, MsgFlags::empty()) {
-        Ok(1) if ack[0] == b'A' => {}
+    let mut ack = [0u8; 9];
+    let len = match recv(s, &mut ack, MsgFlags::empty()) {
+        Ok(9) if ack[0] == b'A' => u64::from_le_bytes(ack[1..].try_into().expect("8 bytes")),
         Ok(_) => fail(
             sockb,
             Stage::HandOver,
             io::Error::from_raw_os_error(libc::EPIPE),
         ),
         Err(e) => fail(sockb, Stage::HandOver, e.into()),
-    }
+    };
     // The command must never hold its own listener: it could answer its own notifications.
     drop(listener);
+    let image = match read_command(command, len) {
+        Ok(image) => image,
+        Err(e) => fail(sockb, Stage::CommandLine, e),
+    };
 
     // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).
-    super::init::run(image, sock, command_layer, parent_pid)
+    super::init::run(&image, sock, command_layer, parent_pid)
+}
+
+/// The command line guard wrote to `command` (`len` bytes, [`ExecImage::encode`]).
+fn read_command(command: OwnedFd, len: u64) -> io::Result<ExecImage> {
+    let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let mut bytes = vec![0u8; len];
+    std::fs::File::from(command).read_exact_at(&mut bytes, 0)?;
+    ExecImage::decode(&bytes).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// Closes every descriptor from 3 up but `keep` (in ascending order; one below 3, which a
@@ -159,18 +192,25 @@ fn close_all_but(keep: impl Iterator<Item = u32>) -> io::Result<()> {
     sys::process::close_range(first, u32::MAX)
 }
 
-/// Parent side: wait for `L` (the listener's number in the child behind `pidfd`) or `E` (a
-/// failed setup step); take the listener and acknowledge.
+/// Parent side: wait for `L` (the listener's number in the child behind `pidfd`, and what
+/// the child's share of the Landlock rules granted) or `E` (a failed setup step); take the
+/// listener and acknowledge.
 pub(super) fn receive_listener(
     sock: BorrowedFd<'_>,
     pidfd: BorrowedFd<'_>,
-) -> Result<OwnedFd, LaunchError> {
+    file: &std::fs::File,
+    command: &super::CommandLine,
+) -> Result<(OwnedFd, ShareGranted), LaunchError> {
     match message::receive(sock).map_err(LaunchError::Channel)? {
-        Message::Listener(Some(n)) => {
+        Message::Listener(Some(n), granted) => {
             let fd = sys::process::pidfd_getfd(pidfd, n).map_err(LaunchError::Channel)?;
-            send(sock.as_raw_fd(), b"A", MsgFlags::empty())
+            let bytes = ExecImage::encode(&command.program, &command.argv, &command.envp);
+            file.write_all_at(&bytes, 0).map_err(LaunchError::Channel)?;
+            let mut ack = [b'A', 0, 0, 0, 0, 0, 0, 0, 0];
+            ack[1..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+            send(sock.as_raw_fd(), &ack, MsgFlags::empty())
                 .map_err(|e| LaunchError::Channel(e.into()))?;
-            Ok(fd)
+            Ok((fd, granted))
         }
         Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
         _ => Err(LaunchError::ChildVanished),

@@ -2,7 +2,10 @@
 //! one datagram per message, and the typed setup stages a failure names.
 //!
 //! From the child and the sandbox's init: `L` + the listener's descriptor number in the child
-//! (i32, little endian; guard takes it with pidfd_getfd and answers `A`); `E` + [`Stage`] +
+//! (i32, little endian; guard takes it with pidfd_getfd, writes the command line to the file
+//! the child shares with it and answers `A` + its length, u64 little endian) + what the child's
+//! share of the Landlock rules left out as hidden (u32, little endian) + whether that share's
+//! root was missing (one byte, 0 or 1); `E` + [`Stage`] +
 //! errno (i32, little endian) when a setup step failed. Everything sent after the seccomp
 //! filter is installed goes with send(2) without a destination, a call the filter never traps
 //! (sendmsg is judged, and nobody answers before guard holds the listener). From the command, before it execs
@@ -16,6 +19,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::sys::socket::{send, MsgFlags};
 
+use crate::confine::landlock::ShareGranted;
 use crate::sys;
 
 /// A step of the sandbox's setup, in the order the child and the init take them.
@@ -47,10 +51,15 @@ pub enum Stage {
     ProtectInit = 10,
     /// The init forking the command.
     ForkCommand = 11,
+    /// Granting the share of the run's Landlock rules guard left to the child (one root
+    /// `fs.hide` expands entry by entry).
+    LandlockShare = 12,
+    /// Reading the command line guard wrote for the init.
+    CommandLine = 13,
 }
 
 impl Stage {
-    const ALL: [Stage; 12] = [
+    const ALL: [Stage; 14] = [
         Stage::ParentDeathSignal,
         Stage::UnblockSignals,
         Stage::WorkingDirectory,
@@ -63,6 +72,8 @@ impl Stage {
         Stage::Init,
         Stage::ProtectInit,
         Stage::ForkCommand,
+        Stage::LandlockShare,
+        Stage::CommandLine,
     ];
 
     fn from_byte(b: u8) -> Option<Stage> {
@@ -84,6 +95,8 @@ impl Stage {
             Stage::Init => "set up the sandbox's init",
             Stage::ProtectInit => "fence the command off from the sandbox's init",
             Stage::ForkCommand => "fork the command",
+            Stage::LandlockShare => "grant the Landlock rules of an expanded root",
+            Stage::CommandLine => "read the command line",
         }
     }
 }
@@ -97,8 +110,9 @@ impl fmt::Display for Stage {
 /// One message received from the sandbox.
 #[derive(Debug)]
 pub(super) enum Message {
-    /// `L`: the seccomp listener's descriptor number in the child.
-    Listener(Option<i32>),
+    /// `L`: the seccomp listener's descriptor number in the child, and what its share of the
+    /// Landlock rules granted.
+    Listener(Option<i32>, ShareGranted),
     /// `E`, or `S` from the command: a setup step failed.
     Failed { stage: Stage, source: io::Error },
     /// `P`: the command's pid, sent right before its `execve`.
@@ -126,7 +140,13 @@ pub(super) fn receive(sock: BorrowedFd<'_>) -> io::Result<Message> {
     let body = &buf[1..n.max(1)];
     Ok(match (n, buf[0]) {
         (0, _) => Message::Closed,
-        (_, b'L') => Message::Listener(le_i32(body)),
+        (_, b'L') => Message::Listener(
+            le_i32(body),
+            ShareGranted {
+                hidden: body.get(4..).and_then(le_i32).map_or(0, |n| n as u32),
+                missing: body.get(8) == Some(&1),
+            },
+        ),
         (_, b'E') => match body.first().copied().and_then(Stage::from_byte) {
             Some(stage) => Message::Failed {
                 stage,
@@ -188,6 +208,23 @@ mod tests {
     }
 
     #[test]
+    fn the_listener_carries_what_the_childs_share_granted() {
+        let (a, b) = pair();
+        let send = |bytes: &[u8]| {
+            nix::sys::socket::send(a.as_raw_fd(), bytes, MsgFlags::empty()).expect("send");
+        };
+        send(&[b'L', 9, 0, 0, 0, 0x13, 0x01, 0, 0, 1]);
+        send(&[b'L', 9, 0, 0, 0, 2, 0, 0, 0, 0]);
+        let expect = |hidden, missing| ShareGranted { hidden, missing };
+        for want in [expect(0x113, true), expect(2, false)] {
+            match receive(b.as_fd()).expect("receive") {
+                Message::Listener(Some(9), got) => assert_eq!(got, want),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn pid_exec_failure_and_end_of_stream_are_told_apart() {
         let (a, b) = pair();
         let send = |bytes: &[u8]| {
@@ -197,7 +234,16 @@ mod tests {
         send(&[b'P', 42, 0, 0, 0]);
         send(&[b'X', 2, 0, 0, 0]);
         send(&[b'E', 200, 1, 0, 0, 0]);
-        assert!(matches!(receive(b.as_fd()), Ok(Message::Listener(Some(7)))));
+        assert!(matches!(
+            receive(b.as_fd()),
+            Ok(Message::Listener(
+                Some(7),
+                ShareGranted {
+                    hidden: 0,
+                    missing: false
+                }
+            ))
+        ));
         assert!(matches!(receive(b.as_fd()), Ok(Message::CommandPid(42))));
         assert!(matches!(
             receive(b.as_fd()),

@@ -18,6 +18,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt as _;
 
+use nix::sys::memfd::MemFdCreateFlag;
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 pub use command::{resolve_program, CommandError};
@@ -37,19 +38,16 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// Exit status when the run was stopped by policy (a `kill` rule, or `on-deny = "kill"`).
 pub const EXIT_POLICY_STOP: i32 = 120;
 
-/// Everything the child needs, prepared in the parent before the fork so the child only makes
-/// system calls.
+/// What the child needs to confine itself, prepared in the parent before the fork. The
+/// command line comes later ([`Spawned::receive_listener`]).
 pub struct LaunchSpec {
-    /// The program, as resolved on `PATH`.
-    pub program: CString,
-    /// Its arguments, `argv[0]` included.
-    pub argv: Vec<CString>,
-    /// Its environment, `NAME=value`.
-    pub envp: Vec<CString>,
     /// The seccomp program (already built and checked).
     pub filter: Vec<libc::sock_filter>,
     /// The Landlock ruleset to enforce, `None` in observe mode or without Landlock.
     pub landlock: Option<landlock::RulesetCreated>,
+    /// The share of the ruleset's rules the child grants (with `protect_init` only: the init
+    /// does not enforce the ruleset itself, the command does, after guard's go-ahead).
+    pub share: Option<crate::confine::landlock::Share>,
     /// Drop every capability in the child (always, unless the profile keeps them).
     pub drop_caps: bool,
     /// The working directory of the command (`None`: guard's own).
@@ -57,6 +55,16 @@ pub struct LaunchSpec {
     /// Put the command in a nested Landlock domain that scopes signals, so it cannot signal
     /// the sandbox's init (needs Landlock ABI 6, with the run's ruleset enforced).
     pub protect_init: bool,
+}
+
+/// The command the init forks and execs, sent to it once it has confined itself.
+pub struct CommandLine {
+    /// The program, as resolved on `PATH`.
+    pub program: CString,
+    /// Its arguments, `argv[0]` included.
+    pub argv: Vec<CString>,
+    /// Its environment, `NAME=value`.
+    pub envp: Vec<CString>,
 }
 
 /// A started child.
@@ -68,6 +76,8 @@ pub struct Spawned {
     /// it.
     pub listener: Option<OwnedFd>,
     status: OwnedFd,
+    /// Where the command line goes for the child to read ([`Spawned::receive_listener`]).
+    command: std::fs::File,
     /// The command's working directory, to name it should the child fail to enter it.
     cwd: Option<std::path::PathBuf>,
     /// guard's descriptor of the Landlock ruleset, kept until the command has exec'd: the
@@ -148,16 +158,14 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     )
     .map_err(|e| LaunchError::Channel(e.into()))?;
     let parent_pid = std::process::id();
-    // The command's strings and pointers, made here: the init forks the command from them.
-    let image = sys::process::ExecImage::new(
-        std::mem::take(&mut spec.program),
-        std::mem::take(&mut spec.argv),
-        std::mem::take(&mut spec.envp),
-    );
+    // The command line is written here later: the child reads it once it has confined
+    // itself, and the caller computes it meanwhile.
+    let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)
+        .map_err(|e| LaunchError::Channel(e.into()))?;
     match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {
         sys::process::Forked::Child => {
             drop(parent_sock);
-            child::run(spec, &image, child_sock, parent_pid)
+            child::run(spec, command, child_sock, parent_pid)
         }
         sys::process::Forked::Parent { child } => {
             drop(child_sock);
@@ -186,6 +194,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 tree: RunTree::new(child, pidfd),
                 listener: None,
                 status: parent_sock,
+                command: command.into(),
                 cwd,
                 ruleset,
             })
@@ -194,20 +203,32 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
 }
 
 impl Spawned {
-    /// Waits for the child to confine itself and hand over its seccomp listener, and keeps
-    /// it in [`Spawned::listener`]. Until then the child is on its own (Landlock, the filter),
-    /// so whatever the caller does between [`spawn`] and this call runs alongside. When the
-    /// child failed or vanished, it is killed and reaped, and the error says at which step.
+    /// Waits for the child to confine itself and hand over its seccomp listener, keeps it in
+    /// [`Spawned::listener`], and gives the child `command` to fork and exec; returns what the
+    /// child's share of the Landlock rules ([`LaunchSpec::share`]) granted. Until then the
+    /// child is on its own (Landlock, the filter), so whatever the caller does between
+    /// [`spawn`] and this call runs alongside; once it returns, the init may fork the command,
+    /// which enforces the ruleset: every rule of the caller's must be in by then. When the child failed or vanished, it is killed
+    /// and reaped, and the error says at which step.
     ///
     /// # Errors
     ///
     /// [`LaunchError::Child`] naming the step of the child's that failed,
     /// [`LaunchError::ChildVanished`], or [`LaunchError::Channel`].
-    pub fn receive_listener(&mut self) -> Result<(), LaunchError> {
-        match child::receive_listener(self.status.as_fd(), self.tree.pidfd()) {
-            Ok(fd) => {
+    pub fn receive_listener(
+        &mut self,
+        command: &CommandLine,
+    ) -> Result<crate::confine::landlock::ShareGranted, LaunchError> {
+        let sent = child::receive_listener(
+            self.status.as_fd(),
+            self.tree.pidfd(),
+            &self.command,
+            command,
+        );
+        match sent {
+            Ok((fd, granted)) => {
                 self.listener = Some(fd);
-                Ok(())
+                Ok(granted)
             }
             Err(e) => {
                 self.tree.kill();

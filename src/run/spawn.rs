@@ -1,10 +1,11 @@
 //! Starting a run, in the order of `docs/launch.md`: everything that can fail with a clear
-//! message happens before the fork (`prepare.rs`); the process is single-threaded when it
-//! forks; the threads (audit writer, supervisor) start after. On an error the run directory is
-//! marked failed, the private temporary directory removed, and a tree already started is
-//! killed.
+//! message happens before the command starts, most of it before the fork (`prepare.rs`), the
+//! rest (guard's share of the Landlock rules, the command line, the journal) while the child
+//! confines itself; the process is single-threaded when it forks; the threads (audit writer,
+//! supervisor) start after. On an error the run directory is marked failed, the private
+//! temporary directory removed, and a tree already started is killed.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::sync::Arc;
@@ -54,61 +55,6 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         let workspace = d.workspace.clone();
         notify(&mut b.notices, Notice::InterruptedRun { run, workspace });
     }
-    // When a rollback may happen on its own, record the tree's digest to prove it afterwards.
-    let may_roll_back = policy.transaction.on_deny != policy::OnDeny::Errno
-        || policy.transaction.on_failure == policy::OnFailure::Rollback;
-    let digest_before = if may_roll_back {
-        journal::tree_digest(&d.workspace, &policy.transaction.exclude).ok()
-    } else {
-        None
-    };
-    // The journal: every change inside the workspace is recorded before it happens.
-    let mut journal = Journal::create(
-        &d.run_dir.path,
-        &d.workspace,
-        &policy.transaction,
-        policy.transaction.fsync,
-    )?;
-    let run_start = journal.checkpoint("run start", None)?;
-
-    // 3. The command and its environment.
-    let base_env: Vec<(OsString, OsString)> = match b.environment.take() {
-        Some(env) => env,
-        None => std::env::vars_os().collect(),
-    };
-    let path_var = base_env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
-    let name = match &b.current_dir {
-        // A relative program path names a file in the command's working directory.
-        Some(cwd) if argv[0].as_bytes().contains(&b'/') => cwd.join(&argv[0]).into_os_string(),
-        _ => argv[0].clone(),
-    };
-    let program = launch::resolve_program(&name, path_var.as_deref())?;
-    let res_options = base_env
-        .iter()
-        .find(|(k, _)| k == "RES_OPTIONS")
-        .map(|(_, v)| v.as_os_str());
-    let mut extra = vec![
-        ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
-        ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
-        (
-            "GUARD_WORKSPACE".to_string(),
-            d.workspace.as_os_str().to_os_string(),
-        ),
-    ];
-    if let Some(v) = crate::supervisor::resolver_options(
-        &policy,
-        res_options,
-        crate::sys::process::glibc_version(),
-    ) {
-        extra.push(("RES_OPTIONS".to_string(), v));
-    }
-    extra.extend(home::private_home(&policy, &d.tmp)?);
-    let mut envp = launch::sanitize_env(base_env, &policy.env, &extra);
-    home::tool_variables(&policy, &d.tmp, &mut envp)?;
-    let c_argv: Vec<CString> = argv.iter().map(|a| cstring(a.clone().into_vec())).collect();
 
     // 4. The confinement, built in the parent, from one probe of the kernel.
     let kernel = features::Kernel::probe();
@@ -116,8 +62,32 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         .notif_sizes
         .map_err(|errno| RunError::NoNotify(io::Error::from_raw_os_error(errno)))?;
     let features = Features::of_kernel(&kernel, &b.features);
-    let prepared = confine::landlock::prepare(&policy, &features)?;
-    let exec_roots = prepared.ruleset.is_some().then(|| {
+    let mut plan = confine::landlock::plan(&policy, &features)?;
+    let protect_init = plan.ruleset.is_some() && features.available(Feature::LandlockScopeSignal);
+    // Who adds the rules. Where the init is fenced off by a layer of its own, the run's
+    // ruleset is enforced by the command alone, which the init forks only after guard's
+    // go-ahead (`receive_listener`): guard adds its rules after the fork, through a descriptor
+    // of its own, while the child adds one root that `fs.hide` expands entry by entry (for a
+    // root guard, `/etc`'s 150 entries) and sets itself up. Otherwise every rule is in before
+    // the fork.
+    let mut after_fork = None;
+    if protect_init {
+        after_fork = plan.ruleset.as_ref().and_then(|r| r.try_clone().ok());
+    }
+    let mut grants = plan.grants.take();
+    let share = match after_fork {
+        Some(_) => grants
+            .as_mut()
+            .and_then(confine::landlock::Grants::split_off),
+        None => None,
+    };
+    let mut hidden = 0;
+    if after_fork.is_none() {
+        if let (Some(ruleset), Some(grants)) = (plan.ruleset.as_mut(), grants.take()) {
+            hidden = grants.grant(ruleset, &mut plan.report)?;
+        }
+    }
+    let exec_roots = plan.ruleset.is_some().then(|| {
         confine::landlock::fs_roots(&policy)
             .map(|(root, _)| root.to_path_buf())
             .collect::<Vec<_>>()
@@ -152,13 +122,10 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     // 6. Process-wide settings the caller asked for, then fork while single-threaded.
     let process = ProcessState::enter(b.forward_signals, b.subreaper)?;
     let spec = LaunchSpec {
-        program: cstring(program.as_os_str().as_bytes().to_vec()),
-        argv: c_argv,
-        envp,
         filter,
-        protect_init: prepared.ruleset.is_some()
-            && features.available(Feature::LandlockScopeSignal),
-        landlock: prepared.ruleset,
+        protect_init,
+        landlock: plan.ruleset.take(),
+        share: share.clone(),
         drop_caps: !b.keep_caps,
         cwd: b
             .current_dir
@@ -170,6 +137,95 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let abandon = |tree: &RunTree| {
         tree.kill();
         let _ = tree.reap();
+    };
+    // guard's share of the rules, while the child adds its own; both are in before guard's
+    // go-ahead to the child (`receive_listener`).
+    if let (Some(mut ruleset), Some(grants)) = (after_fork, grants) {
+        match grants.grant(&mut ruleset, &mut plan.report) {
+            Ok(n) => hidden = n,
+            Err(e) => {
+                abandon(&tree);
+                return Err(e.into());
+            }
+        }
+    }
+    // 3. The command and its environment, made while the child confines itself: it reads
+    // them once guard has its listener (`receive_listener`).
+    let command = (|| -> Result<_, RunError> {
+        let base_env: Vec<(OsString, OsString)> = match b.environment.take() {
+            Some(env) => env,
+            None => std::env::vars_os().collect(),
+        };
+        let path_var = base_env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let name = match &b.current_dir {
+            // A relative program path names a file in the command's working directory.
+            Some(cwd) if argv[0].as_bytes().contains(&b'/') => cwd.join(&argv[0]).into_os_string(),
+            _ => argv[0].clone(),
+        };
+        let program = launch::resolve_program(&name, path_var.as_deref())?;
+        let res_options = base_env
+            .iter()
+            .find(|(k, _)| k == "RES_OPTIONS")
+            .map(|(_, v)| v.as_os_str());
+        let mut extra = vec![
+            ("TMPDIR".to_string(), d.tmp.as_os_str().to_os_string()),
+            ("GUARD_RUN".to_string(), OsString::from(&d.run_dir.id)),
+            (
+                "GUARD_WORKSPACE".to_string(),
+                d.workspace.as_os_str().to_os_string(),
+            ),
+        ];
+        if let Some(v) = crate::supervisor::resolver_options(
+            &policy,
+            res_options,
+            crate::sys::process::glibc_version(),
+        ) {
+            extra.push(("RES_OPTIONS".to_string(), v));
+        }
+        extra.extend(home::private_home(&policy, &d.tmp)?);
+        let mut envp = launch::sanitize_env(base_env, &policy.env, &extra);
+        home::tool_variables(&policy, &d.tmp, &mut envp)?;
+
+        let command = launch::CommandLine {
+            program: cstring(program.as_os_str().as_bytes().to_vec()),
+            argv: argv.iter().map(|a| cstring(a.clone().into_vec())).collect(),
+            envp,
+        };
+        Ok((program, command))
+    })();
+    let (program, command) = match command {
+        Ok(pair) => pair,
+        Err(e) => {
+            abandon(&tree);
+            return Err(e);
+        }
+    };
+    // When a rollback may happen on its own, record the tree's digest to prove it afterwards.
+    // Nothing of the command has run yet: it cannot exec before the supervisor answers.
+    let may_roll_back = policy.transaction.on_deny != policy::OnDeny::Errno
+        || policy.transaction.on_failure == policy::OnFailure::Rollback;
+    let digest_before = if may_roll_back {
+        journal::tree_digest(&d.workspace, &policy.transaction.exclude).ok()
+    } else {
+        None
+    };
+    // The journal: every change inside the workspace is recorded before it happens.
+    let journal = Journal::create(
+        &d.run_dir.path,
+        &d.workspace,
+        &policy.transaction,
+        policy.transaction.fsync,
+    )
+    .and_then(|mut j| j.checkpoint("run start", None).map(|c| (j, c)));
+    let (journal, run_start) = match journal {
+        Ok(pair) => pair,
+        Err(e) => {
+            abandon(&tree);
+            return Err(e.into());
+        }
     };
     // While the child confines itself (Landlock, the filter): run.json, the pruning of older
     // journals (which goes on while the command runs; the run joins it at its end) and the
@@ -200,7 +256,24 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     // match), so the supervisor's first calls find them ready.
     policy.compile_matchers();
     // The child is confined once its listener is here (or says which step failed).
-    spawned.receive_listener()?;
+    let granted = match spawned.receive_listener(&command) {
+        Ok(granted) => granted,
+        Err(launch::LaunchError::Child {
+            stage: launch::Stage::LandlockShare,
+            source,
+        }) => {
+            let path = share.map(|s| s.root().to_path_buf()).unwrap_or_default();
+            return Err(confine::ConfineError::AddEntryRule { path, source }.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(share) = &share {
+        hidden += granted.hidden as usize;
+        if granted.missing {
+            plan.report.skipped_paths.push(share.root().to_path_buf());
+        }
+    }
+    plan.note_hidden(hidden);
     let listener_fd = spawned
         .listener
         .take()
@@ -221,7 +294,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         &d.workspace,
         &argv,
         &features,
-        &prepared.report,
+        &plan.report,
     )));
     handle.emit(Event::Checkpoint(audit::Checkpoint {
         id: run_start.0.to_string(),

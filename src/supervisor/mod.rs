@@ -136,6 +136,9 @@ struct Core {
     /// Per worker: when it started handling its current call (microseconds since `t0`, plus
     /// one), or 0 when it is not handling one.
     busy_since: Vec<AtomicU64>,
+    /// How many calls the workers have taken: the coordinating thread slows its polling
+    /// while this stands still.
+    calls: AtomicU64,
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
@@ -361,6 +364,7 @@ impl Supervisor {
                 })),
                 receiving: Mutex::new(()),
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
+                calls: AtomicU64::new(0),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
                 waits_in_recv: match crate::sys::process::install_wake_handler() {
@@ -400,9 +404,10 @@ impl Supervisor {
                 // call is slow; then they park while no call is slow, are woken here when one
                 // is, and at the end, when they see it and leave.
                 let mut standbys: Option<Vec<std::thread::Thread>> = None;
+                let mut activity = receive::Activity::default();
                 // Until it ends, or panics (the sender is then gone).
                 while let Err(std::sync::mpsc::TryRecvError::Empty) = primary_ended.try_recv() {
-                    if receive::end_of_run(&core, receive::SLOW) {
+                    if receive::end_of_run(&core, activity.tick(&core)) {
                         core.finished.store(true, Ordering::Relaxed);
                         if core.waits_in_recv {
                             wake(&core, &primary, &primary_ended);

@@ -32,6 +32,45 @@ const PARKED: Duration = Duration::from_secs(1);
 /// How long a call may be in hand before a standby starts receiving.
 pub(super) const SLOW: Duration = Duration::from_millis(5);
 
+/// How often the coordinating thread looks once no call has come for [`QUIET`]: an idle run
+/// (a command waiting on the network, an agent thinking) woke guard every [`SLOW`], 200 times
+/// a second. A call that turns slow after such a spell is seen up to this much later.
+pub(super) const IDLE_TICK: Duration = Duration::from_millis(50);
+
+/// How long no call must have come before the coordinating thread looks every [`IDLE_TICK`].
+const QUIET: Duration = Duration::from_millis(100);
+
+/// What the coordinating thread has seen of the calls: it looks every [`SLOW`] while they
+/// come or one is in hand, and every [`IDLE_TICK`] once none has come for [`QUIET`].
+#[derive(Default)]
+pub(super) struct Activity {
+    calls: u64,
+    quiet_ticks: u32,
+}
+
+impl Activity {
+    /// How long to wait before looking again, from what changed since the last look.
+    pub(super) fn tick(&mut self, core: &Core) -> Duration {
+        let calls = core.calls.load(Ordering::Relaxed);
+        let in_hand = core
+            .busy_since
+            .iter()
+            .any(|b| b.load(Ordering::Relaxed) != 0);
+        if calls != self.calls || in_hand {
+            self.calls = calls;
+            self.quiet_ticks = 0;
+        } else {
+            self.quiet_ticks = self.quiet_ticks.saturating_add(1);
+        }
+        let quiet = SLOW * self.quiet_ticks;
+        if quiet >= QUIET {
+            IDLE_TICK
+        } else {
+            SLOW
+        }
+    }
+}
+
 /// One worker: take the receiving turn, poll the listener, take one notification, give the
 /// turn back and handle it; until no process holds the filter any more or the main thread asks
 /// to stop. Worker 0 always receives; the others only while another one is slow.
@@ -102,6 +141,7 @@ pub(super) fn worker(core: &Core, me: usize) {
             // Busy from before the notification is taken off the listener until its decision
             // is recorded: the end of the run waits for that (see `wait_idle`).
             core.busy_since[me].store(now_us(), Ordering::Release);
+            core.calls.fetch_add(1, Ordering::Relaxed);
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
@@ -118,16 +158,19 @@ pub(super) fn worker(core: &Core, me: usize) {
 }
 
 /// [`super::handle`], with a panic in it contained: its caller is answered EIO (unless it was
-/// answered already) and the worker goes on. A worker that unwound would leave its caller,
+/// answered already), the audit log gets a record of the call, and the worker goes on. A worker that unwound would leave its caller,
 /// and with worker 0 every later caller, waiting for good.
 fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
-    let id = n.id;
+    let (id, pid, nr) = (n.id, n.pid, n.nr);
+    let start = std::time::Instant::now();
     let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::handle(core, n, inject)
     }));
     if handled.is_err() {
         tracing::error!("guard failed while judging a call (a bug); the call fails with EIO");
         super::answer::answer(core, id, super::answer::Answer::Errno(libc::EIO));
+        let record = super::record::Record::guard_failed(core, pid, nr);
+        super::record::record(core, record, start);
     }
 }
 
@@ -147,6 +190,7 @@ fn receiver(core: &Core, inject: emulate::Inject) {
         match received {
             Some(n) => {
                 core.busy_since[0].store(now_us(core), Ordering::Release);
+                core.calls.fetch_add(1, Ordering::Relaxed);
                 handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
             }

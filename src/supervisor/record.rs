@@ -117,6 +117,35 @@ impl Record {
         }
     }
 
+    /// The record of a call guard failed while judging (a bug, contained by the worker):
+    /// refused with EIO, by the rule that refuses what guard cannot make sense of.
+    pub(super) fn guard_failed(core: &Core, pid: u32, nr: i32) -> Record {
+        let who = lock(&core.procs).get(pid);
+        Record {
+            pid,
+            comm: who.comm,
+            syscall: crate::confine::syscall_name(i64::from(nr)),
+            op: None,
+            path: None,
+            path2: None,
+            argv: None,
+            exe: who.exe,
+            cwd: None,
+            addr: None,
+            name: None,
+            verdict: Verdict {
+                action: Action::Deny,
+                errno: libc::EIO,
+                rule: policy::RuleId::Builtin(policy::Builtin::Decode),
+                reason: Some(
+                    "guard failed while judging this call (a bug; its error is on guard's \
+                     stderr): the call fails with EIO"
+                        .into(),
+                ),
+            },
+        }
+    }
+
     /// Add what happened while performing the call (e.g. written without a pre-image).
     pub(super) fn note(&mut self, note: String) {
         self.verdict.reason = Some(match self.verdict.reason.take() {

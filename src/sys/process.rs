@@ -173,6 +173,42 @@ impl ExecImage {
             _strings: strings,
         }
     }
+
+    /// The image of `program` with `argv` and `envp` as bytes, for another process to make
+    /// it from ([`ExecImage::decode`]): `argv`'s length (u32, little endian), then the
+    /// program and every string of `argv` and `envp`, each NUL-terminated.
+    pub fn encode(program: &CStr, argv: &[CString], envp: &[CString]) -> Vec<u8> {
+        let strings = std::iter::once(program)
+            .chain(argv.iter().map(CString::as_c_str))
+            .chain(envp.iter().map(CString::as_c_str))
+            .map(CStr::to_bytes_with_nul);
+        let mut bytes = Vec::with_capacity(4 + strings.clone().map(<[u8]>::len).sum::<usize>());
+        let argc = u32::try_from(argv.len()).unwrap_or(u32::MAX);
+        bytes.extend_from_slice(&argc.to_le_bytes());
+        strings.for_each(|s| bytes.extend_from_slice(s));
+        bytes
+    }
+
+    /// The image [`ExecImage::encode`] wrote; `None` when `bytes` are not such an image.
+    pub fn decode(bytes: &[u8]) -> Option<ExecImage> {
+        let argc = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let rest = bytes.get(4..)?;
+        let nul = rest.iter().position(|&b| b == 0)?;
+        let program = CString::new(&rest[..nul]).ok()?;
+        let strings = &rest[nul + 1..];
+        if strings.last().is_some_and(|&b| b != 0) {
+            return None;
+        }
+        let mut all: Vec<CString> = strings
+            .split_inclusive(|&b| b == 0)
+            .map(|s| CStr::from_bytes_with_nul(s).ok().map(CStr::to_owned))
+            .collect::<Option<_>>()?;
+        if all.len() < argc {
+            return None;
+        }
+        let envp = all.split_off(argc);
+        Some(ExecImage::new(program, all, envp))
+    }
 }
 
 /// What the child of [`fork_exec`] does before `execve`, and where it reports. Its messages

@@ -711,4 +711,102 @@ fn a_panic_while_judging_a_call_fails_that_call_and_the_run_goes_on() {
     assert!(stderr.contains("Input/output error"), "{stderr}");
     assert!(!w.ws.join("d").exists());
     assert!(w.ws.join("e").exists());
+    // The call has its record, as every judged call does.
+    let failed: Vec<_> = w
+        .audit()
+        .into_iter()
+        .filter(|e| e["type"] == "decision" && e["errno"] == "EIO")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0]["syscall"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("mkdir")),
+        "{failed:?}"
+    );
+    assert_eq!(failed[0]["verdict"], "deny", "{failed:?}");
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("guard failed while judging")),
+        "{failed:?}"
+    );
+}
+
+/// The command line and the environment reach the command whole however large they are: the
+/// init reads them from a file guard writes while the child confines itself, where a datagram
+/// of the launch channel holds about 200 KB. 3,000 arguments and eight variables of 120,000
+/// bytes (960 KB, half of what `execve` takes with the usual 8 MB stack), as root and as an
+/// unprivileged user; the command sees what it sees bare.
+#[test]
+fn a_megabyte_of_command_line_and_environment_reaches_the_command() {
+    let big = "x".repeat(120_000);
+    let script = "echo \"$#\" \"${3000}\"; printf %s \"$BIG_7\" | wc -c; env | grep -c '^BIG_'";
+    let args: Vec<String> = (1..=3000).map(|i| i.to_string()).collect();
+    let mut bare = Command::new("sh");
+    bare.args(["-c", script, "sh"]).args(&args);
+    for i in 0..8 {
+        bare.env(format!("BIG_{i}"), &big);
+    }
+    let bare = bare.output().expect("bare sh");
+    let want = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert_eq!(
+        want.split_whitespace().collect::<Vec<_>>(),
+        ["3000", "3000", "120000", "8"]
+    );
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let mut g = w.exec(&["agent"]);
+        for i in 0..8 {
+            g.env(&format!("BIG_{i}"), &big);
+        }
+        let mut argv = vec!["sh".to_string(), "-c".into(), script.into(), "sh".into()];
+        argv.extend(args.iter().cloned());
+        let out = g.run(&argv);
+        out.expect_code(0);
+        assert_eq!(out.stdout(), want, "unprivileged: {}", w.unprivileged);
+    }
+}
+
+/// Every voluntary context switch so far of the threads of process `pid`.
+fn wakeups_of(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .filter_map(|n| n.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// While the command makes no judged call (it waits on the network, on a person), guard
+/// sleeps: its threads wake a few dozen times a second (the coordinating thread every 50 ms,
+/// the audit writer every 250 ms), where they woke about 250 times (every 5 and every 20 ms).
+/// Counted over a second of `sleep`, after the start's calls, as root and as an unprivileged
+/// user.
+#[test]
+fn an_idle_run_lets_guard_sleep() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let mut g = w.exec(&["agent"]);
+        g.cmd.args(["--", "sleep", "3"]);
+        let mut child = g.cmd.spawn().expect("spawn guard");
+        // setpriv (the unprivileged wrapper) execs guard: the pid is guard's either way.
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(800));
+        let (t0, before) = (std::time::Instant::now(), wakeups_of(pid));
+        std::thread::sleep(Duration::from_millis(1000));
+        let (seconds, after) = (t0.elapsed().as_secs_f64(), wakeups_of(pid));
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{status:?}");
+        let rate = (after - before) as f64 / seconds;
+        assert!(
+            rate < 60.0,
+            "{rate:.0} wake-ups a second (unprivileged: {})",
+            w.unprivileged
+        );
+    }
 }

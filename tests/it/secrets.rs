@@ -394,3 +394,60 @@ fn a_root_listed_for_reading_and_writing_keeps_both_grants_around_what_it_hides(
         "secret\n"
     );
 }
+
+/// Where the command enforces the run's Landlock ruleset (ABI 6: the init has a layer of its
+/// own), guard and its child add the rules at once after the fork, the child the first root
+/// `fs.hide` expands entry by entry (`/etc` for root); below that, guard adds them all before
+/// the fork. Both give the same ruleset: the same files read and refused, the same listings,
+/// and the same report of what is hidden. As root and as an unprivileged user.
+#[test]
+fn the_rules_guard_and_its_child_add_are_those_guard_adds_alone() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let probe = w.probe();
+        let mut script = String::new();
+        for f in [
+            "/etc/passwd",
+            "/etc/hostname",
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/dev/null",
+        ] {
+            script.push_str(&format!("{probe} read {f}; "));
+        }
+        script.push_str("ls /etc | wc -l; ls /dev | wc -l");
+        let mut seen = Vec::new();
+        for abi in [None, Some("5")] {
+            let mut g = w.exec(&["agent"]);
+            if let Some(abi) = abi {
+                g.env("GUARD_LANDLOCK_ABI", abi);
+            }
+            let out = g.run(&["sh", "-c", &script]);
+            assert_eq!(out.code(), 0, "{}", out.stderr());
+            let start = w
+                .audit()
+                .into_iter()
+                .rfind(|e| e["type"] == "run-start")
+                .expect("run-start");
+            let fs: Vec<String> = start["enforced"]
+                .as_array()
+                .expect("enforced")
+                .iter()
+                .filter_map(|l| l.as_str())
+                .filter(|l| l.starts_with("fs:"))
+                .map(str::to_string)
+                .collect();
+            seen.push((out.stdout(), fs));
+        }
+        assert_eq!(seen[0], seen[1], "unprivileged: {}", w.unprivileged);
+        if is_root() && !w.unprivileged {
+            assert!(
+                seen[0]
+                    .1
+                    .iter()
+                    .any(|l| l.contains("inside the roots hidden")),
+                "{:?}",
+                seen[0].1
+            );
+        }
+    }
+}
