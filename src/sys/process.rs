@@ -558,6 +558,28 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<
     Ok(())
 }
 
+/// Raises this process's soft limit of open descriptors (RLIMIT_NOFILE) to its hard limit;
+/// returns the soft limit now in force. A process forked before keeps its own.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit the kernel writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is a valid rlimit the kernel reads; a soft limit up to the hard one
+        // needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 /// close_range(2) (Linux 5.9): close every descriptor from `first` to `last` inclusive.
 /// Async-signal-safe.
 pub fn close_range(first: u32, last: u32) -> io::Result<()> {
