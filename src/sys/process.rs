@@ -213,8 +213,8 @@ impl ExecImage {
 
 /// What the child of [`fork_exec`] does before `execve`, and where it reports. Its messages
 /// (one `send` each on `report`): `P` + its pid (i32, little endian) right before `execve`;
-/// `S` + errno (i32 LE) when enforcing `landlock` failed (then it exits with `exit_setup`);
-/// `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
+/// `S` + errno (i32 LE) when enforcing `landlock` failed, `C` + errno when giving it back
+/// `affinity` failed (then it exits with `exit_setup`); `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
 /// `exit_not_executable`).
 pub struct ExecSetup<'a> {
     /// The socket the child reports on.
@@ -230,9 +230,55 @@ pub struct ExecSetup<'a> {
     pub exit_not_found: i32,
     /// The exit status when `execve` failed otherwise.
     pub exit_not_executable: i32,
+    /// The CPU affinity to give the child back before it reports its pid, when the caller
+    /// pinned itself (and so the child) to its CPU for the fork ([`pin_to_this_cpu`]).
+    pub affinity: Option<&'a libc::cpu_set_t>,
 }
 
-/// Fork a child that enforces `setup.landlock`, reports its pid, sets its parent-death
+/// Pins the calling thread to the CPU it runs on; returns the affinity it had, or `None` when
+/// it was not pinned (it may run on one CPU only anyway, or the mask does not fit a
+/// `cpu_set_t`). A child forked meanwhile inherits the pin.
+pub fn pin_to_this_cpu() -> Option<libc::cpu_set_t> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
+        return None;
+    }
+    // SAFETY: `mask` is a valid cpu_set_t; the count only reads it.
+    if unsafe { libc::CPU_COUNT(&mask) } < 2 {
+        return None;
+    }
+    // SAFETY: no arguments; -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let Ok(cpu) = usize::try_from(cpu) else {
+        return None;
+    };
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below the set's size: the kernel's CPU numbers fit the mask it gave.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: `one` is a valid cpu_set_t of `size` bytes the kernel reads.
+    if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
+        return None;
+    }
+    Some(mask)
+}
+
+/// Sets the calling thread's CPU affinity to `mask` (as [`pin_to_this_cpu`] returned it).
+/// Async-signal-safe.
+pub fn set_affinity(mask: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: `mask` is a valid cpu_set_t of the given size the kernel reads.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Fork a child that enforces `setup.landlock`, takes back `setup.affinity`, reports its
+/// pid, sets its parent-death
 /// signal, clears its signal mask, ignores the signals this process found ignored at its
 /// start and no other (see [`ignored_at_start`]) and execs `image`; returns its pid. The child makes only
 /// async-signal-safe system calls on memory prepared before the fork, so this is sound in
@@ -456,6 +502,12 @@ fn exec_child(image: &ExecImage, setup: &ExecSetup<'_>) -> ! {
             unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
         if rc != 0 {
             send_tagged(setup.report, b'S', errno());
+            exit_now(setup.exit_setup);
+        }
+    }
+    if let Some(mask) = setup.affinity {
+        if set_affinity(mask).is_err() {
+            send_tagged(setup.report, b'C', errno());
             exit_now(setup.exit_setup);
         }
     }

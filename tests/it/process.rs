@@ -862,3 +862,50 @@ fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
         );
     }
 }
+
+/// The command runs on the CPUs it would run on bare: the init pins itself to its CPU to fork
+/// the command there (a new process otherwise went to guard's busy CPU and waited), and the
+/// command takes back the affinity the init had before it execs. Started as it is, and under
+/// `taskset` to the first and to the last CPU, as root and as an unprivileged user.
+#[test]
+fn the_command_runs_on_the_cpus_it_would_run_on_bare() {
+    if crate::util::tool("taskset").is_none() {
+        eprintln!("skipped: taskset is not installed");
+        return;
+    }
+    let script = "grep Cpus_allowed_list /proc/self/status; nproc";
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let masks = [None, Some("0".to_string()), Some((cpus - 1).to_string())];
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        for mask in &masks {
+            let mut bare = Command::new("sh");
+            bare.args(["-c", script]);
+            let mut g = w.exec(&["agent"]);
+            g.cmd.args(["--", "sh", "-c", script]);
+            let (bare, guarded) = match mask {
+                None => (bare, g.cmd),
+                Some(m) => (
+                    crate::util::wrap("taskset", ["-c", m.as_str()], &bare),
+                    crate::util::wrap("taskset", ["-c", m.as_str()], &g.cmd),
+                ),
+            };
+            let run = |mut c: Command| {
+                let out = c.output().expect("run");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let want = run(bare);
+            assert!(want.starts_with("Cpus_allowed_list:"), "{want}");
+            assert_eq!(
+                run(guarded),
+                want,
+                "taskset {mask:?}, unprivileged: {}",
+                w.unprivileged
+            );
+        }
+    }
+}
