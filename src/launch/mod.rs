@@ -164,6 +164,8 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     )
     .map_err(|e| LaunchError::Channel(e.into()))?;
     let parent_pid = std::process::id();
+    // Decided here, for the child too (see the function).
+    sys::process::spinning_pays();
     // The command line is written here later: the child reads it once it has confined
     // itself, and the caller computes it meanwhile.
     let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)

@@ -243,24 +243,7 @@ pub struct ExecSetup<'a> {
 /// spins where this thread may run on two CPUs or more (on one, what it waits for needs it),
 /// and yields the CPU now and then.
 pub fn spin_until_readable(fd: BorrowedFd<'_>, budget: std::time::Duration) -> bool {
-    static CPUS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| {
-        // SAFETY: an all-zero cpu_set_t is the empty set.
-        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
-        match unsafe { libc::sched_getaffinity(0, size, &mut mask) } {
-            // SAFETY: `mask` is a valid cpu_set_t the count only reads.
-            0 => unsafe { libc::CPU_COUNT(&mask) },
-            _ => 1,
-        }
-    });
-    // Nor where more processes are runnable than there are CPUs (the count of
-    // `/proc/loadavg`, which includes this one and, as a rule, the one it waits for):
-    // spinning then takes time from them (guard started three at a time on two CPUs: 1.79 ->
-    // 1.92 ms a start with the spinning, without this check).
-    static SPARE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if cpus < 2 || !*SPARE.get_or_init(|| runnable().is_some_and(|r| r <= cpus)) {
+    if !spinning_pays() {
         return false;
     }
     let start = std::time::Instant::now();
@@ -284,6 +267,32 @@ pub fn spin_until_readable(fd: BorrowedFd<'_>, budget: std::time::Duration) -> b
         std::hint::spin_loop();
     }
     false
+}
+
+/// Whether [`spin_until_readable`] spins in this process: decided once, from the CPUs this
+/// thread may run on and the processes runnable now. Call it before a fork whose child waits
+/// with [`spin_until_readable`] once its seccomp filter is in (the child then opens nothing to
+/// decide: `guard learn` traps every open, and the supervisor is not there yet).
+pub fn spinning_pays() -> bool {
+    static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAYS.get_or_init(|| {
+        let cpus = {
+            // SAFETY: an all-zero cpu_set_t is the empty set.
+            let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
+            match unsafe { libc::sched_getaffinity(0, size, &mut mask) } {
+                // SAFETY: `mask` is a valid cpu_set_t the count only reads.
+                0 => unsafe { libc::CPU_COUNT(&mask) },
+                _ => 1,
+            }
+        };
+        // Not where more processes are runnable than there are CPUs (the count of
+        // `/proc/loadavg`, which includes this one and, as a rule, the one it waits for):
+        // spinning then takes time from them (guard started three at a time on two CPUs:
+        // 1.79 -> 1.92 ms a start with the spinning, without this check).
+        cpus >= 2 && runnable().is_some_and(|r| r <= cpus)
+    })
 }
 
 /// How many processes (threads) are runnable now, this one included (`/proc/loadavg`).
