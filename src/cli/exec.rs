@@ -96,7 +96,14 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
     if let Some(file) = args.summary {
         run = run.summary(file);
     }
-    let outcome = run.spawn(&args.command)?.wait()?;
+    let running = run.spawn(&args.command)?;
+    // guard's own descriptors (a pidfd per cached caller, kept directories, a pinned
+    // descriptor per call in hand) count against its soft limit, not the command's: the
+    // command was forked with the limit guard was given, and keeps it.
+    if let Err(e) = crate::sys::process::raise_open_file_limit() {
+        tracing::debug!("cannot raise guard's open-file limit: {e}");
+    }
+    let outcome = running.wait()?;
     if let Some(line) = outcome.refusals_line() {
         eprintln!("guard: {line}");
     }

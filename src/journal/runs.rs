@@ -91,6 +91,33 @@ fn interrupted(meta: &RunMeta) -> bool {
     (meta.state == "running" || meta.state == STATE_ROLLING_BACK) && !guard_alive(meta.guard_pid)
 }
 
+/// Debug builds only: `GUARD_DEBUG_PAUSE_INTERRUPTED_MS=N` waits N ms between reading a run's
+/// metadata and looking at its guard, so that tests can end that run in between
+/// (`a_run_ending_while_another_starts_is_not_taken_for_interrupted`).
+#[cfg(debug_assertions)]
+fn pause_point() {
+    if let Some(ms) = std::env::var("GUARD_DEBUG_PAUSE_INTERRUPTED_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// The metadata of `run` when the run was interrupted ([`interrupted`]). Read again once its
+/// guard is seen gone: a run that ends records so before its guard exits, so a run that ended
+/// between the first read and the look at its guard (another run on the same workspace,
+/// finishing just then) is not taken for interrupted, nor rolled back by `recover`.
+fn interrupted_meta(run: &RunDir) -> Option<RunMeta> {
+    let meta = run.read_meta().ok()?;
+    #[cfg(debug_assertions)]
+    pause_point();
+    if !interrupted(&meta) {
+        return None;
+    }
+    run.read_meta().ok().filter(interrupted)
+}
+
 /// The state a run's metadata should show after operations on its journal: `rolled-back`
 /// while a rollback is the newest operation in effect, else `ended`.
 pub fn settled_state(j: &Journal) -> &'static str {
@@ -106,10 +133,7 @@ pub fn settled_state(j: &Journal) -> &'static str {
 pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
     crate::journal::rundir::active_runs(state)
         .into_iter()
-        .filter(|run| {
-            run.read_meta()
-                .is_ok_and(|m| m.workspace == workspace && interrupted(&m))
-        })
+        .filter(|run| interrupted_meta(run).is_some_and(|m| m.workspace == workspace))
         .map(|run| run.id)
         .collect()
 }
@@ -126,10 +150,10 @@ pub fn interrupted_runs(state: &Path, workspace: &Path) -> Vec<String> {
 pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>, JournalError> {
     let mut out = Vec::new();
     for run in list_runs(state) {
-        let Ok(mut meta) = run.read_meta() else {
+        let Some(mut meta) = interrupted_meta(&run) else {
             continue;
         };
-        if !interrupted(&meta) || workspace.is_some_and(|w| w != meta.workspace) {
+        if workspace.is_some_and(|w| w != meta.workspace) {
             continue;
         }
         let mut rec = Recovered {

@@ -150,6 +150,7 @@ pub(super) fn run(mut spec: LaunchSpec, command: OwnedFd, sock: OwnedFd, parent_
         fail(sockb, Stage::HandOver, e.into());
     }
     let mut ack = [0u8; 9];
+    sys::process::spin_until_readable(sockb, super::HANDSHAKE_SPIN);
     let len = match recv(s, &mut ack, MsgFlags::empty()) {
         Ok(9) if ack[0] == b'A' => u64::from_le_bytes(ack[1..].try_into().expect("8 bytes")),
         Ok(_) => fail(
@@ -201,6 +202,7 @@ pub(super) fn receive_listener(
     file: &std::fs::File,
     command: &super::CommandLine,
 ) -> Result<(OwnedFd, ShareGranted), LaunchError> {
+    sys::process::spin_until_readable(sock, super::HANDSHAKE_SPIN);
     match message::receive(sock).map_err(LaunchError::Channel)? {
         Message::Listener(Some(n), granted) => {
             let fd = sys::process::pidfd_getfd(pidfd, n).map_err(LaunchError::Channel)?;
@@ -220,6 +222,7 @@ pub(super) fn receive_listener(
 /// Parent side: the command's pid (`P`), sent by the command itself before it execs, or the
 /// step of the init's that failed.
 pub(super) fn receive_command_pid(sock: BorrowedFd<'_>) -> Result<i32, LaunchError> {
+    sys::process::spin_until_readable(sock, super::HANDSHAKE_SPIN);
     match message::receive(sock).map_err(LaunchError::Channel)? {
         Message::CommandPid(pid) => Ok(pid),
         Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
@@ -229,6 +232,7 @@ pub(super) fn receive_command_pid(sock: BorrowedFd<'_>) -> Result<i32, LaunchErr
 
 /// Parent side: end of stream means `execve` succeeded; `X` carries its errno.
 pub(super) fn wait_exec(sock: BorrowedFd<'_>) -> io::Result<()> {
+    sys::process::spin_until_readable(sock, super::HANDSHAKE_SPIN);
     match message::receive(sock) {
         Ok(Message::ExecFailed(e)) => Err(e),
         // End of stream, or the channel broke after exec (ECONNRESET and friends): the exit

@@ -10,7 +10,8 @@
 //! filter is installed goes with send(2) without a destination, a call the filter never traps
 //! (sendmsg is judged, and nobody answers before guard holds the listener). From the command, before it execs
 //! (written by `sys::process::fork_exec`): `P` + its pid; `S` + errno when it could not be
-//! fenced off from the init; `X` + errno when `execve` failed. End of stream after `P` means
+//! fenced off from the init; `C` + errno when it could not be given back its CPU affinity;
+//! `X` + errno when `execve` failed. End of stream after `P` means
 //! `execve` worked (the socket is close-on-exec).
 
 use std::fmt;
@@ -56,10 +57,12 @@ pub enum Stage {
     LandlockShare = 12,
     /// Reading the command line guard wrote for the init.
     CommandLine = 13,
+    /// Giving the command back its CPU affinity (the init pins it to its own CPU to fork it).
+    Affinity = 14,
 }
 
 impl Stage {
-    const ALL: [Stage; 14] = [
+    const ALL: [Stage; 15] = [
         Stage::ParentDeathSignal,
         Stage::UnblockSignals,
         Stage::WorkingDirectory,
@@ -74,6 +77,7 @@ impl Stage {
         Stage::ForkCommand,
         Stage::LandlockShare,
         Stage::CommandLine,
+        Stage::Affinity,
     ];
 
     fn from_byte(b: u8) -> Option<Stage> {
@@ -97,6 +101,7 @@ impl Stage {
             Stage::ForkCommand => "fork the command",
             Stage::LandlockShare => "grant the Landlock rules of an expanded root",
             Stage::CommandLine => "read the command line",
+            Stage::Affinity => "give the command back its CPU affinity",
         }
     }
 }
@@ -156,6 +161,10 @@ pub(super) fn receive(sock: BorrowedFd<'_>) -> io::Result<Message> {
         },
         (_, b'S') => Message::Failed {
             stage: Stage::Landlock,
+            source: errno_of(body),
+        },
+        (_, b'C') => Message::Failed {
+            stage: Stage::Affinity,
             source: errno_of(body),
         },
         (_, b'P') => le_i32(body).map_or(Message::Garbled, Message::CommandPid),

@@ -29,6 +29,12 @@ pub use tree::{descendants as descendants_of, kill_tree, Reaped, RunTree};
 
 use crate::sys;
 
+/// How long guard and the sandbox's init wait for each other's messages of the launch
+/// without sleeping (`sys::process::spin_until_readable`): each side answers within some
+/// hundred microseconds, and a side that slept meanwhile was woken 100-300 µs later on a VM
+/// whose idle vCPUs halt.
+const HANDSHAKE_SPIN: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Exit status when guard itself fails (usage, setup): nothing of the command ran.
 pub const EXIT_GUARD_ERROR: i32 = 125;
 /// Exit status when the command could not be executed (as the shells use it).
@@ -158,6 +164,8 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     )
     .map_err(|e| LaunchError::Channel(e.into()))?;
     let parent_pid = std::process::id();
+    // Decided here, for the child too (see the function).
+    sys::process::spinning_pays();
     // The command line is written here later: the child reads it once it has confined
     // itself, and the caller computes it meanwhile.
     let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)

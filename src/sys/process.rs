@@ -213,8 +213,8 @@ impl ExecImage {
 
 /// What the child of [`fork_exec`] does before `execve`, and where it reports. Its messages
 /// (one `send` each on `report`): `P` + its pid (i32, little endian) right before `execve`;
-/// `S` + errno (i32 LE) when enforcing `landlock` failed (then it exits with `exit_setup`);
-/// `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
+/// `S` + errno (i32 LE) when enforcing `landlock` failed, `C` + errno when giving it back
+/// `affinity` failed (then it exits with `exit_setup`); `X` + errno when `execve` failed (then it exits with `exit_not_found` for ENOENT, else
 /// `exit_not_executable`).
 pub struct ExecSetup<'a> {
     /// The socket the child reports on.
@@ -230,9 +230,122 @@ pub struct ExecSetup<'a> {
     pub exit_not_found: i32,
     /// The exit status when `execve` failed otherwise.
     pub exit_not_executable: i32,
+    /// The CPU affinity to give the child back before it reports its pid, when the caller
+    /// pinned itself (and so the child) to its CPU for the fork ([`pin_to_this_cpu`]).
+    pub affinity: Option<&'a libc::cpu_set_t>,
 }
 
-/// Fork a child that enforces `setup.landlock`, reports its pid, sets its parent-death
+/// Waits up to `budget` for `fd` to become readable without sleeping, so that this CPU does
+/// not go idle meanwhile: on a VM whose idle vCPUs halt, waking a process that slept costs
+/// 100-300 µs (the host has to run the vCPU again). For the short waits of a run's start and
+/// end, where the other side answers within some hundred microseconds. Returns whether it
+/// became readable; either way the caller then reads, or blocks, as it would have. It only
+/// spins where this thread may run on two CPUs or more (on one, what it waits for needs it),
+/// and yields the CPU now and then.
+pub fn spin_until_readable(fd: BorrowedFd<'_>, budget: std::time::Duration) -> bool {
+    if !spinning_pays() {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    for round in 1u32.. {
+        let mut fds = [libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: `fds` is one valid pollfd; a zero timeout never sleeps.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } > 0 {
+            return true;
+        }
+        if start.elapsed() >= budget {
+            return false;
+        }
+        if round % 32 == 0 {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
+        std::hint::spin_loop();
+    }
+    false
+}
+
+/// Whether [`spin_until_readable`] spins in this process: decided once, from the CPUs this
+/// thread may run on and the processes runnable now. Call it before a fork whose child waits
+/// with [`spin_until_readable`] once its seccomp filter is in (the child then opens nothing to
+/// decide: `guard learn` traps every open, and the supervisor is not there yet).
+pub fn spinning_pays() -> bool {
+    static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAYS.get_or_init(|| {
+        let cpus = {
+            // SAFETY: an all-zero cpu_set_t is the empty set.
+            let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
+            match unsafe { libc::sched_getaffinity(0, size, &mut mask) } {
+                // SAFETY: `mask` is a valid cpu_set_t the count only reads.
+                0 => unsafe { libc::CPU_COUNT(&mask) },
+                _ => 1,
+            }
+        };
+        // Not where more processes are runnable than there are CPUs (the count of
+        // `/proc/loadavg`, which includes this one and, as a rule, the one it waits for):
+        // spinning then takes time from them (guard started three at a time on two CPUs:
+        // 1.79 -> 1.92 ms a start with the spinning, without this check).
+        cpus >= 2 && runnable().is_some_and(|r| r <= cpus)
+    })
+}
+
+/// How many processes (threads) are runnable now, this one included (`/proc/loadavg`).
+fn runnable() -> Option<i32> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = text.split_whitespace().nth(3)?;
+    field.split('/').next()?.parse().ok()
+}
+
+/// Pins the calling thread to the CPU it runs on; returns the affinity it had, or `None` when
+/// it was not pinned (it may run on one CPU only anyway, or the mask does not fit a
+/// `cpu_set_t`). A child forked meanwhile inherits the pin.
+pub fn pin_to_this_cpu() -> Option<libc::cpu_set_t> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
+        return None;
+    }
+    // SAFETY: `mask` is a valid cpu_set_t; the count only reads it.
+    if unsafe { libc::CPU_COUNT(&mask) } < 2 {
+        return None;
+    }
+    // SAFETY: no arguments; -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let Ok(cpu) = usize::try_from(cpu) else {
+        return None;
+    };
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below the set's size: the kernel's CPU numbers fit the mask it gave.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: `one` is a valid cpu_set_t of `size` bytes the kernel reads.
+    if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
+        return None;
+    }
+    Some(mask)
+}
+
+/// Sets the calling thread's CPU affinity to `mask` (as [`pin_to_this_cpu`] returned it).
+/// Async-signal-safe.
+pub fn set_affinity(mask: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: `mask` is a valid cpu_set_t of the given size the kernel reads.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Fork a child that enforces `setup.landlock`, takes back `setup.affinity`, reports its
+/// pid, sets its parent-death
 /// signal, clears its signal mask, ignores the signals this process found ignored at its
 /// start and no other (see [`ignored_at_start`]) and execs `image`; returns its pid. The child makes only
 /// async-signal-safe system calls on memory prepared before the fork, so this is sound in
@@ -459,6 +572,12 @@ fn exec_child(image: &ExecImage, setup: &ExecSetup<'_>) -> ! {
             exit_now(setup.exit_setup);
         }
     }
+    if let Some(mask) = setup.affinity {
+        if set_affinity(mask).is_err() {
+            send_tagged(setup.report, b'C', errno());
+            exit_now(setup.exit_setup);
+        }
+    }
     // SAFETY: getpid has no arguments and cannot fail.
     let pid = unsafe { libc::getpid() };
     send_tagged(setup.report, b'P', pid);
@@ -556,6 +675,28 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Raises this process's soft limit of open descriptors (RLIMIT_NOFILE) to its hard limit;
+/// returns the soft limit now in force. A process forked before keeps its own.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit the kernel writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is a valid rlimit the kernel reads; a soft limit up to the hard one
+        // needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(limit.rlim_cur)
 }
 
 /// close_range(2) (Linux 5.9): close every descriptor from `first` to `last` inclusive.

@@ -810,3 +810,102 @@ fn an_idle_run_lets_guard_sleep() {
         );
     }
 }
+
+/// guard's own descriptors (a pidfd for each caller it keeps, the directories it keeps, one
+/// per call in hand) count against a soft limit of guard's own, raised to the hard limit once
+/// the command is forked: the command keeps the soft limit guard was given. Under a soft limit
+/// of 64, a loop of 300 `sed -i`, `cp` and `rm` runs with every command succeeding, and the
+/// command sees 64, and the hard limit, as it would bare; without the raise guard ran out at
+/// once and failed calls. As root and as an unprivileged user.
+#[test]
+fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
+    for t in ["sed", "cp", "timeout"] {
+        if crate::util::tool(t).is_none() {
+            eprintln!("skipped: {t} is not installed");
+            return;
+        }
+    }
+    let pre = "ulimit -S -n 64 && ";
+    let limits = "ulimit -S -n; ulimit -H -n";
+    let bare = Command::new("sh")
+        .args(["-c", &format!("{pre}{limits}")])
+        .output()
+        .expect("bare sh");
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert!(bare.starts_with("64\n"), "{bare}");
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        w.write("f", "a\n");
+        let script = format!(
+            "{limits}; fail=0; for i in $(seq 300); do sed -i s/a/a/ f || fail=$((fail+1)); \
+             cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
+             echo failures=$fail"
+        );
+        let out = bounded(&w.exec(&["agent"]).cmd, 300, pre)
+            .args(["--", "bash", "-c", &script])
+            .output()
+            .expect("run guard");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "unprivileged: {}\n{stdout}\n{}",
+            w.unprivileged,
+            stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+        assert_eq!(
+            stdout.to_string(),
+            format!("{bare}failures=0\n"),
+            "unprivileged: {}; stderr:\n{}",
+            w.unprivileged,
+            stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+/// The command runs on the CPUs it would run on bare: the init pins itself to its CPU to fork
+/// the command there (a new process otherwise went to guard's busy CPU and waited), and the
+/// command takes back the affinity the init had before it execs. Started as it is, and under
+/// `taskset` to the first and to the last CPU, as root and as an unprivileged user.
+#[test]
+fn the_command_runs_on_the_cpus_it_would_run_on_bare() {
+    if crate::util::tool("taskset").is_none() {
+        eprintln!("skipped: taskset is not installed");
+        return;
+    }
+    let script = "grep Cpus_allowed_list /proc/self/status; nproc";
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let masks = [None, Some("0".to_string()), Some((cpus - 1).to_string())];
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        for mask in &masks {
+            let mut bare = Command::new("sh");
+            bare.args(["-c", script]);
+            let mut g = w.exec(&["agent"]);
+            g.cmd.args(["--", "sh", "-c", script]);
+            let (bare, guarded) = match mask {
+                None => (bare, g.cmd),
+                Some(m) => (
+                    crate::util::wrap("taskset", ["-c", m.as_str()], &bare),
+                    crate::util::wrap("taskset", ["-c", m.as_str()], &g.cmd),
+                ),
+            };
+            let run = |mut c: Command| {
+                let out = c.output().expect("run");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let want = run(bare);
+            assert!(want.starts_with("Cpus_allowed_list:"), "{want}");
+            assert_eq!(
+                run(guarded),
+                want,
+                "taskset {mask:?}, unprivileged: {}",
+                w.unprivileged
+            );
+        }
+    }
+}

@@ -477,3 +477,62 @@ fn a_run_that_changes_nothing_makes_no_journal_and_rollback_says_so() {
         "as it was\n"
     );
 }
+
+/// A run that ends while another looks at it is not taken for interrupted: the other reads its
+/// record ("running"), and by the time it looks at the run's guard that guard has exited. The
+/// record is read again then (a run records its end before its guard exits). Forced with a
+/// debug build's pause between the two looks: the second run's start says nothing of the
+/// first, and `guard recover` at the same moment leaves the first run's change in place.
+/// Before, the start warned that the run "was interrupted (guard died)", and recover rolled
+/// the finished run back.
+#[test]
+fn a_run_ending_while_another_starts_is_not_taken_for_interrupted() {
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: needs a debug build of guard");
+        return;
+    }
+    let w = Workspace::new();
+    for (what, second) in [
+        ("a start", &["exec", "--", "true"][..]),
+        ("recover", &["recover"][..]),
+    ] {
+        let made = w.ws.join(format!("made-by-{}", what.replace(' ', "-")));
+        let mut first = w.exec(&["agent"]);
+        first.cmd.args([
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 0.5; : > '{}'", made.display()),
+        ]);
+        let first = first.cmd.spawn().expect("first run");
+        // Reaped as soon as it ends (a zombie's pid still looks alive).
+        let first = std::thread::spawn(move || first.wait_with_output());
+        // The first run is going (its record says "running") when the second reads it.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut g = w.guard();
+        if second[0] == "recover" {
+            g.cmd.args(["recover", "-w"]).arg(&w.ws);
+        } else {
+            g.cmd.args(["exec", "-w"]).arg(&w.ws).args(&second[1..]);
+        }
+        let out = g
+            .cmd
+            .env("GUARD_DEBUG_PAUSE_INTERRUPTED_MS", "1500")
+            .output()
+            .expect("second");
+        let first = first
+            .join()
+            .expect("the reaping thread")
+            .expect("first run ends");
+        assert!(first.status.success(), "{what}: the first run failed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {stderr}");
+        assert!(!stderr.contains("interrupted"), "{what}: {stderr}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("recovered run"),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(made.exists(), "{what}: the first run's change was undone");
+    }
+}
