@@ -58,20 +58,7 @@ impl Record {
     ) -> Record {
         verdict.action = reaction.recorded(verdict.action);
         match judged {
-            Judged::Failed(f) => Record {
-                pid: n.pid,
-                comm: who.comm,
-                syscall: f.syscall,
-                op: None,
-                path: None,
-                path2: None,
-                argv: None,
-                exe: who.exe,
-                cwd: None,
-                addr: None,
-                name: None,
-                verdict,
-            },
+            Judged::Failed(f) => Record::without_call(n.pid, who, f.syscall, verdict),
             Judged::Call(r) => {
                 let r = *r;
                 Record {
@@ -121,10 +108,26 @@ impl Record {
     /// refused with EIO, by the rule that refuses what guard cannot make sense of.
     pub(super) fn guard_failed(core: &Core, pid: u32, nr: i32) -> Record {
         let who = lock(&core.procs).get(pid);
+        let verdict = Verdict {
+            action: Action::Deny,
+            errno: libc::EIO,
+            rule: policy::RuleId::Builtin(policy::Builtin::Decode),
+            reason: Some(
+                "guard failed while judging this call (a bug; its error is on guard's stderr): \
+                 the call fails with EIO"
+                    .into(),
+            ),
+        };
+        let syscall = crate::confine::syscall_name(i64::from(nr));
+        Record::without_call(pid, who, syscall, verdict)
+    }
+
+    /// The record of a call of `syscall` by `pid` (`who`) of which nothing else is known.
+    fn without_call(pid: u32, who: ProcInfo, syscall: &'static str, verdict: Verdict) -> Record {
         Record {
             pid,
             comm: who.comm,
-            syscall: crate::confine::syscall_name(i64::from(nr)),
+            syscall,
             op: None,
             path: None,
             path2: None,
@@ -133,16 +136,7 @@ impl Record {
             cwd: None,
             addr: None,
             name: None,
-            verdict: Verdict {
-                action: Action::Deny,
-                errno: libc::EIO,
-                rule: policy::RuleId::Builtin(policy::Builtin::Decode),
-                reason: Some(
-                    "guard failed while judging this call (a bug; its error is on guard's \
-                     stderr): the call fails with EIO"
-                        .into(),
-                ),
-            },
+            verdict,
         }
     }
 

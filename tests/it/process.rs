@@ -619,21 +619,7 @@ fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
     }
     let w = workspace();
     w.write("f", "a\n");
-    let script = "fail=0; for i in $(seq 1100); do sed -i s/a/a/ f || fail=$((fail+1)); \
-                  cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
-                  echo failures=$fail";
-    let out = bounded(&w.exec(&["agent"]).cmd, 300, "ulimit -n 1024 && ")
-        .args(["--", "bash", "-c", script])
-        .output()
-        .expect("run guard");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "guard's status (124: a caller never answered)\n{stdout}\n{}",
-        stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
-    );
+    let (stdout, stderr) = edit_loop(&w, "ulimit -n 1024 && ", "", 1100, "rm");
     assert_eq!(stdout.trim(), "failures=0", "stderr:\n{stderr}");
     assert!(
         !stderr.contains("Too many open files") && !stderr.contains("Bad file descriptor"),
@@ -655,20 +641,33 @@ fn past_its_descriptor_limit_guard_fails_calls_but_answers_every_one() {
     }
     let w = Workspace::new();
     w.write("f", "a\n");
-    let script = "fail=0; for i in $(seq 400); do sed -i s/a/a/ f || fail=$((fail+1)); \
-                  cp f c$i || fail=$((fail+1)); rm -f c$i || fail=$((fail+1)); done; \
-                  echo failures=$fail";
-    let out = bounded(&w.exec(&["agent"]).cmd, 120, "ulimit -n 300 && ")
-        .args(["--", "bash", "-c", script])
+    let (stdout, _) = edit_loop(&w, "ulimit -n 300 && ", "", 400, "rm -f");
+    assert!(stdout.trim().starts_with("failures="), "{stdout}");
+}
+
+/// Runs under guard in `w`, behind `pre` and inside `timeout 300`, `first` and then a loop of
+/// `rounds` rounds of `sed -i` (which calls umask(2)), `cp` and `{rm}` on the workspace's `f`,
+/// counting the commands that fail (`failures=N`); asserts guard's status 0 (124: a caller was
+/// never answered, its stderr's last 20 lines shown) and returns stdout and stderr.
+fn edit_loop(w: &Workspace, pre: &str, first: &str, rounds: u32, rm: &str) -> (String, String) {
+    let script = format!(
+        "{first}fail=0; for i in $(seq {rounds}); do sed -i s/a/a/ f || fail=$((fail+1)); \
+         cp f c$i || fail=$((fail+1)); {rm} c$i || fail=$((fail+1)); done; echo failures=$fail"
+    );
+    let out = bounded(&w.exec(&["agent"]).cmd, 300, pre)
+        .args(["--", "bash", "-c", &script])
         .output()
         .expect("run guard");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail = stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n");
     assert_eq!(
         out.status.code(),
         Some(0),
-        "guard's status (124: a caller never answered)"
+        "guard's status (124: a caller never answered), unprivileged: {}\n{stdout}\n{tail}",
+        w.unprivileged
     );
-    assert!(stdout.trim().starts_with("failures="), "{stdout}");
+    (stdout, stderr.into_owned())
 }
 
 /// `guard` (a `guard exec` command line, its environment and directory) run by `sh -c` after
@@ -835,30 +834,12 @@ fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
     assert!(bare.starts_with("64\n"), "{bare}");
     for w in [Workspace::new(), Workspace::unprivileged()] {
         w.write("f", "a\n");
-        let script = format!(
-            "{limits}; fail=0; for i in $(seq 300); do sed -i s/a/a/ f || fail=$((fail+1)); \
-             cp f c$i || fail=$((fail+1)); rm c$i || fail=$((fail+1)); done; \
-             echo failures=$fail"
-        );
-        let out = bounded(&w.exec(&["agent"]).cmd, 300, pre)
-            .args(["--", "bash", "-c", &script])
-            .output()
-            .expect("run guard");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (stdout, stderr) = edit_loop(&w, pre, &format!("{limits}; "), 300, "rm");
         assert_eq!(
-            out.status.code(),
-            Some(0),
-            "unprivileged: {}\n{stdout}\n{}",
-            w.unprivileged,
-            stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
-        );
-        assert_eq!(
-            stdout.to_string(),
+            stdout,
             format!("{bare}failures=0\n"),
-            "unprivileged: {}; stderr:\n{}",
-            w.unprivileged,
-            stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+            "unprivileged: {}; stderr:\n{stderr}",
+            w.unprivileged
         );
     }
 }
