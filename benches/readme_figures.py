@@ -71,9 +71,10 @@ therefore keeps idle CPUs awake for 200 µs after each injection, with two spinn
 the lowest scheduling class; the same write-open then takes {f(c('open-write',2),0)} µs. `GUARD_ADDFD_SPIN_US=0`
 switches the spinners off, and they stay off under a cgroup CPU quota. For the same reason a
 run's start polls for its child's messages for up to 1 ms each instead of sleeping, where the
-process may use two CPUs and no more processes are runnable than there are CPUs (up to some
-0.3 ms of CPU a start). An idle run (a command waiting on the network, an agent thinking) wakes
-guard about 24 times a second (measured apart from this run: `docs/design-notes.md`).
+process may use two CPUs and no more processes are runnable than there are CPUs. An idle run
+(a command waiting on the network, an agent thinking) lets guard sleep: its threads look for
+work every 50 to 250 ms, not every 5 (`an_idle_run_lets_guard_sleep` holds it to fewer than
+60 wake-ups a second).
 
 These figures come from one run of `benches/compare.sh` on a shared 2-vCPU machine, copied into
 this page by `benches/readme_figures.py`; expect noise of tens of percent between runs. The

@@ -83,24 +83,16 @@ impl Record {
     /// (`guard learn`): allowed, by rule `observe`.
     pub(super) fn read(core: &Core, n: &Notif, syscall: &'static str, path: PathBuf) -> Record {
         let who = lock(&core.procs).get(n.pid);
+        let verdict = Verdict {
+            action: Action::Allow,
+            errno: 0,
+            rule: policy::RuleId::Builtin(policy::Builtin::Observe),
+            reason: None,
+        };
         Record {
-            pid: n.pid,
-            comm: who.comm,
-            syscall,
             op: Some("read"),
             path: Some(path),
-            path2: None,
-            argv: None,
-            exe: who.exe,
-            cwd: None,
-            addr: None,
-            name: None,
-            verdict: Verdict {
-                action: Action::Allow,
-                errno: 0,
-                rule: policy::RuleId::Builtin(policy::Builtin::Observe),
-                reason: None,
-            },
+            ..Record::without_call(n.pid, who, syscall, verdict)
         }
     }
 

@@ -611,11 +611,8 @@ fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit_for_an_unprivi
 }
 
 fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
-    for t in ["sed", "cp", "timeout"] {
-        if crate::util::tool(t).is_none() {
-            eprintln!("skipped: {t} is not installed");
-            return;
-        }
+    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+        return;
     }
     let w = workspace();
     w.write("f", "a\n");
@@ -633,11 +630,8 @@ fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
 /// run hung (the `timeout` ends that case with status 124).
 #[test]
 fn past_its_descriptor_limit_guard_fails_calls_but_answers_every_one() {
-    for t in ["sed", "cp", "timeout"] {
-        if crate::util::tool(t).is_none() {
-            eprintln!("skipped: {t} is not installed");
-            return;
-        }
+    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+        return;
     }
     let w = Workspace::new();
     w.write("f", "a\n");
@@ -818,11 +812,8 @@ fn an_idle_run_lets_guard_sleep() {
 /// once and failed calls. As root and as an unprivileged user.
 #[test]
 fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
-    for t in ["sed", "cp", "timeout"] {
-        if crate::util::tool(t).is_none() {
-            eprintln!("skipped: {t} is not installed");
-            return;
-        }
+    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+        return;
     }
     let pre = "ulimit -S -n 64 && ";
     let limits = "ulimit -S -n; ulimit -H -n";
@@ -850,8 +841,7 @@ fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
 /// `taskset` to the first and to the last CPU, as root and as an unprivileged user.
 #[test]
 fn the_command_runs_on_the_cpus_it_would_run_on_bare() {
-    if crate::util::tool("taskset").is_none() {
-        eprintln!("skipped: taskset is not installed");
+    if crate::util::lacks(&["taskset"]) {
         return;
     }
     let script = "grep Cpus_allowed_list /proc/self/status; nproc";

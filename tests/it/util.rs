@@ -259,7 +259,6 @@ pub fn probe_result(out: &Out) -> String {
     out.stdout().lines().last().unwrap_or("").to_string()
 }
 
-/// `which`, for tests that need a tool; `None` makes the test skip with a printed reason.
 /// `program` with `args`, then `inner`'s own program and arguments, with `inner`'s environment
 /// and directory: a wrapper around a `guard` command line whose last word is `exec "$@"` (a
 /// network namespace, a descriptor limit, a timeout).
@@ -284,6 +283,16 @@ where
     cmd
 }
 
+/// Whether one of `tools` is missing (the test then skips, and says which).
+pub fn lacks(tools: &[&str]) -> bool {
+    let missing = tools.iter().find(|t| tool(t).is_none());
+    if let Some(t) = missing {
+        eprintln!("skipped: {t} is not installed");
+    }
+    missing.is_some()
+}
+
+/// `which`, for tests that need a tool; `None` makes the test skip with a printed reason.
 pub fn tool(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
