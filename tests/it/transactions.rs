@@ -2,7 +2,7 @@
 //! it exactly. The proof is always the same: the tree digest (names, types, content, modes,
 //! symlink targets, empty directories) after the rollback equals the digest before the run.
 
-use crate::util::{populate, tool, tree_file, Out, TreeState, Workspace};
+use crate::util::{lacks, populate, tool, tree_file, Out, TreeState, Workspace};
 
 /// The path of [`populate`]'s file `i` in a tree at `tree/`, quoted for sh.
 fn f(i: usize) -> String {
@@ -212,8 +212,7 @@ fn a_command_deleting_what_it_made_is_no_mass_deletion() {
 
 #[test]
 fn git_reset_hard_and_clean_fdx_roll_back_including_dot_git() {
-    if tool("git").is_none() {
-        eprintln!("skip: git is not installed");
+    if lacks(&["git"]) {
         return;
     }
     let w = Workspace::new();
@@ -430,8 +429,7 @@ fn tar_extract_over_existing_files_rolls_back() {
 
 #[test]
 fn parallel_make_targets_roll_back() {
-    if tool("make").is_none() {
-        eprintln!("skip: make is not installed");
+    if lacks(&["make"]) {
         return;
     }
     let w = tree_workspace(40, 10);
@@ -755,7 +753,7 @@ fn repo_of_loose_objects(w: &Workspace) -> TreeState {
 /// counted as any program's and the run was stopped and rolled back.
 #[test]
 fn git_gc_of_a_repository_of_loose_objects_is_no_mass_deletion() {
-    if crate::util::lacks(&["git"]) {
+    if lacks(&["git"]) {
         return;
     }
     for unprivileged in [false, true] {
@@ -796,7 +794,7 @@ fn git_gc_of_a_repository_of_loose_objects_is_no_mass_deletion() {
 /// --atomic restores them.
 #[test]
 fn rm_of_a_repositorys_loose_objects_is_a_mass_deletion() {
-    if crate::util::lacks(&["git"]) {
+    if lacks(&["git"]) {
         return;
     }
     let w = Workspace::new();
