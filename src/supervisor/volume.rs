@@ -12,6 +12,13 @@
 //! command is found by walking up its parents ([`txn::Parents`]: a held pidfd per process,
 //! one ioctl per level where /proc/PID/stat cost an open, a read and a close).
 //!
+//! git's own object maintenance is not counted: a `git` process removing a loose object
+//! (`.git/objects/ab/cdef...`) or an emptied fan-out directory (`.git/objects/ab`), as `git gc`
+//! and `git prune-packed` do once the objects are in a pack. A repository whose loose objects
+//! made up half of the workspace had every `git gc` (and git's automatic one after a commit)
+//! taken for a mass deletion, and under `--atomic` the whole run rolled back. Any other
+//! program removing them counts as before.
+//!
 //! The workspace's size is counted once, at the first counted delete of the run (one walk of
 //! the tree, skipping excluded directories), not at every start. The checkpoint the command
 //! took when it started precedes all of its deletes, so rolling back to it restores
@@ -131,6 +138,9 @@ impl Volume {
         if t.born.is_some_and(|b| b > self.latest) {
             return None;
         }
+        if t.path.strip_prefix(&self.ws).is_ok_and(is_loose_object) && is_git(pid) {
+            return None;
+        }
         let key = txn::command_of(pid, root, &mut self.parents)
             .filter(|c| self.commands.contains_key(c))
             .unwrap_or(RUN);
@@ -162,6 +172,38 @@ impl Volume {
     }
 }
 
+/// Whether `rel` is a loose object of a git repository, or one of the directories they are
+/// spread over: `objects/ab/cdef...` (38 or 62 hex digits after the two of the directory:
+/// SHA-1 or SHA-256) or `objects/ab`, with `objects` in a git directory (`.git`, `x.git`, or
+/// under one: `.git/modules/sub/objects`).
+fn is_loose_object(rel: &Path) -> bool {
+    fn hex(s: &std::ffi::OsStr, lens: &[usize]) -> bool {
+        let b = s.as_encoded_bytes();
+        lens.contains(&b.len()) && b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    }
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let objects_at = match parts.as_slice() {
+        [.., o, dir, name] if hex(dir, &[2]) && hex(name, &[38, 62]) && *o == "objects" => {
+            parts.len() - 3
+        }
+        [.., o, dir] if hex(dir, &[2]) && *o == "objects" => parts.len() - 2,
+        _ => return false,
+    };
+    parts[..objects_at]
+        .iter()
+        .any(|p| p.as_encoded_bytes().ends_with(b".git"))
+}
+
+/// Whether process `pid` runs git (its executable is named `git` or `git-*`).
+fn is_git(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+        exe.file_name().is_some_and(|n| {
+            let n = n.as_encoded_bytes();
+            n == b"git" || n.starts_with(b"git-")
+        })
+    })
+}
+
 /// The entries under `ws` (not `ws` itself), excluded directories left out.
 fn count_entries(ws: &Path, exclude: &PathSet) -> u64 {
     let mut n = 0u64;
@@ -190,6 +232,39 @@ fn count_entries(ws: &Path, exclude: &PathSet) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loose_objects_are_named_as_git_names_them() {
+        let sha1 = format!("objects/ab/{}", "c".repeat(38));
+        let sha256 = format!("objects/0f/{}", "9".repeat(62));
+        for yes in [
+            format!(".git/{sha1}"),
+            format!(".git/{sha256}"),
+            ".git/objects/ab".to_string(),
+            format!("sub/.git/modules/lib/{sha1}"),
+            format!("mirror.git/{sha1}"),
+        ] {
+            assert!(is_loose_object(Path::new(&yes)), "{yes}");
+        }
+        for no in [
+            format!("src/{sha1}"),
+            format!(".git/objects/ab/{}", "c".repeat(37)),
+            format!(".git/objects/AB/{}", "c".repeat(38)),
+            ".git/objects/pack/pack-1.pack".to_string(),
+            ".git/objects/info".to_string(),
+            ".git/objects".to_string(),
+            format!(".git/objects/ab/tmp_obj_{}", "c".repeat(6)),
+            ".git/refs/heads/ab".to_string(),
+        ] {
+            assert!(!is_loose_object(Path::new(&no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_a_git_process_maintains_its_objects() {
+        assert!(!is_git(std::process::id()), "the test runner is no git");
+        assert!(!is_git(u32::MAX), "no such process");
+    }
 
     #[test]
     fn counting_skips_excluded_trees() {

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::util::{probe_result, tool, Workspace};
+use crate::util::{lacks, probe_result, Workspace};
 
 /// A run under `agent` with several refusals and allowed changes, so its log has many lines.
 fn busy_run(w: &Workspace) {
@@ -258,8 +258,7 @@ fn follow_waits_for_the_log_to_appear() {
 /// documentation cannot drift from the tool.
 #[test]
 fn the_documented_jq_recipes_work() {
-    if tool("jq").is_none() {
-        eprintln!("skipped: jq is not installed");
+    if lacks(&["jq"]) {
         return;
     }
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/audit-format.md"))

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::util::{tool, Workspace, GUARD};
+use crate::util::{lacks, Workspace, GUARD};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -162,8 +162,7 @@ fn the_github_step_script_annotates_summarises_and_keeps_the_artifact() {
 
 #[test]
 fn the_install_script_checks_the_binary_it_downloads() {
-    if tool("curl").is_none() || tool("sha256sum").is_none() {
-        eprintln!("skipped: curl or sha256sum is not installed");
+    if lacks(&["curl", "sha256sum"]) {
         return;
     }
     let w = Workspace::new();

@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use crate::fidelity::{args, run_bare, run_guarded, Roots};
-use crate::util::{is_root, tool, Workspace};
+use crate::util::{is_root, lacks, Workspace};
 
 /// The uid and gid the command switches to.
 const NOBODY: u32 = 65534;
@@ -90,8 +90,7 @@ fn a_process_that_switched_to_nobody_is_refused_what_the_kernel_refuses_it() {
         eprintln!("skipped: switching to uid 65534 needs root");
         return;
     }
-    if tool("setpriv").is_none() {
-        eprintln!("skipped: setpriv is not installed");
+    if lacks(&["setpriv"]) {
         return;
     }
     let w = Workspace::new();

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::util::{is_root, snapshot, tool, Out, Snapshot, Workspace};
+use crate::util::{is_root, lacks, snapshot, Out, Snapshot, Workspace};
 
 /// The environment both sides give the command (`env -i` first, then these).
 pub fn clean_env(path: &str, home: &Path, tmp: &Path) -> Vec<OsString> {
@@ -108,8 +108,7 @@ fn credentials(out: &Out) -> String {
 
 #[test]
 fn bare_wrapper_leaves_the_credentials_guard_leaves() {
-    if tool("setpriv").is_none() {
-        eprintln!("skip: setpriv is not installed");
+    if lacks(&["setpriv"]) {
         return;
     }
     let w = Workspace::new();

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use crate::fidelity::{args, both, clean_env, differences, keyed, kind, tree, Roots};
 use crate::fidelity_suites::python;
-use crate::util::{tool, Out, Workspace};
+use crate::util::{lacks, Out, Workspace};
 
 /// What one side left: the script's stdout (statuses and test results) and the tree.
 struct Side {
@@ -195,8 +195,7 @@ fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under
         eprintln!("skipped: no rust toolchain (rustc --print sysroot)");
         return;
     };
-    if tool("cc").is_none() || tool("setpriv").is_none() {
-        eprintln!("skipped: cc or setpriv is not installed");
+    if lacks(&["cc", "setpriv"]) {
         return;
     }
     let w = Workspace::new();
@@ -293,8 +292,7 @@ fn npm_tarballs(w: &Workspace) -> Vec<PathBuf> {
 
 #[test]
 fn npm_install_of_a_fresh_checkout_gives_the_same_results_bare_and_under_guard() {
-    if tool("npm").is_none() || tool("node").is_none() || tool("setpriv").is_none() {
-        eprintln!("skipped: npm, node or setpriv is not installed");
+    if lacks(&["npm", "node", "setpriv"]) {
         return;
     }
     let w = Workspace::new();
@@ -389,8 +387,7 @@ fn venv_and_pip_install_give_the_same_results_bare_and_under_guard() {
         eprintln!("skipped: python3 is not installed");
         return;
     };
-    if tool("setpriv").is_none() {
-        eprintln!("skipped: setpriv is not installed");
+    if lacks(&["setpriv"]) {
         return;
     }
     let w = Workspace::new();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::fidelity::{args, artifacts, both, clean_env, differences, Roots};
-use crate::util::{tool, Out, Workspace};
+use crate::util::{lacks, tool, Out, Workspace};
 
 /// The modules compared: the file-handling part of the standard library's tests.
 const MODULES: &[&str] = &[
@@ -97,8 +97,7 @@ fn cpython_file_handling_tests_give_the_same_results_bare_and_under_guard() {
         eprintln!("skipped: python3 is not installed");
         return;
     };
-    if tool("setpriv").is_none() {
-        eprintln!("skipped: setpriv is not installed");
+    if lacks(&["setpriv"]) {
         return;
     }
     let w = Workspace::new();

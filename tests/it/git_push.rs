@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::agent_session::Daemon;
-use crate::util::{tool, Workspace};
+use crate::util::{lacks, Workspace};
 
 /// The remote's refs, as `git for-each-ref` lists them.
 fn refs(remote: &Path) -> String {
@@ -34,8 +34,7 @@ fn has_daemon() -> bool {
 
 #[test]
 fn destructive_pushes_are_refused_however_spelled_and_the_remote_is_unchanged() {
-    if tool("git").is_none() {
-        eprintln!("skipped: git is not installed");
+    if lacks(&["git"]) {
         return;
     }
     if !has_daemon() {

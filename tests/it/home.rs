@@ -6,7 +6,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use crate::util::{tool, Workspace};
+use crate::util::{lacks, Workspace};
 
 fn gitconfig(w: &Workspace) {
     w.write(
@@ -17,8 +17,7 @@ fn gitconfig(w: &Workspace) {
 
 #[test]
 fn ci_and_strict_give_a_private_empty_home_and_git_works_with_a_gitconfig_present() {
-    if tool("git").is_none() {
-        eprintln!("skipped: git is not installed");
+    if lacks(&["git"]) {
         return;
     }
     let w = Workspace::new();

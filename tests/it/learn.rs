@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::learn_agree::{explain_agrees, Agreed};
-use crate::util::{tool, Out, Workspace};
+use crate::util::{lacks, tool, Out, Workspace};
 
 /// The refusals of the newest run: denials and kills, except calls whose path does not
 /// resolve (the kernel's own answer, as `guard log --denied` counts them).
@@ -322,8 +322,7 @@ fn tarball(w: &Workspace) -> PathBuf {
 
 #[test]
 fn a_learned_profile_lets_an_npm_install_run_with_no_refusal() {
-    if tool("npm").is_none() || tool("node").is_none() {
-        eprintln!("skipped: npm or node is not installed");
+    if lacks(&["npm", "node"]) {
         return;
     }
     let w = Workspace::new();

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::util::{populate, tool, Rng, TreeState, Workspace};
+use crate::util::{lacks, populate, tool, Rng, TreeState, Workspace};
 
 fn git_home(w: &Workspace) {
     w.write(
@@ -23,8 +23,7 @@ fn human(w: &Workspace, script: &str) -> String {
 
 #[test]
 fn git_status_after_an_agent_commit_does_not_block_the_rollback_and_the_repository_checks_out() {
-    if tool("git").is_none() {
-        eprintln!("skipped: git is not installed");
+    if lacks(&["git"]) {
         return;
     }
     let w = Workspace::new();

@@ -2,7 +2,7 @@
 //! it exactly. The proof is always the same: the tree digest (names, types, content, modes,
 //! symlink targets, empty directories) after the rollback equals the digest before the run.
 
-use crate::util::{populate, tool, tree_file, Out, TreeState, Workspace};
+use crate::util::{lacks, populate, tool, tree_file, Out, TreeState, Workspace};
 
 /// The path of [`populate`]'s file `i` in a tree at `tree/`, quoted for sh.
 fn f(i: usize) -> String {
@@ -212,8 +212,7 @@ fn a_command_deleting_what_it_made_is_no_mass_deletion() {
 
 #[test]
 fn git_reset_hard_and_clean_fdx_roll_back_including_dot_git() {
-    if tool("git").is_none() {
-        eprintln!("skip: git is not installed");
+    if lacks(&["git"]) {
         return;
     }
     let w = Workspace::new();
@@ -430,8 +429,7 @@ fn tar_extract_over_existing_files_rolls_back() {
 
 #[test]
 fn parallel_make_targets_roll_back() {
-    if tool("make").is_none() {
-        eprintln!("skip: make is not installed");
+    if lacks(&["make"]) {
         return;
     }
     let w = tree_workspace(40, 10);
@@ -721,4 +719,91 @@ raise SystemExit(1)
         .count();
     eprintln!("the rename went first in {renamed_first} of {ROUNDS} rounds");
     before.assert_restored(&w.ws, "changes queued behind a slow pre-image copy");
+}
+
+/// A workspace holding a git repository of 200 files committed once, its objects loose: they
+/// make up more than half of the workspace's entries. Owned by the workspace's user.
+fn repo_of_loose_objects(w: &Workspace) -> TreeState {
+    let config = "[user]\n\tname = Guard Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n[gc]\n\tauto = 0\n";
+    w.write(&w.home.join(".gitconfig").display().to_string(), config);
+    w.sh("mkdir src && i=0; while [ $i -lt 200 ]; do echo \"file $i\" > src/f$i.txt; i=$((i+1)); done");
+    w.sh("git init -q && git add -A && git commit -qm first");
+    // Written again: hands what the setup made to the workspace's user.
+    w.write(&w.home.join(".gitconfig").display().to_string(), config);
+    let before = w.state();
+    let loose = before
+        .snapshot
+        .keys()
+        .filter(|p| {
+            let s = p.to_string_lossy();
+            s.starts_with(".git/objects/") && !s.contains("/pack") && !s.contains("/info")
+        })
+        .count();
+    assert!(
+        loose * 2 > before.snapshot.len(),
+        "the loose objects are most of the workspace: {loose} of {}",
+        before.snapshot.len()
+    );
+    before
+}
+
+/// git's own maintenance of its object store is no mass deletion: `git gc` packs the loose
+/// objects that are most of the workspace and removes them, and under --atomic the run goes
+/// on and the history is whole afterwards (root and unprivileged). Before, the removals were
+/// counted as any program's and the run was stopped and rolled back.
+#[test]
+fn git_gc_of_a_repository_of_loose_objects_is_no_mass_deletion() {
+    if lacks(&["git"]) {
+        return;
+    }
+    for unprivileged in [false, true] {
+        let w = if unprivileged {
+            Workspace::unprivileged()
+        } else {
+            Workspace::new()
+        };
+        repo_of_loose_objects(&w);
+        let out = w.exec(&["agent"]).arg("--atomic").run(&["git", "gc", "-q"]);
+        let refused: Vec<_> = w
+            .decisions()
+            .into_iter()
+            .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
+            .collect();
+        assert_eq!(
+            out.code(),
+            0,
+            "unprivileged {unprivileged}: {refused:?}\n{}",
+            out.stderr()
+        );
+        assert!(
+            refused.is_empty(),
+            "unprivileged {unprivileged}: {refused:?}"
+        );
+        let counts = git(&w, "count-objects -v");
+        assert!(
+            counts.lines().any(|l| l == "count: 0") && counts.contains("packs: 1"),
+            "unprivileged {unprivileged}: packed, none loose: {counts}"
+        );
+        git(&w, "fsck --no-progress --no-dangling");
+        assert_eq!(git(&w, "log -1 --format=%s").trim(), "first");
+        assert_eq!(git(&w, "ls-files").lines().count(), 200);
+    }
+}
+
+/// The exception is git's alone: `rm` removing the same loose objects is a mass deletion, and
+/// --atomic restores them.
+#[test]
+fn rm_of_a_repositorys_loose_objects_is_a_mass_deletion() {
+    if lacks(&["git"]) {
+        return;
+    }
+    let w = Workspace::new();
+    let before = repo_of_loose_objects(&w);
+    mass_delete_stops_and_restores(
+        &w,
+        &before,
+        "rm of .git/objects/??",
+        &["sh", "-c", "rm -rf .git/objects/[0-9a-f][0-9a-f]"],
+    );
+    git(&w, "fsck --no-progress --no-dangling");
 }
