@@ -139,6 +139,8 @@ struct Core {
     /// How many calls the workers have taken: the coordinating thread slows its polling
     /// while this stands still.
     calls: AtomicU64,
+    /// Lets a worker wake the coordinating thread from its idle polling.
+    doze: receive::Doze,
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
@@ -365,6 +367,7 @@ impl Supervisor {
                 receiving: Mutex::new(()),
                 busy_since: (0..receive::WORKERS).map(|_| AtomicU64::new(0)).collect(),
                 calls: AtomicU64::new(0),
+                doze: receive::Doze::new(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
                 waits_in_recv: match crate::sys::process::install_wake_handler() {

@@ -14,11 +14,12 @@
 //! one thread, not every process's calls. Otherwise they stay out of the way: handing the receiving turn from thread to thread on every call cost
 //! about 15 us per call here (a wake-up on the other vCPU each time).
 
-use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::sys::Notif;
 
@@ -34,7 +35,7 @@ pub(super) const SLOW: Duration = Duration::from_millis(5);
 
 /// How often the coordinating thread looks once no call has come for [`QUIET`]: an idle run
 /// (a command waiting on the network, an agent thinking) woke guard every [`SLOW`], 200 times
-/// a second. A call that turns slow after such a spell is seen up to this much later.
+/// a second. The first call after such a spell wakes it at once ([`Doze`]).
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(50);
 
 /// How long no call must have come before the coordinating thread looks every [`IDLE_TICK`].
@@ -49,9 +50,10 @@ pub(super) struct Activity {
 }
 
 impl Activity {
-    /// How long to wait before looking again, from what changed since the last look.
+    /// How long to wait before looking again, from what changed since the last look; the
+    /// coordinating thread dozes ([`Doze`]) when that is [`IDLE_TICK`].
     pub(super) fn tick(&mut self, core: &Core) -> Duration {
-        let calls = core.calls.load(Ordering::Relaxed);
+        let calls = core.calls.load(Ordering::SeqCst);
         let in_hand = core
             .busy_since
             .iter()
@@ -63,10 +65,73 @@ impl Activity {
             self.quiet_ticks = self.quiet_ticks.saturating_add(1);
         }
         let quiet = SLOW * self.quiet_ticks;
-        if quiet >= QUIET {
-            IDLE_TICK
-        } else {
-            SLOW
+        if quiet < QUIET || !core.doze.begin() {
+            core.doze.end();
+            return SLOW;
+        }
+        // A call taken between the count above and the doze's start woke nobody.
+        if core.calls.load(Ordering::SeqCst) != self.calls {
+            core.doze.end();
+            self.quiet_ticks = 0;
+            return SLOW;
+        }
+        IDLE_TICK
+    }
+}
+
+/// The coordinating thread's doze, and the word that ends it. While it looks only every
+/// [`IDLE_TICK`], the first call a worker takes wakes it (one `write` to an eventfd, once per
+/// doze), so that a call that turns slow after a quiet spell still has a standby take the
+/// other processes' calls within [`SLOW`], not up to [`IDLE_TICK`] later. Without an
+/// eventfd it never dozes: it looks every [`SLOW`], as before idle runs let guard sleep.
+pub(super) struct Doze {
+    dozing: AtomicBool,
+    wake: Option<EventFd>,
+}
+
+impl Doze {
+    pub(super) fn new() -> Doze {
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| tracing::debug!("no eventfd ({e}): the coordinating thread never dozes"))
+            .ok();
+        Doze {
+            dozing: AtomicBool::new(false),
+            wake,
+        }
+    }
+
+    /// Starts a doze: false when it cannot be woken from one.
+    fn begin(&self) -> bool {
+        if self.wake.is_none() {
+            return false;
+        }
+        self.dozing.store(true, Ordering::SeqCst);
+        true
+    }
+
+    fn end(&self) {
+        self.dozing.store(false, Ordering::SeqCst);
+    }
+
+    /// A worker took a call (after counting it in `Core::calls`): wakes the coordinating
+    /// thread if it dozes.
+    pub(super) fn call_taken(&self) {
+        if self.dozing.load(Ordering::SeqCst) && self.dozing.swap(false, Ordering::SeqCst) {
+            if let Some(wake) = &self.wake {
+                let _ = wake.write(1);
+            }
+        }
+    }
+
+    /// What the coordinating thread polls besides the listener and the stop pipe.
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.wake.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Takes the word once the coordinating thread has seen it.
+    fn clear(&self) {
+        if let Some(wake) = &self.wake {
+            let _ = wake.read();
         }
     }
 }
@@ -141,7 +206,8 @@ pub(super) fn worker(core: &Core, me: usize) {
             // Busy from before the notification is taken off the listener until its decision
             // is recorded: the end of the run waits for that (see `wait_idle`).
             core.busy_since[me].store(now_us(), Ordering::Release);
-            core.calls.fetch_add(1, Ordering::Relaxed);
+            core.calls.fetch_add(1, Ordering::SeqCst);
+            core.doze.call_taken();
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
@@ -190,7 +256,8 @@ fn receiver(core: &Core, inject: emulate::Inject) {
         match received {
             Some(n) => {
                 core.busy_since[0].store(now_us(core), Ordering::Release);
-                core.calls.fetch_add(1, Ordering::Relaxed);
+                core.calls.fetch_add(1, Ordering::SeqCst);
+                core.doze.call_taken();
                 handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
             }
@@ -218,15 +285,24 @@ fn hung_up(core: &Core) -> bool {
 /// hang-up. The listener is polled for no event, so only POLLHUP and POLLERR are reported:
 /// the kernel's wake-up for each notification (keyed EPOLLIN) passes this waiter by.
 pub(super) fn end_of_run(core: &Core, limit: Duration) -> bool {
-    let mut fds = [
+    let mut fds = vec![
         PollFd::new(core.listener.fd(), PollFlags::empty()),
         PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
     ];
+    if let Some(wake) = core.doze.fd() {
+        fds.push(PollFd::new(wake, PollFlags::POLLIN));
+    }
     let ms = PollTimeout::try_from(limit.as_millis().min(i32::MAX as u128) as i32)
         .unwrap_or(PollTimeout::NONE);
     match poll(&mut fds, ms) {
         Ok(0) | Err(nix::errno::Errno::EINTR) => false,
-        Ok(_) => true,
+        Ok(_) => {
+            let ended = fds[..2].iter().any(|f| f.any().unwrap_or(false));
+            if fds.get(2).is_some_and(|f| f.any().unwrap_or(false)) {
+                core.doze.clear();
+            }
+            ended
+        }
         Err(e) => {
             tracing::error!("supervisor poll failed: {e}");
             true
@@ -279,5 +355,35 @@ pub(super) fn wait_idle(core: &Core, limit: Duration) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the doze's word is there to be seen (a poll that does not wait).
+    fn woken(d: &Doze) -> bool {
+        let mut fds = [PollFd::new(d.fd().expect("an eventfd"), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).expect("poll") == 1
+    }
+
+    #[test]
+    fn a_call_taken_wakes_a_dozing_coordinator_once() {
+        let d = Doze::new();
+        d.call_taken();
+        assert!(!woken(&d), "not dozing: nobody to wake");
+        assert!(d.begin());
+        d.call_taken();
+        assert!(woken(&d), "the first call of a doze wakes it");
+        d.call_taken();
+        d.clear();
+        assert!(!woken(&d), "one word per doze, taken once seen");
+        d.call_taken();
+        assert!(!woken(&d), "woken already: the next calls say nothing");
+        assert!(d.begin());
+        d.end();
+        d.call_taken();
+        assert!(!woken(&d), "a doze ended by the coordinator itself");
     }
 }
