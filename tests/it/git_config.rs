@@ -326,9 +326,8 @@ echo done
         );
     }
     let refused = w
-        .decisions()
+        .refusals()
         .into_iter()
-        .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
         .map(|d| d.to_string())
         .collect::<Vec<_>>();
     assert!(refused.is_empty(), "nothing refused: {refused:?}");

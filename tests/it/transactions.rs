@@ -70,11 +70,7 @@ fn mass_delete_stops_and_restores(w: &Workspace, before: &TreeState, story: &str
     // The interpreter where the runner keeps it (a toolchain under another home, say).
     let layer = w.profile_file("tools", &format!("[fs]\nread = {:?}\n", read_roots()));
     let out = w.exec(&["agent", &layer]).arg("--atomic").run(argv);
-    let refused: Vec<serde_json::Value> = w
-        .decisions()
-        .into_iter()
-        .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
-        .collect();
+    let refused = w.refusals();
     assert_eq!(
         out.code(),
         120,
@@ -764,11 +760,7 @@ fn git_gc_of_a_repository_of_loose_objects_is_no_mass_deletion() {
         };
         repo_of_loose_objects(&w);
         let out = w.exec(&["agent"]).arg("--atomic").run(&["git", "gc", "-q"]);
-        let refused: Vec<_> = w
-            .decisions()
-            .into_iter()
-            .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
-            .collect();
+        let refused = w.refusals();
         assert_eq!(
             out.code(),
             0,

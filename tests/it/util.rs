@@ -191,6 +191,15 @@ impl Workspace {
             .filter(|e| e["type"] == "decision")
             .collect()
     }
+
+    /// The newest run's decisions that did not allow the call, but for the kernel's own
+    /// answers to names that do not resolve (rule `resolve`).
+    pub fn refusals(&self) -> Vec<serde_json::Value> {
+        self.decisions()
+            .into_iter()
+            .filter(|d| d["verdict"] != "allow" && d["rule"] != "resolve")
+            .collect()
+    }
 }
 
 pub struct Guard {
