@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Section 7 of benches/compare.sh (sourced by it with --baseline OLD_GUARD): the same guard
-# measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, so
-# both see the same machine at the same moment. Measured: start-up of `guard exec -- true`
+# measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, each
+# build run first and second in every repetition, so both see the same machine at the same
+# moment. Measured: start-up of `guard exec -- true`
 # (hyperfine, twice, in both orders), the judged calls of guard-callloop (median ns per call of REPS
 # runs each), an exec (section 3's bash loop), the supervisor's system calls per judged unlinkat
 # (strace -f -c), `rm -rf` of the 10,000-file tree and `guard rollback` of it, and the git
@@ -10,6 +11,10 @@
 # CALLS, REPS, REPS_W, RUNS, and peers.sh's workload scripts.
 
 BL_OPS=(unlink-missing open-write unlink-existing unlink-made create-new)
+# Each repetition runs each build twice, first and second: a build run second came out 3-8%
+# slower than the same build run first in hand checks (2026-12-06), which made one-order
+# repetitions show differences neither build had.
+BOTH_ORDERS="before after after before"
 declare -A BL_BIN=([before]="$BASELINE" [after]="$GUARD")
 BWS="$WORK/bl-ws"
 BL_MD="$WORK/baseline.md"
@@ -43,7 +48,7 @@ if avail hyperfine; then
 fi
 for ((r = 1; r <= REPS; r++)); do
     for op in "${BL_OPS[@]}"; do
-        for v in before after; do
+        for v in $BOTH_ORDERS; do
             rm -rf "$BWS" && mkdir -p "$BWS" && cp "$CALLLOOP" "$BWS/guard-callloop"
             [[ $op != unlink-existing ]] || (cd "$BWS" && ./guard-callloop prepare "$CALLS")
             line=$(cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- ./guard-callloop "$op" "$CALLS" |
@@ -53,7 +58,7 @@ for ((r = 1; r <= REPS; r++)); do
     done
 done
 for ((r = 1; r <= REPS; r++)); do
-    for v in before after; do
+    for v in $BOTH_ORDERS; do
         rm -rf "$BWS" && mkdir -p "$BWS"
         t=$(now_ns)
         (cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- bash -c \
@@ -63,13 +68,13 @@ for ((r = 1; r <= REPS; r++)); do
 done
 for v in before after; do
     read -r med _ _ < <(awk -F'\t' -v v="$v" '$1==v {print $2}' "$RAW/bl-exec.tsv" | median3)
-    bl_row "an exec under guard (bash loop of $EXEC_N /usr/bin/true), µs per exec" "$v" "$med"
+    bl_row "an exec under guard (bash loop of $EXEC_N /usr/bin/true), µs per exec (both orders)" "$v" "$med"
 done
 for op in "${BL_OPS[@]}"; do
     for v in before after; do
         read -r med _ _ < <(awk -F'\t' -v o="$op" -v v="$v" '$1==o && $2==v && $3 != "" {print $3}' \
             "$RAW/bl-calls.tsv" | median3)
-        bl_row "$op under guard, µs per call (median of $REPS x $CALLS)" "$v" \
+        bl_row "$op under guard, µs per call (median of $((2 * REPS)) x $CALLS, both orders)" "$v" \
             "$(awk -v x="$med" 'BEGIN { printf "%.2f", x / 1000 }')"
     done
 done
@@ -86,7 +91,7 @@ if avail strace; then
     done
 fi
 for ((r = 1; r <= REPS_W; r++)); do
-    for v in before after; do
+    for v in $BOTH_ORDERS; do
         rm -rf "$BWS" && mkdir -p "$BWS" && cp -a "$TREE" "$BWS/tree" && sync
         t=$(now_ns)
         (cd "$BWS" && "${BL_BIN[$v]}" exec -w "$BWS" -- rm -rf tree)
@@ -111,7 +116,7 @@ declare -A BL_WHAT=([rm]="\`guard exec -- rm -rf\` of the 10,000-file tree, ms"
 for k in rm rollback git shell; do
     for v in before after; do
         read -r med _ _ < <(awk -F'\t' -v k="$k" -v v="$v" '$1==k && $2==v {print $3}' "$RAW/bl-rm.tsv" | median3)
-        bl_row "${BL_WHAT[$k]} (median of $REPS_W)" "$v" "$med"
+        bl_row "${BL_WHAT[$k]} (median of $((2 * REPS_W)), both orders)" "$v" "$med"
     done
 done
 {

@@ -945,7 +945,8 @@ $(cat "$PEER_PROF_MD")
 ## 7. Before and after (\`--baseline\`)
 
 The same measurements of guard for the baseline binary ("before") and this build ("after"),
-alternated run by run (\`benches/baseline.sh\`).
+alternated run by run, each build run first and second in every repetition
+(\`benches/baseline.sh\`).
 
 $(cat "$BL_MD")
 
