@@ -6,6 +6,8 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
+use nix::sched::CpuSet;
+
 fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -232,7 +234,7 @@ pub struct ExecSetup<'a> {
     pub exit_not_executable: i32,
     /// The CPU affinity to give the child back before it reports its pid, when the caller
     /// pinned itself (and so the child) to its CPU for the fork ([`pin_to_this_cpu`]).
-    pub affinity: Option<&'a libc::cpu_set_t>,
+    pub affinity: Option<&'a CpuSet>,
 }
 
 /// Waits up to `budget` for `fd` to become readable without sleeping, so that this CPU does
@@ -276,17 +278,7 @@ pub fn spin_until_readable(fd: BorrowedFd<'_>, budget: std::time::Duration) -> b
 pub fn spinning_pays() -> bool {
     static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PAYS.get_or_init(|| {
-        let cpus = {
-            // SAFETY: an all-zero cpu_set_t is the empty set.
-            let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
-            match unsafe { libc::sched_getaffinity(0, size, &mut mask) } {
-                // SAFETY: `mask` is a valid cpu_set_t the count only reads.
-                0 => unsafe { libc::CPU_COUNT(&mask) },
-                _ => 1,
-            }
-        };
+        let cpus = allowed_cpus().map_or(1, |(_, n)| n);
         // Not where more processes are runnable than there are CPUs (the count of
         // `/proc/loadavg`, which includes this one and, as a rule, the one it waits for):
         // spinning then takes time from them (guard started three at a time on two CPUs:
@@ -295,53 +287,40 @@ pub fn spinning_pays() -> bool {
     })
 }
 
+/// The CPUs the calling thread may run on, and how many they are.
+fn allowed_cpus() -> Option<(CpuSet, usize)> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
+    let n = (0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .count();
+    Some((set, n))
+}
+
 /// How many processes (threads) are runnable now, this one included (`/proc/loadavg`).
-fn runnable() -> Option<i32> {
+fn runnable() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     let field = text.split_whitespace().nth(3)?;
     field.split('/').next()?.parse().ok()
 }
 
 /// Pins the calling thread to the CPU it runs on; returns the affinity it had, or `None` when
-/// it was not pinned (it may run on one CPU only anyway, or the mask does not fit a
-/// `cpu_set_t`). A child forked meanwhile inherits the pin.
-pub fn pin_to_this_cpu() -> Option<libc::cpu_set_t> {
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `mask` is a writable cpu_set_t of `size` bytes.
-    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
+/// it was not pinned (it may run on one CPU only anyway). A child forked meanwhile inherits
+/// the pin.
+pub fn pin_to_this_cpu() -> Option<CpuSet> {
+    let (allowed, n) = allowed_cpus()?;
+    if n < 2 {
         return None;
     }
-    // SAFETY: `mask` is a valid cpu_set_t; the count only reads it.
-    if unsafe { libc::CPU_COUNT(&mask) } < 2 {
-        return None;
-    }
-    // SAFETY: no arguments; -1 on failure.
-    let cpu = unsafe { libc::sched_getcpu() };
-    let Ok(cpu) = usize::try_from(cpu) else {
-        return None;
-    };
-    // SAFETY: as above.
-    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below the set's size: the kernel's CPU numbers fit the mask it gave.
-    unsafe { libc::CPU_SET(cpu, &mut one) };
-    // SAFETY: `one` is a valid cpu_set_t of `size` bytes the kernel reads.
-    if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
-        return None;
-    }
-    Some(mask)
+    let mut one = CpuSet::new();
+    one.set(nix::sched::sched_getcpu().ok()?).ok()?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).ok()?;
+    Some(allowed)
 }
 
 /// Sets the calling thread's CPU affinity to `mask` (as [`pin_to_this_cpu`] returned it).
-/// Async-signal-safe.
-pub fn set_affinity(mask: &libc::cpu_set_t) -> io::Result<()> {
-    // SAFETY: `mask` is a valid cpu_set_t of the given size the kernel reads.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+/// Async-signal-safe: one system call, errno kept.
+pub fn set_affinity(mask: &CpuSet) -> io::Result<()> {
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), mask).map_err(io::Error::from)
 }
 
 /// Fork a child that enforces `setup.landlock`, takes back `setup.affinity`, reports its
