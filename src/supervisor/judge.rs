@@ -88,7 +88,9 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     }
     if verdict.action == Action::Allow {
         // A delete the policy allows may still be the one that makes a mass deletion.
-        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root(), r) {
+        // The executable from the cache the call's record reads next (`Record::who`).
+        let exe = || lock(&core.procs).get(pid).exe;
+        if let Some(v) = lock(&core.volume).judge(&policy, pid, core.root(), r, exe) {
             verdict = v;
         }
     }

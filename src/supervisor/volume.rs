@@ -126,8 +126,16 @@ impl Volume {
     }
 
     /// Count a delete by `pid` that the policy allowed; the verdict when it crosses the line
-    /// (or comes after a refused crossing).
-    pub fn judge(&mut self, policy: &Policy, pid: u32, root: u32, r: &Resolved) -> Option<Verdict> {
+    /// (or comes after a refused crossing). `exe` tells the deleting process's executable,
+    /// asked only of a loose object's removal.
+    pub fn judge(
+        &mut self,
+        policy: &Policy,
+        pid: u32,
+        root: u32,
+        r: &Resolved,
+        exe: impl FnOnce() -> Option<std::sync::Arc<Path>>,
+    ) -> Option<Verdict> {
         let m = policy.transaction.mass_delete;
         if m.action == Action::Allow {
             return None;
@@ -138,7 +146,9 @@ impl Volume {
         if t.born.is_some_and(|b| b > self.latest) {
             return None;
         }
-        if t.path.strip_prefix(&self.ws).is_ok_and(is_loose_object) && is_git(pid) {
+        if t.path.strip_prefix(&self.ws).is_ok_and(is_loose_object)
+            && exe().is_some_and(|e| is_git(&e))
+        {
             return None;
         }
         let key = txn::command_of(pid, root, &mut self.parents)
@@ -194,13 +204,11 @@ fn is_loose_object(rel: &Path) -> bool {
         .any(|p| p.as_encoded_bytes().ends_with(b".git"))
 }
 
-/// Whether process `pid` runs git (its executable is named `git` or `git-*`).
-fn is_git(pid: u32) -> bool {
-    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
-        exe.file_name().is_some_and(|n| {
-            let n = n.as_encoded_bytes();
-            n == b"git" || n.starts_with(b"git-")
-        })
+/// Whether `exe` is git (named `git`, or `git-*` as its helpers in git-core are).
+fn is_git(exe: &Path) -> bool {
+    exe.file_name().is_some_and(|n| {
+        let n = n.as_encoded_bytes();
+        n == b"git" || n.starts_with(b"git-")
     })
 }
 
@@ -261,9 +269,22 @@ mod tests {
     }
 
     #[test]
-    fn only_a_git_process_maintains_its_objects() {
-        assert!(!is_git(std::process::id()), "the test runner is no git");
-        assert!(!is_git(u32::MAX), "no such process");
+    fn git_is_told_by_its_executables_name() {
+        for yes in [
+            "/usr/bin/git",
+            "/usr/lib/git-core/git",
+            "/usr/lib/git-core/git-prune-packed",
+        ] {
+            assert!(is_git(Path::new(yes)), "{yes}");
+        }
+        for no in [
+            "/usr/bin/rm",
+            "/usr/bin/gitk",
+            "/usr/bin/python3",
+            "/opt/git/bin/legit",
+        ] {
+            assert!(!is_git(Path::new(no)), "{no}");
+        }
     }
 
     #[test]
