@@ -69,10 +69,10 @@ Write-opens inject the descriptor (ADDFD), so the caller has to run to pick it u
 machine whose idle vCPUs halt at once, as here, a write-open took {f(c('open-write',3),0)} µs that way. guard
 therefore keeps idle CPUs awake for 200 µs after each injection, with two spinning threads of
 the lowest scheduling class; the same write-open then takes {f(c('open-write',2),0)} µs. `GUARD_ADDFD_SPIN_US=0`
-switches the spinners off, and they stay off under a cgroup CPU quota. A longer window keeps
-them up through a shell loop that starts a program per file, whose injections come too far
-apart for the default one: `GUARD_ADDFD_SPIN_US=5000` made such a loop run about as fast as bare here, for a
-CPU kept spinning while it ran (docs/design-notes.md says how much). For the same reason a
+switches the spinners off, and they stay off under a cgroup CPU quota. A longer window
+(`GUARD_ADDFD_SPIN_US=5000`) keeps them up through a shell loop that starts a program per
+file, whose injections come too far apart for the default one, at the price of a CPU kept
+spinning while the loop runs; docs/design-notes.md has a measurement by hand. For the same reason a
 run's start polls for its child's messages for up to 1 ms each instead of sleeping, where the
 process may use two CPUs and no more processes are runnable than there are CPUs. An idle run
 (a command waiting on the network, an agent thinking) lets guard sleep: its threads look for
