@@ -66,7 +66,6 @@ impl Activity {
         }
         let quiet = SLOW * self.quiet_ticks;
         if quiet < QUIET || !core.doze.begin() {
-            core.doze.end();
             return SLOW;
         }
         // A call taken between the count above and the doze's start woke nobody.

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{Workspace, GUARD};
+use crate::util::{lacks, Workspace, GUARD};
 
 #[test]
 fn exit_status_passes_through() {
@@ -611,7 +611,7 @@ fn a_long_loop_of_programs_runs_within_the_usual_descriptor_limit_for_an_unprivi
 }
 
 fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
-    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+    if lacks(&["sed", "cp", "timeout"]) {
         return;
     }
     let w = workspace();
@@ -630,7 +630,7 @@ fn long_loop_within_the_descriptor_limit(workspace: fn() -> Workspace) {
 /// run hung (the `timeout` ends that case with status 124).
 #[test]
 fn past_its_descriptor_limit_guard_fails_calls_but_answers_every_one() {
-    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+    if lacks(&["sed", "cp", "timeout"]) {
         return;
     }
     let w = Workspace::new();
@@ -812,7 +812,7 @@ fn an_idle_run_lets_guard_sleep() {
 /// once and failed calls. As root and as an unprivileged user.
 #[test]
 fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
-    if crate::util::lacks(&["sed", "cp", "timeout"]) {
+    if lacks(&["sed", "cp", "timeout"]) {
         return;
     }
     let pre = "ulimit -S -n 64 && ";
@@ -841,7 +841,7 @@ fn a_low_soft_descriptor_limit_is_the_commands_not_guards() {
 /// `taskset` to the first and to the last CPU, as root and as an unprivileged user.
 #[test]
 fn the_command_runs_on_the_cpus_it_would_run_on_bare() {
-    if crate::util::lacks(&["taskset"]) {
+    if lacks(&["taskset"]) {
         return;
     }
     let script = "grep Cpus_allowed_list /proc/self/status; nproc";
