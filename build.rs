@@ -70,6 +70,7 @@ fn builtin_profiles() {
     std::fs::create_dir_all(&out).expect("create OUT_DIR/profiles");
     let entries = std::fs::read_dir(&src).expect("read profiles/");
     let mut argv = std::collections::BTreeSet::new();
+    let mut profiles = std::collections::BTreeMap::new();
     for entry in entries {
         let path = entry.expect("list profiles/").path();
         if path.extension().is_none_or(|e| e != "toml") {
@@ -85,10 +86,48 @@ fn builtin_profiles() {
         let name = path.file_stem().expect("a file name");
         std::fs::write(out.join(name).with_extension("json"), json)
             .expect("write OUT_DIR/profiles");
+        let extends = value
+            .get("extends")
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned);
+        profiles.insert(name.to_string_lossy().into_owned(), (text, extends));
     }
+    std::fs::write(out.join("chain_digests.rs"), chain_digests(&profiles))
+        .expect("write OUT_DIR/profiles/chain_digests.rs");
     let list: String = argv.iter().map(|e| format!("    {e:?},\n")).collect();
     std::fs::write(out.join("argv_elements.rs"), format!("&[\n{list}]\n"))
         .expect("write OUT_DIR/profiles/argv_elements.rs");
+}
+
+#[path = "src/policy/digest.rs"]
+mod digest;
+
+/// The digest of each built-in profile's chain run on its own (`policy::chain::digest`):
+/// the profile and those it extends, base first, keyed `builtin:NAME`. A run on a built-in
+/// profile then hashes nothing at its start.
+fn chain_digests(
+    profiles: &std::collections::BTreeMap<String, (String, Option<String>)>,
+) -> String {
+    let mut list = String::from("&[\n");
+    for name in profiles.keys() {
+        let mut chain = vec![name.as_str()];
+        while let Some(parent) = profiles[*chain.last().expect("one")].1.as_deref() {
+            assert!(
+                profiles.contains_key(parent) && !chain.contains(&parent),
+                "built-in profile {name}: extends {parent}, which is no built-in or makes a cycle"
+            );
+            chain.push(parent);
+        }
+        let keys: Vec<String> = chain.iter().rev().map(|n| format!("builtin:{n}")).collect();
+        let units = keys
+            .iter()
+            .zip(chain.iter().rev())
+            .map(|(key, n)| (key.as_str(), profiles[*n].0.as_str()));
+        let digest = digest::of([name.as_str()], units);
+        list.push_str(&format!("    ({name:?}, {digest:?}),\n"));
+    }
+    list.push_str("]\n");
+    list
 }
 
 /// Every element of the built-in rules' `argv` patterns, for `policy::argv` (in byte order):

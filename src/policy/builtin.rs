@@ -38,6 +38,20 @@ const NAMES: &[&str] = &[
     "strict",
 ];
 
+/// The digest of each built-in profile's chain (the profile, run on its own, and what it
+/// extends), computed by build.rs with [`super::digest::of`] from the texts embedded above.
+const CHAIN_DIGESTS: &[(&str, &str)] =
+    include!(concat!(env!("OUT_DIR"), "/profiles/chain_digests.rs"));
+
+/// The digest of the chain of the built-in profile `name` run on its own (the spec list
+/// `[name]`), as [`super::chain::digest`] computes it.
+pub fn chain_digest(name: &str) -> Option<&'static str> {
+    CHAIN_DIGESTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, digest)| digest)
+}
+
 /// The names of the built-in profiles, sorted.
 pub fn builtin_names() -> &'static [&'static str] {
     NAMES

@@ -10,8 +10,6 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::builtin;
 use super::error::PolicyError;
 use super::paths::normalize;
@@ -182,26 +180,23 @@ fn read_unit(spec: &Spec, key: String, display: String) -> Result<Unit, PolicyEr
     })
 }
 
-/// sha256 (hex) over the spec list and the source texts of the chain, in order.
+/// sha256 (hex) over the spec list and the source texts of the chain, in order
+/// ([`super::digest::of`]). The chain of one built-in profile, which most runs use, was
+/// digested at build time from the same texts: a run on it hashes nothing (about 30 µs of
+/// every start here, half of it the SHA extensions' `cpuid` probe, which traps to the
+/// hypervisor on a VM).
 pub fn digest(specs: &[String], units: &[Unit]) -> String {
-    let mut hasher = Sha256::new();
-    for spec in specs {
-        hasher.update(b"spec\0");
-        hasher.update(spec.as_bytes());
-        hasher.update(b"\0");
+    if let [spec] = specs {
+        if units.iter().all(|u| u.key.starts_with("builtin:")) {
+            if let Some(digest) = builtin::chain_digest(spec) {
+                return digest.to_owned();
+            }
+        }
     }
-    for unit in units {
-        hasher.update(b"unit\0");
-        hasher.update(unit.key.as_bytes());
-        hasher.update(b"\0");
-        hasher.update((unit.text.len() as u64).to_le_bytes());
-        hasher.update(unit.text.as_bytes());
-    }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    super::digest::of(
+        specs.iter().map(String::as_str),
+        units.iter().map(|u| (u.key.as_str(), u.text.as_str())),
+    )
 }
 
 #[cfg(test)]
@@ -253,6 +248,37 @@ mod tests {
             .to_string();
         assert!(msg.contains("unknown profile `agnet`"), "{msg}");
         assert!(msg.contains("hint:") && msg.contains("agent"), "{msg}");
+    }
+
+    #[test]
+    fn a_builtin_chains_digest_from_the_build_is_the_one_computed() {
+        for &name in builtin::builtin_names() {
+            let units = load_all(&[Spec::Builtin(name.into())]).unwrap();
+            let computed = super::super::digest::of(
+                [name],
+                units.iter().map(|u| (u.key.as_str(), u.text.as_str())),
+            );
+            assert_eq!(
+                builtin::chain_digest(name),
+                Some(computed.as_str()),
+                "{name}"
+            );
+            assert_eq!(digest(&[name.into()], &units), computed, "{name}");
+        }
+        // Anything else is hashed at run time: two specs, a file in the chain.
+        let two = load_all(&[Spec::Builtin("agent".into()), Spec::Builtin("ci".into())]).unwrap();
+        let specs = ["agent".to_string(), "ci".to_string()];
+        assert_ne!(digest(&specs, &two), builtin::chain_digest("ci").unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.toml");
+        std::fs::write(&file, "extends = \"agent\"\n").unwrap();
+        let spec = file.to_string_lossy().into_owned();
+        let units = load_all(&[Spec::Path(file.clone())]).unwrap();
+        assert_eq!(units.len(), 3);
+        assert_ne!(
+            digest(std::slice::from_ref(&spec), &units),
+            builtin::chain_digest("agent").unwrap()
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod builtin;
 mod chain;
 mod decide;
 mod diagnose;
+mod digest;
 mod errno;
 mod error;
 mod explain;

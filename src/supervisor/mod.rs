@@ -277,6 +277,24 @@ impl RootPid {
         self.0.cv.notify_all();
     }
 
+    /// The root's pid, for a call by `caller` (`exec`: an `execve`) in the tree of the
+    /// sandbox's `init`. Until guard has read the init's report, a caller of `execve` whose
+    /// parent is the init is the root: the init forks nothing else and makes no judged call,
+    /// and nothing of the tree runs but the root, before the root's first exec is answered
+    /// (the report comes before that exec). That exec is judged at once, not when guard's main
+    /// thread reads the report, which it does once it has started the supervisor's threads
+    /// (the worker waited 70-150 µs for it here, on the path of every run's start). Any
+    /// other caller waits for the report.
+    fn for_call(&self, caller: u32, exec: bool, init: u32) -> u32 {
+        if let Some(&pid) = self.0.pid.get() {
+            return pid;
+        }
+        if exec && txn::stat_of(caller).is_some_and(|(parent, _)| parent == init) {
+            return caller;
+        }
+        self.get()
+    }
+
     /// The pid, waiting until it is set.
     fn get(&self) -> u32 {
         if let Some(&pid) = self.0.pid.get() {
@@ -540,7 +558,9 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         })?;
         let mem = read::read(n.pid, &call);
         creds::for_caller(caller.clone(), || {
-            resolve::resolve(&n, &call, mem, core.root())
+            let exec = matches!(call.args, decode::Args::Exec { .. });
+            let root = core.root.for_call(n.pid, exec, core.tree.init_pid() as u32);
+            resolve::resolve(&n, &call, mem, root)
         })
     });
     // Everything read from the caller's memory and its /proc entry is only trusted if the
@@ -702,6 +722,47 @@ mod tests {
         assert_eq!(waiter.join().expect("waiter"), 4242);
         assert_eq!(root.get(), 4242);
         assert_eq!(RootPid::known(99).get(), 99);
+    }
+
+    /// Before the pid is set, an exec by a child of the init is the root's own (it is
+    /// answered without waiting); an exec by any other process, and any other call, waits
+    /// for the pid.
+    #[test]
+    fn the_roots_first_exec_does_not_wait_for_its_pid() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let init = std::process::id();
+        let root = RootPid::pending();
+        let first = {
+            let root = root.clone();
+            std::thread::spawn(move || root.for_call(pid, true, init))
+        };
+        // Not answered within ten seconds: it waits for the pid, as it must not.
+        for _ in 0..1000 {
+            if first.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(first.is_finished(), "the exec of a child of the init waits");
+        assert_eq!(first.join().expect("first"), pid, "a child of the init");
+        assert!(root.0.pid.get().is_none(), "nothing is set by it");
+        for (exec, init) in [(true, init + 1), (false, init)] {
+            let root = RootPid::pending();
+            let waiter = {
+                let root = root.clone();
+                std::thread::spawn(move || root.for_call(pid, exec, init))
+            };
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!waiter.is_finished(), "exec {exec}, init {init}: waits");
+            root.set(4242);
+            assert_eq!(waiter.join().expect("waiter"), 4242);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// The journal decides on what a walk saw only when the count noted before the walk equals
