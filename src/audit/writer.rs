@@ -270,6 +270,20 @@ impl AuditWriter {
     }
 }
 
+impl AuditWriter {
+    /// Writes what is queued now on the calling thread, as the writer thread does on its tick:
+    /// for a caller that has a moment with nothing else to do (guard's main thread once the
+    /// command runs), so that [`AuditWriter::finish`] is left with less to write while the
+    /// run's end waits for it.
+    pub fn drain_now(&self) {
+        if let Ok(mut held) = self.slot.lock() {
+            if let Some((writer, rx)) = held.as_mut() {
+                writer.drain(rx);
+            }
+        }
+    }
+}
+
 impl AuditHandle {
     /// Queues `event` without blocking. A [`Event::Decision`] goes through
     /// [`AuditHandle::decision`].

@@ -210,6 +210,22 @@ impl RunDir {
         self.path.join("summary.json")
     }
 
+    /// Makes the temporary file the next [`RunDir::write_meta`] writes through, empty, ahead
+    /// of time (for the last one, while the command runs): the write then finds it made.
+    pub fn prepare_meta(&self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.meta_tmp());
+    }
+
+    fn meta_tmp(&self) -> PathBuf {
+        self.path.join(".run.json.tmp")
+    }
+
     /// Write `run.json` atomically.
     ///
     /// # Errors
@@ -217,7 +233,7 @@ impl RunDir {
     /// [`StateError::Write`] when the file cannot be written or renamed into place.
     pub fn write_meta(&self, meta: &RunMeta) -> Result<(), StateError> {
         let path = self.path.join("run.json");
-        let tmp = self.path.join(".run.json.tmp");
+        let tmp = self.meta_tmp();
         let text = serde_json::to_string_pretty(meta).map_err(|e| StateError::Write {
             path: path.clone(),
             source: io::Error::other(e),

@@ -27,7 +27,7 @@ pub(super) fn finish(mut a: Active, status: Reaped) -> Result<Outcome, RunError>
         let _ = a.run_dir.write_meta(&a.meta);
     }
     a.run_dir.mark_inactive(&a.state);
-    super::prepare::remove_tmp(&a.tmp);
+    super::prepare::remove_tmp(&a.tmp, &a.tmp_files);
     a.process.leave();
     result
 }

@@ -21,7 +21,7 @@
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::prepare::cstring;
 use super::RunError;
@@ -89,12 +89,14 @@ fn create_private(dir: &Path) -> Result<(), RunError> {
 }
 
 /// Steps 3 and 4: add the `locate` and `redact` variables the command's environment `envp`
-/// (`NAME=value`, as the profile filtered it) does not have yet.
+/// (`NAME=value`, as the profile filtered it) does not have yet. Returns the files it made in
+/// `tmp` (the redacted copies), which the run's end removes by name.
 pub(super) fn tool_variables(
     policy: &Policy,
     tmp: &Path,
     envp: &mut Vec<CString>,
-) -> Result<(), RunError> {
+) -> Result<Vec<PathBuf>, RunError> {
+    let mut made = Vec::new();
     let has = |envp: &[CString], var: &str| {
         envp.iter().any(|e| {
             e.as_bytes()
@@ -134,8 +136,9 @@ pub(super) fn tool_variables(
             source,
         })?;
         set(envp, var, &copy);
+        made.push(copy);
     }
-    Ok(())
+    Ok(made)
 }
 
 fn write_private(path: &Path, content: &[u8]) -> io::Result<()> {

@@ -34,14 +34,19 @@ impl Drop for Dirs {
         self.run_dir
             .record_failed_start(&self.workspace, &self.command, &self.profile);
         self.run_dir.mark_inactive(&self.state);
-        remove_tmp(&self.tmp);
+        remove_tmp(&self.tmp, &[]);
     }
 }
 
-/// Remove the run's private temporary directory.
-pub(super) fn remove_tmp(tmp: &Path) {
+/// Remove the run's private temporary directory, in which guard made `made`.
+pub(super) fn remove_tmp(tmp: &Path, made: &[PathBuf]) {
     if tmp.as_os_str().is_empty() {
         return;
+    }
+    // What guard made there itself (a redacted copy of ~/.npmrc), by name: an unlink each
+    // before the rmdir, where the tree walk would open, stat and list the directory.
+    for file in made {
+        let _ = std::fs::remove_file(file);
     }
     // Most commands leave it empty: one rmdir, where the tree walk opens, stats and lists it.
     match std::fs::remove_dir(tmp) {

@@ -87,6 +87,8 @@ pub(super) struct Active {
     pub state: PathBuf,
     pub run_dir: RunDir,
     pub tmp: PathBuf,
+    /// What guard made in `tmp` itself (see `home::tool_variables`).
+    pub tmp_files: Vec<PathBuf>,
     pub argv: Vec<OsString>,
     pub policy: Arc<Policy>,
     pub tree: RunTree,

@@ -187,17 +187,17 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         }
         extra.extend(home::private_home(&policy, &d.tmp)?);
         let mut envp = launch::sanitize_env(base_env, &policy.env, &extra);
-        home::tool_variables(&policy, &d.tmp, &mut envp)?;
+        let made = home::tool_variables(&policy, &d.tmp, &mut envp)?;
 
         let command = launch::CommandLine {
             program: cstring(program.as_os_str().as_bytes().to_vec()),
             argv: argv.iter().map(|a| cstring(a.clone().into_vec())).collect(),
             envp,
         };
-        Ok((program, command))
+        Ok((program, command, made))
     })();
-    let (program, command) = match command {
-        Ok(pair) => pair,
+    let (program, command, tmp_files) = match command {
+        Ok(triple) => triple,
         Err(e) => {
             abandon(&tree);
             return Err(e);
@@ -370,12 +370,20 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             },
         );
     }
+    // The command runs; this thread has nothing to do until it ends. What the run's end
+    // would do first is done now: the audit lines queued so far written, the files of the
+    // last run.json and of the summary made (empty). For a short command, that is time
+    // the run's end no longer waits.
+    writer.drain_now();
+    d.run_dir.prepare_meta();
+    audit::Summary::prepare(&d.run_dir.summary());
     d.armed = false;
     Ok(Running::new(Active {
         workspace: std::mem::take(&mut d.workspace),
         state: std::mem::take(&mut d.state),
         run_dir: d.run_dir.clone(),
         tmp: std::mem::take(&mut d.tmp),
+        tmp_files,
         argv,
         policy,
         tree,
