@@ -5,6 +5,7 @@
 //! the supervisor applies it to every path it decodes, so the policy and the requests agree on
 //! one spelling of each path.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::model::Vars;
@@ -16,6 +17,9 @@ use super::model::Vars;
 /// Symlinks are not consulted: `a/link/..` becomes `a`. Callers that need the kernel's view
 /// resolve the path with openat2 first and normalise the result.
 pub fn normalize(path: &Path) -> PathBuf {
+    if is_normal(path.as_os_str().as_bytes()) {
+        return path.to_path_buf();
+    }
     let mut out = PathBuf::new();
     // Number of `Normal` components in `out` that a `..` may pop.
     let mut depth = 0usize;
@@ -42,6 +46,22 @@ pub fn normalize(path: &Path) -> PathBuf {
         out.push(".");
     }
     out
+}
+
+/// Whether `path` is what [`normalize`] makes of it already, as nearly every path a profile
+/// names or a caller passes is: one pass over the bytes instead of a component walk and a
+/// push per component (a profile's resolution normalises some hundred paths at every start).
+fn is_normal(path: &[u8]) -> bool {
+    if path == b"/" {
+        return true;
+    }
+    if path.is_empty() {
+        return false;
+    }
+    // A trailing `/` leaves an empty last component.
+    let rest = path.strip_prefix(b"/").unwrap_or(path);
+    rest.split(|&b| b == b'/')
+        .all(|c| !c.is_empty() && c != b"." && c != b"..")
 }
 
 /// What went wrong while expanding one entry.
@@ -125,6 +145,9 @@ pub const VARIABLES: &str = "{workspace}, {home}, {tmp}, {state}";
 
 /// Normalises an absolute path glob component-wise, keeping glob syntax intact.
 pub fn normalize_glob(pattern: &str) -> String {
+    if is_normal(pattern.as_bytes()) {
+        return pattern.to_owned();
+    }
     normalize(Path::new(pattern)).to_string_lossy().into_owned()
 }
 
@@ -174,6 +197,60 @@ fn unescape_literal(comp: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The component walk, without the shortcut for paths that are normal already.
+    fn walked(path: &str) -> String {
+        let mut out = PathBuf::new();
+        let mut depth = 0usize;
+        for comp in Path::new(path).components() {
+            match comp {
+                Component::RootDir => out.push("/"),
+                Component::ParentDir if depth > 0 => {
+                    out.pop();
+                    depth -= 1;
+                }
+                Component::ParentDir if !out.has_root() => out.push(".."),
+                Component::Normal(name) => {
+                    out.push(name);
+                    depth += 1;
+                }
+                _ => {}
+            }
+        }
+        if out.as_os_str().is_empty() {
+            out.push(".");
+        }
+        out.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn the_shortcut_for_normal_paths_changes_no_result() {
+        let parts = [
+            "", "/", "a", "b c", ".", "..", "...", ".a", "a.", "*", "**", "\\x",
+        ];
+        let mut paths = vec![String::new()];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    paths.push(format!("{a}/{b}/{c}"));
+                    paths.push(format!("/{a}/{b}{c}"));
+                    paths.push(format!("{a}{b}/{c}/"));
+                    paths.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        let mut shortcut = 0;
+        for p in &paths {
+            let expected = walked(p);
+            assert_eq!(normalize(Path::new(p)), PathBuf::from(&expected), "{p:?}");
+            assert_eq!(normalize_glob(p), expected, "{p:?}");
+            shortcut += usize::from(is_normal(p.as_bytes()));
+            if is_normal(p.as_bytes()) {
+                assert_eq!(&expected, p, "{p:?} is normal");
+            }
+        }
+        assert!(shortcut > 100, "{shortcut} paths took the shortcut");
+    }
 
     fn vars() -> Vars {
         Vars {
