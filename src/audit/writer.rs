@@ -13,10 +13,12 @@
 //!   same lines, so each copy verifies on its own.
 //! - Each line reaches a sink in a single `write` (lines are never split across buffer flushes).
 //!   The writer drains the queue every 20 ms without being woken by senders (see `DRAIN_EVERY`;
-//!   every 250 ms once it has found the queue empty twice in a row, see `DOZE`) and flushes
-//!   whenever it finds the queue empty, so `guard log --follow` sees events within about 20 ms
-//!   while they come, and the first after a quiet spell within 250 ms. A sink that fails is reported once (`tracing::warn`) and then skipped; the
-//!   other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the failures.
+//!   every 250 ms once it has found the queue empty twice in a row, see `DOZE`, and then the
+//!   first event sent wakes it, once) and flushes whenever it finds the queue empty, so `guard
+//!   log --follow` sees events within about 20 ms while they come, and the first after a
+//!   quiet spell at once. A sink that fails is reported once (`tracing::warn`) and then
+//!   skipped; the other sinks and the sandbox carry on. [`AuditWriter::finish`] returns the
+//!   failures.
 //! - Events emitted after [`AuditWriter::finish`] has been called are discarded.
 //! - With an OTLP exporter ([`AuditWriter::start_with`]), every line written is also offered
 //!   to it; lines it could not deliver are counted in `suppressed` lines with `what: otlp`
@@ -27,7 +29,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -51,7 +53,8 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
 /// How often the writer drains the queue once it has found it empty [`DOZE_AFTER`] times in a
 /// row: a run whose command waits (on the network, on a person) woke guard 50 times a second
-/// for nothing. Events still wake nothing; what comes meanwhile waits at most this long.
+/// for nothing. The first event sent during a doze wakes the writer (one wake-up per doze):
+/// what comes after a quiet spell is in the log at once, not up to this long later.
 const DOZE: Duration = Duration::from_millis(250);
 const DOZE_AFTER: u32 = 2;
 const SINK_BUFFER: usize = 64 * 1024;
@@ -140,6 +143,14 @@ struct Shared {
     capacity: usize,
     decisions: RateLimit,
     denials: RateLimit,
+    /// How long the idle writer thread parks at a time ([`DOZE`]).
+    doze: Duration,
+    /// The writer thread parks for `doze`: the first event sent meanwhile wakes it.
+    dozing: AtomicBool,
+    /// The writer thread, to wake.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+    /// How many times an event woke the dozing writer.
+    woken: AtomicU64,
 }
 
 impl Shared {
@@ -198,6 +209,17 @@ impl AuditWriter {
         limits: Limits,
         otlp: Option<OtlpConfig>,
     ) -> Result<AuditWriter, AuditError> {
+        AuditWriter::start_dozing(sinks, run, limits, otlp, DOZE)
+    }
+
+    /// [`AuditWriter::start_with`], with the writer dozing `doze` at a time once idle.
+    fn start_dozing(
+        sinks: Vec<PathBuf>,
+        run: String,
+        limits: Limits,
+        otlp: Option<OtlpConfig>,
+        doze: Duration,
+    ) -> Result<AuditWriter, AuditError> {
         let exporter = otlp.map(Exporter::start).transpose()?;
         let sinks = sinks
             .into_iter()
@@ -211,6 +233,10 @@ impl AuditWriter {
             capacity: limits.channel_capacity.max(1),
             decisions: RateLimit::new(limits.decisions_per_sec, limits.burst),
             denials: RateLimit::new(limits.denials_per_sec, limits.denial_burst),
+            doze,
+            dozing: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+            woken: AtomicU64::new(0),
         });
         let (tx, rx) = channel();
         let thread_state = WriterThread {
@@ -228,10 +254,12 @@ impl AuditWriter {
         };
         let slot: Slot = Arc::new(Mutex::new(Some((thread_state, rx))));
         let served = Arc::clone(&slot);
+        let woken_by = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("guard-audit".into())
-            .spawn(move || serve(&served))
+            .spawn(move || serve(&served, &woken_by))
             .map_err(|source| AuditError::Spawn { source })?;
+        let _ = shared.thread.set(thread.thread().clone());
         Ok(AuditWriter {
             handle: AuditHandle { tx, shared },
             thread,
@@ -345,6 +373,18 @@ impl AuditHandle {
         if self.tx.send(msg).is_err() {
             shared.queued.fetch_sub(1, Ordering::Relaxed);
             shared.overflow.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // The first event of a doze wakes the writer (one wake-up per doze, none otherwise),
+        // so that a reader following the log sees it at once, not up to DOZE later. Paired
+        // with the writer's check of `queued` once it has said it dozes (`serve`): one of the
+        // two sees the other.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if shared.dozing.load(Ordering::Relaxed) && shared.dozing.swap(false, Ordering::AcqRel) {
+            if let Some(thread) = shared.thread.get() {
+                thread.unpark();
+            }
+            shared.woken.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -391,7 +431,7 @@ enum Drained {
 /// The writer thread: drains the queue every [`DRAIN_EVERY`] (every [`DOZE`] once it has
 /// found it empty [`DOZE_AFTER`] times in a row), until [`AuditWriter::finish`] takes the slot
 /// or every handle is gone.
-fn serve(slot: &Slot) {
+fn serve(slot: &Slot, shared: &Shared) {
     let mut empty = 0u32;
     loop {
         let drained = {
@@ -414,11 +454,17 @@ fn serve(slot: &Slot) {
             Drained::Some => 0,
             _ => empty.saturating_add(1),
         };
-        std::thread::park_timeout(if empty >= DOZE_AFTER {
-            DOZE
-        } else {
-            DRAIN_EVERY
-        });
+        if empty < DOZE_AFTER {
+            std::thread::park_timeout(DRAIN_EVERY);
+            continue;
+        }
+        // The first event sent from here on wakes this thread (`AuditHandle::send_msg`); one
+        // sent before is seen in `queued`.
+        shared.dozing.store(true, Ordering::SeqCst);
+        if shared.queued.load(Ordering::SeqCst) == 0 {
+            std::thread::park_timeout(shared.doze);
+        }
+        shared.dozing.store(false, Ordering::SeqCst);
     }
 }
 
@@ -739,6 +785,42 @@ mod tests {
         assert_eq!(stats.events_written, 2);
         let kinds: Vec<_> = lines(&path).iter().map(|r| r.event.kind()).collect();
         assert_eq!(kinds, ["decision", "run-end"]);
+    }
+
+    /// A dozing writer is woken by the first event sent, once, and writes it without waiting
+    /// for the doze to end: a reader following the log sees it at once.
+    #[test]
+    fn the_first_event_after_a_quiet_spell_wakes_the_writer_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        // A doze longer than the test: only the wake-up can have the lines written.
+        let hour = Duration::from_secs(3600);
+        let writer = AuditWriter::start_dozing(
+            vec![path.clone()],
+            "r1".into(),
+            Limits::default(),
+            None,
+            hour,
+        )
+        .expect("start");
+        let handle = writer.handle();
+        let dozing = || handle.shared.dozing.load(Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !dozing() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(dozing(), "the idle writer dozes");
+        assert_eq!(handle.shared.woken.load(Ordering::SeqCst), 0);
+        handle.decision(decision(1, Verdict::Allow));
+        handle.decision(decision(2, Verdict::Allow));
+        assert_eq!(handle.shared.woken.load(Ordering::SeqCst), 1, "woken once");
+        // Written by the writer thread (not by `finish`, which is not called before).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lines(&path).len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(lines(&path).len(), 2);
+        writer.finish(run_end()).expect("finish");
     }
 
     #[test]
