@@ -284,16 +284,21 @@ fn hung_up(core: &Core) -> bool {
 /// hang-up. The listener is polled for no event, so only POLLHUP and POLLERR are reported:
 /// the kernel's wake-up for each notification (keyed EPOLLIN) passes this waiter by.
 pub(super) fn end_of_run(core: &Core, limit: Duration) -> bool {
-    let mut fds = vec![
+    // On the stack: this runs every 5 ms while calls come.
+    let mut fds = [
         PollFd::new(core.listener.fd(), PollFlags::empty()),
         PollFd::new(core.stop.as_fd(), PollFlags::POLLIN),
+        PollFd::new(core.stop.as_fd(), PollFlags::empty()),
     ];
+    let mut watched = 2;
     if let Some(wake) = core.doze.fd() {
-        fds.push(PollFd::new(wake, PollFlags::POLLIN));
+        fds[2] = PollFd::new(wake, PollFlags::POLLIN);
+        watched = 3;
     }
+    let fds = &mut fds[..watched];
     let ms = PollTimeout::try_from(limit.as_millis().min(i32::MAX as u128) as i32)
         .unwrap_or(PollTimeout::NONE);
-    match poll(&mut fds, ms) {
+    match poll(fds, ms) {
         Ok(0) | Err(nix::errno::Errno::EINTR) => false,
         Ok(_) => {
             let ended = fds[..2].iter().any(|f| f.any().unwrap_or(false));
