@@ -127,12 +127,13 @@ impl Volume {
 
     /// Count a delete by `pid` that the policy allowed; the verdict when it crosses the line
     /// (or comes after a refused crossing). `exe` tells the deleting process's executable,
-    /// asked only of a loose object's removal.
+    /// asked only of a loose object's removal; `root` the run's root process, asked only of a
+    /// delete that counts.
     pub fn judge(
         &mut self,
         policy: &Policy,
         pid: u32,
-        root: u32,
+        root: impl FnOnce() -> u32,
         r: &Resolved,
         exe: impl FnOnce() -> Option<std::sync::Arc<Path>>,
     ) -> Option<Verdict> {
@@ -151,7 +152,7 @@ impl Volume {
         {
             return None;
         }
-        let key = txn::command_of(pid, root, &mut self.parents)
+        let key = txn::command_of(pid, root(), &mut self.parents)
             .filter(|c| self.commands.contains_key(c))
             .unwrap_or(RUN);
         let started = self.commands.get(&key)?.started;
@@ -266,6 +267,46 @@ mod tests {
         ] {
             assert!(!is_loose_object(Path::new(&no)), "{no}");
         }
+    }
+
+    /// What is no counted delete (the root's first exec, judged before its pid may be known)
+    /// never asks for the run's root; a counted delete does.
+    #[test]
+    fn only_a_counted_delete_asks_for_the_root() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), "x").expect("write");
+        let vars = crate::policy::Vars {
+            workspace: dir.path().to_path_buf(),
+            home: None,
+            tmp: "/tmp/guard-test".into(),
+            state: "/nonexistent/state".into(),
+        };
+        let policy = crate::policy::load(&["agent".into()], &vars).expect("agent");
+        let mut volume = Volume::new(&policy);
+        let exec = Resolved::new("execve", Op::Exec, Act::Continue);
+        let never = || -> u32 { panic!("the root was asked for") };
+        assert!(volume.judge(&policy, 7, never, &exec, || None).is_none());
+        let mut asked = false;
+        let path = dir.path().join("f");
+        let target = super::super::target::target(
+            std::process::id(),
+            libc::AT_FDCWD as u64,
+            std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
+            super::super::target::Last::Entry,
+        )
+        .expect("walk");
+        let unlink = Resolved::new("unlinkat", Op::Delete, Act::Unlink(target));
+        volume.judge(
+            &policy,
+            7,
+            || {
+                asked = true;
+                1
+            },
+            &unlink,
+            || None,
+        );
+        assert!(asked, "a counted delete asks");
     }
 
     #[test]
