@@ -3,7 +3,7 @@
 # measurements for OLD_GUARD ("before") and this build ("after"), alternated run by run, each
 # build run first and second in every repetition, so both see the same machine at the same
 # moment. Measured: start-up of `guard exec -- true`
-# (hyperfine, twice, in both orders), the judged calls of guard-callloop (median ns per call of REPS
+# (started in turn, run by run), the judged calls of guard-callloop (median ns per call of REPS
 # runs each), an exec (section 3's bash loop), the supervisor's system calls per judged unlinkat
 # (strace -f -c), `rm -rf` of the 10,000-file tree and `guard rollback` of it, and the git
 # session and shell edits of section 6. Uses
@@ -24,28 +24,21 @@ log "before/after: $BASELINE against $GUARD"
 export GUARD_STATE_DIR="$WORK/state-bl"
 mkdir -p "$GUARD_STATE_DIR"
 
-if avail hyperfine; then
-    mkdir -p "$BWS"
-    # hyperfine runs one command's runs, then the other's: a machine that slows down or speeds
-    # up meanwhile (this one's host runs other work, and the sections before leave the disk
-    # busy) favours one build. In two runs, in both orders, each build is measured first once;
-    # its figure is the median of all its samples.
-    for order in "before after" "after before"; do
-        args=()
-        for v in $order; do
-            args+=(-n "$v" "${BL_BIN[$v]} exec -w $BWS -- true")
-        done
-        (cd "$BWS" && hyperfine -N --warmup 5 --runs "$RUNS" --style basic \
-            --export-json "$RAW/bl-startup-${order%% *}-first.json" "${args[@]}") >&2
-    done
-    for v in before after; do
-        bl_row "start-up of \`guard exec -- true\`, ms (median of both orders)" "$v" \
-            "$(jq -rs --arg n "$v" '[.[].results[] | select(.command == $n) | .times[]] | sort
-                | (if length % 2 == 1 then .[length / 2 | floor]
-                   else (.[length / 2 - 1] + .[length / 2]) / 2 end) * 1000 * 100 | round / 100' \
-                "$RAW/bl-startup-before-first.json" "$RAW/bl-startup-after-first.json")"
-    done
-fi
+# The two builds' starts in turn, run by run, each first in every other round: in hyperfine's
+# two runs in both orders (each build's runs in one block), a machine slower in the middle
+# blocks made the build measured there look slower in both orders (2026-12-06: the new build
+# 2.42 / 2.53 against 2.31 / 2.37 ms in the benchmark; minutes later, by hand on an ext4 image
+# as the benchmark's, hyperfine in both orders had it faster: 2.5 / 2.4 against 2.6 / 2.6).
+mkdir -p "$BWS"
+BL_ALT_ROUNDS=${BL_ALT_ROUNDS:-${ALT_ROUNDS:-300}}
+(cd "$BWS" && python3 "$ROOT/benches/alternate_runs.py" "$BL_ALT_ROUNDS" \
+    "$RAW/bl-startup-alternated.json" \
+    before "${BL_BIN[before]} exec -w $BWS -- true" \
+    after "${BL_BIN[after]} exec -w $BWS -- true") >&2
+for v in before after; do
+    bl_row "start-up of \`guard exec -- true\`, ms (median of $BL_ALT_ROUNDS alternated)" "$v" \
+        "$(jq -r --arg n "$v" '.[$n].median * 100 | round / 100' "$RAW/bl-startup-alternated.json")"
+done
 for ((r = 1; r <= REPS; r++)); do
     for op in "${BL_OPS[@]}"; do
         for v in $BOTH_ORDERS; do

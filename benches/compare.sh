@@ -222,34 +222,16 @@ if avail hyperfine; then
     if avail bwrap; then
         ALT_ROUNDS=${ALT_ROUNDS:-300}
         log "start-up of guard and bwrap alternated, $ALT_ROUNDS rounds"
-        (cd "$WS" && python3 - "$ALT_ROUNDS" "$RAW/startup-alternated.json" \
+        (cd "$WS" && python3 "$ROOT/benches/alternate_runs.py" "$ALT_ROUNDS" \
+            "$RAW/startup-alternated.json" \
             "guard (agent)" "$GUARD exec -w $WS -- true" \
-            "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc true" <<'PY'
-import json, os, shlex, statistics, sys, time
-rounds, out = int(sys.argv[1]), sys.argv[2]
-pairs = list(zip(sys.argv[3::2], sys.argv[4::2]))
-null = os.open(os.devnull, os.O_RDWR)
-times = {name: [] for name, _ in pairs}
-for _ in range(rounds):
-    for name, cmd in pairs:
-        argv = shlex.split(cmd)
-        t = time.perf_counter_ns()
-        pid = os.posix_spawnp(argv[0], argv, os.environ,
-                              file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
-        _, status = os.waitpid(pid, 0)
-        times[name].append((time.perf_counter_ns() - t) / 1e6)
-        if status != 0:
-            sys.exit(f"{cmd}: exit status {status}")
-json.dump({name: {"median": statistics.median(x), "min": min(x),
-                  "p25": statistics.quantiles(x, n=4)[0], "p75": statistics.quantiles(x, n=4)[2]}
-           for name, x in times.items()}, open(out, "w"))
-PY
-        ) >&2
+            "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc true") >&2
         {
             echo
             echo "The goal's pair alternated: \`guard exec -- true\` and bwrap started in turn, run by"
-            echo "run, $ALT_ROUNDS rounds (python's \`posix_spawnp\` and \`waitpid\`, stdout to /dev/null), so"
-            echo "that both see the machine in the same state."
+            echo "run, $ALT_ROUNDS rounds, each first in every other round (\`benches/alternate_runs.py\`:"
+            echo "python's \`posix_spawnp\` and \`waitpid\`, stdout to /dev/null), so that both see the"
+            echo "machine in the same state."
             echo
             echo "| what | median ms | p25 ms | p75 ms | min ms |"
             echo "|---|---:|---:|---:|---:|"

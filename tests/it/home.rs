@@ -181,10 +181,20 @@ fn agent_reads_npm_settings_without_their_tokens_and_creates_missing_caches() {
         "sh",
         "-c",
         "cat \"$NPM_CONFIG_USERCONFIG\"; cat ~/.npmrc 2>/dev/null || echo unreadable; \
-         echo cached > ~/.cache/pip/probe && echo pip-cache-writable",
+         echo cached > ~/.cache/pip/probe && echo pip-cache-writable; \
+         echo \"copy=$NPM_CONFIG_USERCONFIG\"",
     ]);
     out.expect_code(0);
     let stdout = out.stdout();
+    // The redacted copy lives in the run's private tmp, which goes with it at the end.
+    let copy = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("copy="))
+        .map(std::path::PathBuf::from)
+        .expect("the copy's path");
+    let tmp = copy.parent().expect("its directory");
+    assert!(tmp.starts_with(std::env::temp_dir()), "{}", copy.display());
+    assert!(!copy.exists() && !tmp.exists(), "{} is left", tmp.display());
     assert!(stdout.contains("registry=http://127.0.0.1:9/"), "{stdout}");
     assert!(stdout.contains("fund=false"), "{stdout}");
     assert!(!stdout.contains("npm_SECRET_TOKEN"), "{stdout}");
