@@ -77,7 +77,8 @@ run's start polls for its child's messages for up to 1 ms each instead of sleepi
 process may use two CPUs and no more processes are runnable than there are CPUs. An idle run
 (a command waiting on the network, an agent thinking) lets guard sleep: its threads look for
 work every 50 to 250 ms, not every 5 (`an_idle_run_lets_guard_sleep` holds it to fewer than
-60 wake-ups a second), and the first call after such a spell has them look every 5 ms again.
+60 wake-ups a second), and the first call after such a spell has them look every 5 ms again
+(and the audit writer write its record at once, for `guard log --follow`).
 
 These figures come from one run of `benches/compare.sh` on a shared 2-vCPU machine, copied into
 this page by `benches/readme_figures.py`; expect noise of tens of percent between runs. The
