@@ -94,6 +94,17 @@ fn operate(run: Option<&str>, op: Operation, options: &OperationOptions) -> Resu
     });
     let report = match history.operate(&run, op, options, &mut progress) {
         Ok(r) => r,
+        // A run that changed nothing left the workspace as it found it: what a rollback is
+        // for holds already (`guard diff` says "0 change(s)"), and a script that rolls back
+        // after every failed step should not take it for guard's own failure.
+        Err(HistoryError::NothingChanged { .. }) if matches!(op, Operation::Rollback { .. }) => {
+            let dry = if options.dry_run { "dry run: " } else { "" };
+            println!(
+                "{dry}nothing to roll back: run {} changed nothing in its workspace",
+                run.id
+            );
+            return Ok(0);
+        }
         Err(e @ HistoryError::Conflicts { .. }) => {
             eprintln!("guard: {e}");
             return Ok(1);
