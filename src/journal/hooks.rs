@@ -94,6 +94,61 @@ impl Journal {
         }
     }
 
+    /// Removes the store objects no entry can name, those numbered from the next entry's seq
+    /// on, when the store may hold leftovers (a journal opened again). An object is made
+    /// before the entry that names it (keep.rs: the entry must never name a missing object),
+    /// so guard killed between the two leaves one: for a file the caller was about to replace,
+    /// a hard link to it, which the rollback would leave as a second link of the restored
+    /// file (and a later write through one name would change the other).
+    pub(crate) fn drop_unrecorded_objects(&self) {
+        if !self.maybe_leftovers.get() {
+            return;
+        }
+        let from = self.next_seq();
+        let store = self.dir.join("store");
+        let numbered = |dir: &Path| -> Vec<(u64, std::ffi::OsString)> {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name();
+                    let n = name.to_str()?.parse::<u64>().ok()?;
+                    Some((n, name))
+                })
+                .collect()
+        };
+        let mut unrecorded = Vec::new();
+        match self.header.bucket {
+            0 => unrecorded.extend(
+                numbered(&store)
+                    .into_iter()
+                    .filter(|(seq, _)| *seq >= from)
+                    .map(|(_, name)| name),
+            ),
+            size => {
+                // Only the buckets that can hold a seq from `from` on.
+                for (b, bname) in numbered(&store) {
+                    if b.saturating_add(1).saturating_mul(size) <= from {
+                        continue;
+                    }
+                    for (seq, name) in numbered(&store.join(&bname)) {
+                        if seq >= from {
+                            unrecorded.push(Path::new(&bname).join(name).into_os_string());
+                        }
+                    }
+                }
+            }
+        }
+        if let Ok(store) = self.store() {
+            for name in unrecorded {
+                if let Err(e) = copy::remove_tree(store, &name) {
+                    tracing::warn!("cannot remove a leftover of the store, {name:?}: {e}");
+                }
+            }
+        }
+    }
+
     /// Before making store object `seq`: makes its directory of the store (its bucket) when
     /// it may not exist yet, and removes a leftover of that name, if the store may hold one
     /// (see `maybe_leftovers`: a crash can leave one behind).

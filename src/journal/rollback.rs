@@ -114,6 +114,7 @@ impl Journal {
             // reason to make a journal to say so.
             return Ok(RollbackReport::default());
         }
+        self.drop_unrecorded_objects();
         let mut plan = self.live_changes_after(after);
         plan.reverse();
         let begin = Op::Begin {

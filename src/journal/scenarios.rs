@@ -294,6 +294,46 @@ fn a_leftover_object_of_a_crash_does_not_stop_the_rollback() {
     assert_eq!(digest(&e), before);
 }
 
+/// A keep (`sed -i`'s rename over a file: the file about to be replaced is linked into the
+/// store) cut short by a crash before its entry reached the log leaves a hard link to the
+/// live file in the store. The rollback of the crashed run drops it: the file is left with
+/// one link, as the run found it (found by
+/// `recover_after_guard_is_killed_at_random_moments_restores_the_workspace`, 1 start in 4).
+#[test]
+fn a_kept_link_the_log_never_named_is_dropped_by_the_rollback() {
+    use std::os::unix::fs::MetadataExt as _;
+    let e = env();
+    varied_tree(&e.ws);
+    let victim = e.ws.join("src/kept.rs");
+    fs::write(&victim, b"fn main() {}\n").expect("write");
+    let links = || fs::symlink_metadata(&victim).expect("stat").nlink();
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let start = j.checkpoint("run start", None).expect("checkpoint");
+    del(&mut j, &e.ws.join("README")).expect("delete");
+    let (d, n) = parent(&victim);
+    let st = stat_at(d.as_fd(), &n).expect("stat").expect("there");
+    let seq = j.next_seq();
+    assert_eq!(
+        j.keep(d.as_fd(), &n, &st, seq).expect("keep"),
+        None,
+        "kept as a link"
+    );
+    assert_eq!(links(), 2);
+    // The crash: the entry is never logged.
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open");
+    let report = j.rollback(start, &mut |_, _| {}).expect("rollback");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(links(), 1, "the store keeps no link to the restored file");
+    assert!(!e
+        .run
+        .join("journal/store")
+        .join(j.object_name(seq))
+        .exists());
+    assert_eq!(digest(&e), before);
+}
+
 #[test]
 fn a_checkpoint_reaches_the_log_with_the_next_change_or_the_seal() {
     let e = env();
