@@ -114,7 +114,9 @@ impl Journal {
             // reason to make a journal to say so.
             return Ok(RollbackReport::default());
         }
-        self.drop_unrecorded_objects();
+        if !opts.dry_run {
+            self.drop_unrecorded_objects();
+        }
         let mut plan = self.live_changes_after(after);
         plan.reverse();
         let begin = Op::Begin {
@@ -165,6 +167,9 @@ impl Journal {
             .cloned()
             .collect();
         plan.reverse();
+        if !opts.dry_run {
+            self.drop_unrecorded_objects();
+        }
         let begin = Op::Begin {
             kind: OpKind::Undo,
             to: None,
@@ -194,6 +199,9 @@ impl Journal {
         let Some(begin) = self.history().open().map(|o| o.begin) else {
             return Ok(None);
         };
+        // Before the steps' reversal appends anything: an object a step made before its
+        // entry is numbered from the next seq on only until then.
+        self.drop_unrecorded_objects();
         let sealed = self.sealed_before(begin);
         let problems = self.revert_steps(begin)?;
         self.append(Op::Aborted { begin })?;

@@ -323,6 +323,14 @@ fn a_kept_link_the_log_never_named_is_dropped_by_the_rollback() {
     // The crash: the entry is never logged.
     drop(j);
     let mut j = Journal::open(&e.run).expect("open");
+    // A dry run changes nothing, in the store either.
+    let dry = RollbackOptions {
+        force: true,
+        dry_run: true,
+    };
+    j.rollback_with(start, &dry, &mut |_, _| {})
+        .expect("dry run");
+    assert_eq!(links(), 2, "a dry run removed the object");
     let report = j.rollback(start, &mut |_, _| {}).expect("rollback");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(links(), 1, "the store keeps no link to the restored file");
