@@ -71,6 +71,20 @@ TARGET_DIR=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_d
 GUARD="$TARGET_DIR/release/guard"
 CALLLOOP="$TARGET_DIR/release/guard-callloop"
 [[ -x $GUARD && -x $CALLLOOP ]] || { echo "build did not produce $GUARD and $CALLLOOP" >&2; exit 1; }
+# The same guard linked statically (static-pie, glibc's libc.a), as README says how to build
+# it: section 1 starts it in turn with the default build and bwrap. Skipped where it does not
+# build (no libc.a, a target other than glibc's).
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+GUARD_STATIC=""
+if [[ $HOST == *-linux-gnu ]]; then
+    log "building the static-pie guard (RUSTFLAGS=-C target-feature=+crt-static, --target $HOST)"
+    if RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -p guard --bin guard \
+        --target "$HOST" >&2 && "$TARGET_DIR/$HOST/release/guard" --version >/dev/null; then
+        GUARD_STATIC="$TARGET_DIR/$HOST/release/guard"
+    else
+        log "no static-pie guard: its build failed"
+    fi
+fi
 RAW="$TARGET_DIR/bench-compare"   # raw results (hyperfine JSON, every sample), not committed
 rm -rf "$RAW" && mkdir -p "$RAW"
 
@@ -222,16 +236,22 @@ if avail hyperfine; then
     if avail bwrap; then
         ALT_ROUNDS=${ALT_ROUNDS:-300}
         log "start-up of guard and bwrap alternated, $ALT_ROUNDS rounds"
+        alt=("guard (agent)" "$GUARD exec -w $WS -- true")
+        [[ -n $GUARD_STATIC ]] && alt+=("guard (agent), static-pie build" "$GUARD_STATIC exec -w $WS -- true")
+        alt+=("bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc true")
         (cd "$WS" && python3 "$ROOT/benches/alternate_runs.py" "$ALT_ROUNDS" \
-            "$RAW/startup-alternated.json" \
-            "guard (agent)" "$GUARD exec -w $WS -- true" \
-            "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc true") >&2
+            "$RAW/startup-alternated.json" "${alt[@]}") >&2
         {
             echo
             echo "The goal's pair alternated: \`guard exec -- true\` and bwrap started in turn, run by"
             echo "run, $ALT_ROUNDS rounds, each first in every other round (\`benches/alternate_runs.py\`:"
             echo "python's \`posix_spawnp\` and \`waitpid\`, stdout to /dev/null), so that both see the"
             echo "machine in the same state."
+            if [[ -n $GUARD_STATIC ]]; then
+                echo "The static-pie build is the same code linked statically against glibc"
+                echo "(\`RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target $HOST\`,"
+                echo "as README says): no dynamic loader, no libc.so to map and bind at its start."
+            fi
             echo
             echo "| what | median ms | p25 ms | p75 ms | min ms |"
             echo "|---|---:|---:|---:|---:|"

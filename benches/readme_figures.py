@@ -27,6 +27,17 @@ at_stop = at_stop_row[1]
 import re as _re
 at_stop_n = _re.search(r"stops it: (\d+) entries", at_stop_row[0]).group(1)
 def f(x, n=1): return f"{float(x):.{n}f}"
+# Section 1's alternated start-ups (guard, its static-pie build when it built, bwrap).
+alt = {}
+for l in bm.splitlines():
+    m = re.match(r"\| (.+), alternated \| ([0-9.]+) \|", l)
+    if m:
+        alt[m.group(1)] = m.group(2)
+static = alt.get("guard (agent), static-pie build")
+alt_line = (f"Started in turn with bubblewrap, run by run (section 1), `guard exec -- true` took "
+            f"{f(alt['guard (agent)'], 2)} ms"
+            + (f", the same guard linked statically (see above) {f(static, 2)} ms" if static else "")
+            + f", and bwrap {f(alt['bwrap'], 2)} ms.")
 def ms(x): return f"{float(x)/1000:.2f}"
 r = open(readme_path).read()
 start = r.index("| guard (`agent`) |"); end = r.index("## Tests")
@@ -41,6 +52,8 @@ new = f"""| | kernel boundary | per-call judgement and audit | works without use
 | firejail (`--noprofile`) | namespaces + seccomp (setuid root) | no | needs setuid | no | {f(s1['firejail'])} ms |
 | `strace -f` | none | logs only | yes | no | {f(s1['strace -f'])} ms |
 | bare `true` | | | | | {f(s1['true (bare)'])} ms |
+
+{alt_line}
 
 Per system call, from the same run (µs, median; `docs/benchmarks.md` section 3):
 

@@ -314,7 +314,9 @@ fn the_documented_jq_recipes_work() {
     let ids = run_ids(&w);
     assert_eq!(ids.len(), 5);
 
-    let bin = Path::new(crate::util::GUARD).parent().expect("bin dir");
+    let bin = Path::new(crate::util::guard_bin())
+        .parent()
+        .expect("bin dir");
     let path = format!(
         "{}:{}",
         bin.display(),

@@ -13,8 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// guard as cargo built it for this test binary.
-pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
+/// guard as cargo built it for this test binary; the helpers are built next to it, and the
+/// tests of build.rs's link options read it.
+pub const BUILT: &str = env!("CARGO_BIN_EXE_guard");
+
+/// The guard binary the tests run: cargo's, or the one `GUARD_TEST_BIN` names (CI runs the
+/// suite once more on the static-pie build that way, with the test programs as they are).
+pub fn guard_bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| std::env::var("GUARD_TEST_BIN").unwrap_or_else(|_| BUILT.to_owned()))
+}
 
 /// The package holding the helper programs, and the ones the harness uses.
 const HELPERS_PACKAGE: &str = "guard-test-helpers";
@@ -36,7 +44,7 @@ pub fn bins() -> &'static Bins {
     BINS.get_or_init(|| {
         let built = build_helpers();
         let dir = shared_dir();
-        link_or_copy(Path::new(GUARD), &dir.join("guard"));
+        link_or_copy(Path::new(guard_bin()), &dir.join("guard"));
         for name in HELPERS {
             link_or_copy(&built.join(name), &dir.join(name));
         }
@@ -50,7 +58,7 @@ pub fn bins() -> &'static Bins {
 
 /// Build the helpers' binaries into the directory that holds `guard` and return it.
 fn build_helpers() -> PathBuf {
-    let guard = Path::new(GUARD);
+    let guard = Path::new(BUILT);
     let out_dir = guard.parent().expect("guard's directory");
     // The target directory is the nearest ancestor cargo tagged; between it and `out_dir`
     // lie an optional target triple and the profile's directory.

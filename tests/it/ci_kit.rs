@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::util::{lacks, Workspace, GUARD};
+use crate::util::{guard_bin, lacks, Workspace};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -15,7 +15,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 fn guard_on_path(w: &Workspace) -> String {
     let dir = w.root.join("guard-bin");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::copy(GUARD, dir.join("guard")).expect("copy guard");
+    std::fs::copy(guard_bin(), dir.join("guard")).expect("copy guard");
     format!(
         "{}:{}",
         dir.display(),
@@ -98,7 +98,7 @@ fn the_github_step_script_annotates_summarises_and_keeps_the_artifact() {
 
     // The artifact: the audit log (intact chain), the summary and the report.
     let log = artifact.join("audit.jsonl");
-    let verify = Command::new(GUARD)
+    let verify = Command::new(guard_bin())
         .args(["log", "--verify"])
         .arg(&log)
         .output()
@@ -170,14 +170,14 @@ fn the_install_script_checks_the_binary_it_downloads() {
         use sha2::Digest;
         format!(
             "{:x}",
-            sha2::Sha256::digest(std::fs::read(GUARD).expect("guard"))
+            sha2::Sha256::digest(std::fs::read(guard_bin()).expect("guard"))
         )
     };
     let install = |sha: &str, root: &Path| {
         let path_file = w.root.join("github-path");
         let out = Command::new("bash")
             .arg(Path::new(ROOT).join("ci/install.sh"))
-            .env("GUARD_URL", format!("file://{GUARD}"))
+            .env("GUARD_URL", format!("file://{}", guard_bin()))
             .env("GUARD_SHA256", sha)
             .env("GUARD_INSTALL_ROOT", root)
             .env("GITHUB_PATH", &path_file)

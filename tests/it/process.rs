@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{lacks, Workspace, GUARD};
+use crate::util::{lacks, Workspace};
 
 #[test]
 fn exit_status_passes_through() {
@@ -136,7 +136,6 @@ fn killing_guard_leaves_no_sandboxed_process_able_to_change_files() {
     let _ = Command::new("pkill")
         .args(["-f", &target.display().to_string()])
         .status();
-    let _ = GUARD;
 }
 
 #[test]
@@ -431,7 +430,7 @@ fn the_supervisor_is_favoured_and_the_command_is_not() {
 #[cfg(guard_static_unwinder)]
 #[test]
 fn guard_starts_without_loading_libgcc_s() {
-    let out = Command::new(GUARD)
+    let out = Command::new(crate::bins::BUILT)
         .arg("--version")
         .env("LD_DEBUG", "libs")
         .output()
@@ -457,7 +456,7 @@ fn guards_relative_relocations_are_packed() {
     const PT_DYNAMIC: u32 = 2;
     const DT_RELASZ: u64 = 8;
     const DT_RELRSZ: u64 = 35;
-    let elf = std::fs::read(GUARD).expect("read guard's binary");
+    let elf = std::fs::read(crate::bins::BUILT).expect("read guard's binary");
     let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
     let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap());
     let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-pub use crate::bins::{bins, GUARD};
+pub use crate::bins::{bins, guard_bin};
 
 /// The unprivileged account tests drop to when they run as root.
 pub const UNPRIV_USER: &str = "nobody";
@@ -146,7 +146,7 @@ impl Workspace {
             c.arg(&bins().guard);
             c
         } else {
-            Command::new(GUARD)
+            Command::new(guard_bin())
         };
         cmd.current_dir(&self.ws)
             .env("GUARD_STATE_DIR", &self.state)
