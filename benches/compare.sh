@@ -85,6 +85,25 @@ if [[ $HOST == *-linux-gnu ]]; then
         log "no static-pie guard: its build failed"
     fi
 fi
+# A binary the linker has just written sits in the page cache as the linker wrote it, and a
+# process running it faults its pages in a few at a time: `guard exec -- true` took some 60 µs
+# longer from a fresh link than from the same file dropped from the cache and read back (300
+# rounds alternated against a copy, 2026-12-06), as an installed or long-built binary is.
+# Every binary measured is settled that way (written back, dropped, read again), so that no
+# row depends on how recently its binary was linked.
+settle() {
+    python3 - "$@" <<'PY'
+import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    while os.read(fd, 1 << 20):
+        pass
+    os.close(fd)
+PY
+}
+settle "$GUARD" "$CALLLOOP" ${GUARD_STATIC:+"$GUARD_STATIC"} ${BASELINE:+"$BASELINE"}
 RAW="$TARGET_DIR/bench-compare"   # raw results (hyperfine JSON, every sample), not committed
 rm -rf "$RAW" && mkdir -p "$RAW"
 
