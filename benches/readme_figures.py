@@ -36,8 +36,11 @@ for l in bm.splitlines():
 static = alt.get("guard (agent), static-pie build")
 alt_line = (f"Started in turn with bubblewrap, run by run (section 1), `guard exec -- true` took "
             f"{f(alt['guard (agent)'], 2)} ms"
-            + (f", the same guard linked statically (see above) {f(static, 2)} ms" if static else "")
+            + (f", the same guard linked statically (the build \"Try it\" gives for the shortest "
+               f"start) {f(static, 2)} ms" if static else "")
             + f", and bwrap {f(alt['bwrap'], 2)} ms.")
+import textwrap
+alt_line = textwrap.fill(alt_line, width=96, break_on_hyphens=False)
 def ms(x): return f"{float(x)/1000:.2f}"
 r = open(readme_path).read()
 start = r.index("| guard (`agent`) |"); end = r.index("## Tests")
