@@ -145,6 +145,26 @@ impl Summary {
         let _ = File::create(temp_path(path));
     }
 
+    /// Removes the temporary files [`Summary::prepare`] made beside `path` for a guard that
+    /// was killed before its end wrote them (named after that guard's pid, so any pid's).
+    pub fn remove_leftovers(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".tmp.");
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().as_bytes().starts_with(prefix.as_bytes()) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// Reads a summary written by [`Summary::write`].
     ///
     /// # Errors

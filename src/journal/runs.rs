@@ -184,7 +184,10 @@ pub fn recover(state: &Path, workspace: Option<&Path>) -> Result<Vec<Recovered>,
             }
         }
         meta.state = settled.to_string();
+        // Writing run.json takes the temporary file the killed guard made for it; the
+        // summary's, made ahead of the run's end too, goes here.
         run.write_meta(&meta)?;
+        crate::audit::Summary::remove_leftovers(&run.summary());
         run.mark_inactive(state);
         remove_private_tmp(&run, &meta);
         tracing::info!(run = %run.id, undone = rec.entries_undone, "recovered an interrupted run");

@@ -359,8 +359,28 @@ fn the_next_run_on_a_workspace_names_an_interrupted_run() {
     let mut child = g.cmd.spawn().expect("spawn guard");
     let mut first = [0u8; 8];
     std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("started");
+    // The files guard makes ahead of its end once the command runs (run.json's and the
+    // summary's temporary files): a guard killed now leaves them, until recovery takes or
+    // removes them.
+    let leftovers = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(w.state.join("runs"))
+            .expect("runs")
+            .flatten()
+            .flat_map(|run| std::fs::read_dir(run.path()).expect("run dir").flatten())
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                name.starts_with('.') && name.contains(".tmp")
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while leftovers().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().expect("kill -9 guard");
     child.wait().expect("reap");
+    assert_eq!(leftovers().len(), 2, "{:?}", leftovers());
     let out = w.exec(&["agent"]).run(&["true"]);
     out.expect_code(0);
     assert!(
@@ -374,6 +394,7 @@ fn the_next_run_on_a_workspace_names_an_interrupted_run() {
         std::fs::read_to_string(w.ws.join("keep.txt")).expect("keep"),
         "v1\n"
     );
+    assert_eq!(leftovers(), Vec::<std::path::PathBuf>::new());
 }
 
 /// The journals of runs beyond the newest `GUARD_KEEP_RUNS` are pruned as runs start, from
