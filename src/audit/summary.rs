@@ -149,12 +149,10 @@ impl Summary {
     /// was killed before its end wrote them (named after that guard's pid, so any pid's).
     pub fn remove_leftovers(path: &Path) {
         use std::os::unix::ffi::OsStrExt;
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some(dir) = path.parent() else {
             return;
         };
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(name);
-        prefix.push(".tmp.");
+        let prefix = temp_prefix(path);
         let Ok(entries) = fs::read_dir(dir) else {
             return;
         };
@@ -182,10 +180,17 @@ impl Summary {
 
 /// `dir/.name.tmp.<pid>`: same directory (so the rename is atomic), hidden, unique per process.
 fn temp_path(path: &Path) -> PathBuf {
+    let mut name = temp_prefix(path);
+    name.push(std::process::id().to_string());
+    path.with_file_name(name)
+}
+
+/// `.name.tmp.`, what [`temp_path`] names every process's temporary file of `path` with.
+fn temp_prefix(path: &Path) -> std::ffi::OsString {
     let mut name = std::ffi::OsString::from(".");
     name.push(path.file_name().unwrap_or("summary".as_ref()));
-    name.push(format!(".tmp.{}", std::process::id()));
-    path.with_file_name(name)
+    name.push(".tmp.");
+    name
 }
 
 #[cfg(test)]

@@ -104,35 +104,34 @@ impl Journal {
         if !self.maybe_leftovers.get() {
             return;
         }
+        let Ok(store) = self.store() else {
+            return;
+        };
         let from = self.next_seq();
-        let store = self.dir.join("store");
-        let numbered = |dir: &Path| -> Vec<(u64, std::ffi::OsString)> {
-            std::fs::read_dir(dir)
+        // The numbered entries of one of the store's directories (`.`: its root).
+        let numbered = |dir: &OsStr| -> Vec<(u64, std::ffi::OsString)> {
+            fsops::list_dir(store, dir)
+                .unwrap_or_default()
                 .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name();
-                    let n = name.to_str()?.parse::<u64>().ok()?;
-                    Some((n, name))
-                })
+                .filter_map(|name| Some((name.to_str()?.parse::<u64>().ok()?, name)))
                 .collect()
         };
+        // The objects' names as `object_name` makes them: `seq`, or `bucket/seq` with
+        // `bucket = seq / size`, so only the buckets from `from / size` on can hold one.
         let mut unrecorded = Vec::new();
         match self.header.bucket {
             0 => unrecorded.extend(
-                numbered(&store)
+                numbered(OsStr::new("."))
                     .into_iter()
                     .filter(|(seq, _)| *seq >= from)
                     .map(|(_, name)| name),
             ),
             size => {
-                // Only the buckets that can hold a seq from `from` on.
-                for (b, bname) in numbered(&store) {
-                    if b.saturating_add(1).saturating_mul(size) <= from {
+                for (b, bname) in numbered(OsStr::new(".")) {
+                    if b < from / size {
                         continue;
                     }
-                    for (seq, name) in numbered(&store.join(&bname)) {
+                    for (seq, name) in numbered(&bname) {
                         if seq >= from {
                             unrecorded.push(Path::new(&bname).join(name).into_os_string());
                         }
@@ -140,11 +139,9 @@ impl Journal {
                 }
             }
         }
-        if let Ok(store) = self.store() {
-            for name in unrecorded {
-                if let Err(e) = copy::remove_tree(store, &name) {
-                    tracing::warn!("cannot remove a leftover of the store, {name:?}: {e}");
-                }
+        for name in unrecorded {
+            if let Err(e) = copy::remove_tree(store, &name) {
+                tracing::warn!("cannot remove a leftover of the store, {name:?}: {e}");
             }
         }
     }
