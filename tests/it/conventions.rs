@@ -21,6 +21,36 @@ fn into_closed_pipe(g: &mut crate::util::Guard) -> std::process::Output {
         .expect("spawn")
 }
 
+/// Started with its standard descriptors closed (`guard exec -- cmd <&- >&- 2>&-`, a daemon's
+/// child), guard opens `/dev/null` on them before anything else, as Rust's runtime start did
+/// before guard had a `main` of its own: no file of guard's takes a stream's number, and the
+/// command finds its stdin and stderr open on `/dev/null` (its stdout is the file it writes).
+#[test]
+fn closed_standard_streams_are_opened_on_dev_null() {
+    let w = Workspace::new();
+    let mut g = w.exec(&["agent"]);
+    // SAFETY: the closure runs between fork and exec and makes only close(2) calls, which are
+    // async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut g.cmd, || {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let script = format!(
+        "readlink /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 > {}/fds.txt",
+        w.ws.display()
+    );
+    let out = g.run(&["sh", "-c", &script]);
+    assert_eq!(out.code(), 0, "guard's status");
+    let fds = std::fs::read_to_string(w.ws.join("fds.txt")).expect("the command wrote fds.txt");
+    let fds: Vec<&str> = fds.lines().collect();
+    assert_eq!(fds[0], "/dev/null", "stdin: {fds:?}");
+    assert_eq!(fds[2], "/dev/null", "stderr: {fds:?}");
+}
+
 #[test]
 fn a_closed_stdout_ends_quietly_with_status_0() {
     let w = Workspace::new();
