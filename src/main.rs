@@ -7,6 +7,11 @@
 
 use std::error::Error;
 
+mod arena;
+
+#[global_allocator]
+static ALLOCATOR: arena::Arena<{ arena::SIZE }> = arena::Arena::new();
+
 /// The C library calls this after the `.init_array` functions (which note what guard
 /// inherited before anything changes it). A panic is reported by the panic hook and ends guard
 /// with status 101, as from Rust's own start.
