@@ -4,18 +4,21 @@
 // guard starts at its own `main`, not through Rust's runtime start, which cost every start of
 // guard some 45 µs for a stack-overflow message (see `guard::sys::process::runtime_start`).
 #![cfg_attr(not(test), no_main)]
+#![deny(unsafe_code)]
 
 use std::error::Error;
 
-mod arena;
-
+/// A bump arena in front of `malloc` (see `guard::sys::alloc`).
 #[global_allocator]
-static ALLOCATOR: arena::Arena<{ arena::SIZE }> = arena::Arena::new();
+static ALLOCATOR: guard::sys::alloc::Arena<{ guard::sys::alloc::SIZE }> =
+    guard::sys::alloc::Arena::new();
 
 /// The C library calls this after the `.init_array` functions (which note what guard
 /// inherited before anything changes it). A panic is reported by the panic hook and ends guard
 /// with status 101, as from Rust's own start.
 #[cfg(not(test))]
+// The C library finds the entry point by its unmangled name; nothing else here is unsafe.
+#[allow(unsafe_code)]
 #[unsafe(no_mangle)]
 extern "C" fn main(
     _argc: std::ffi::c_int,

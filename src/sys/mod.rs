@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod alloc;
 pub mod creds;
 pub mod fs;
 pub mod meta;

@@ -1,5 +1,5 @@
-//! guard's global allocator: the first megabyte of allocations comes from a bump arena, the
-//! rest from the C library's `malloc`.
+//! The `guard` binary's global allocator: the first megabyte of allocations comes from a bump
+//! arena, the rest from the C library's `malloc`.
 //!
 //! A run's start allocates some 360 KB in a few thousand small pieces (the built-in profiles
 //! read into strings, layered, expanded, then mostly dropped) and frees most of them again
@@ -9,7 +9,8 @@
 //! allocation goes to `malloc` (a long run's first few dozen judged calls fill the rest). A
 //! free after the fork also writes nothing to a page the sandbox's init still shares.
 //!
-//! Only the binary installs it: a program using guard as a library keeps its own allocator.
+//! Only the binary installs it (`src/main.rs`): a program using guard as a library keeps its
+//! own allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const SIZE: usize = 1 << 20;
 
 /// A bump arena of `N` bytes in front of the system allocator.
+#[derive(Debug)]
 pub struct Arena<const N: usize> {
     buf: Buf<N>,
     /// The offset of the first free byte.
@@ -26,6 +28,7 @@ pub struct Arena<const N: usize> {
 }
 
 #[repr(align(4096))]
+#[derive(Debug)]
 struct Buf<const N: usize>(UnsafeCell<[u8; N]>);
 
 // SAFETY: the buffer is handed out in disjoint pieces (the offset moves by compare-and-swap),
@@ -33,6 +36,9 @@ struct Buf<const N: usize>(UnsafeCell<[u8; N]>);
 unsafe impl<const N: usize> Sync for Arena<N> {}
 
 impl<const N: usize> Arena<N> {
+    /// An empty arena (a `static`'s initialiser).
+    // No `Default`: a value of it is the size of its buffer, which belongs in a static.
+    #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         Arena {
             buf: Buf(UnsafeCell::new([0; N])),
@@ -169,11 +175,12 @@ mod tests {
         let handed: Vec<Vec<usize>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
-                    // SAFETY: a non-zero layout; the pieces are only counted, never freed.
                     s.spawn(|| {
                         (0..500)
+                            // SAFETY: a non-zero layout; the pieces are only counted, never
+                            // freed.
                             .map(|_| unsafe { ARENA.alloc(layout) } as usize)
-                            .collect()
+                            .collect::<Vec<_>>()
                     })
                 })
                 .collect();
