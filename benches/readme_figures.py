@@ -6,7 +6,7 @@
 #   python3 benches/readme_figures.py docs/benchmarks.md README.md
 #
 # The prose around the figures lives here too: edit it here, then run the script.
-import re, sys
+import re, sys, textwrap
 bm = open(sys.argv[1]).read()
 readme_path = sys.argv[2]
 def row(prefix):
@@ -24,8 +24,7 @@ rm_bare = row("`rm -rf tree`, bare")[1]; rm_g = row("`guard exec -- rm -rf tree`
 rb = row("`guard rollback RUN` of that run")[1]; at = row("`guard exec -p agent -p no-mass-delete.toml --atomic")[1]
 at_stop_row = row("`guard exec --atomic -- sh -c")
 at_stop = at_stop_row[1]
-import re as _re
-at_stop_n = _re.search(r"stops it: (\d+) entries", at_stop_row[0]).group(1)
+at_stop_n = re.search(r"stops it: (\d+) entries", at_stop_row[0]).group(1)
 def f(x, n=1): return f"{float(x):.{n}f}"
 # Section 1's alternated start-ups (guard, its static-pie build when it built, bwrap).
 alt = {}
@@ -39,7 +38,6 @@ alt_line = (f"Started in turn with bubblewrap, run by run (section 1), `guard ex
             + (f", the same guard linked statically (the build \"Try it\" gives for the shortest "
                f"start) {f(static, 2)} ms" if static else "")
             + f", and bwrap {f(alt['bwrap'], 2)} ms.")
-import textwrap
 alt_line = textwrap.fill(alt_line, width=96, break_on_hyphens=False)
 def ms(x): return f"{float(x)/1000:.2f}"
 r = open(readme_path).read()

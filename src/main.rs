@@ -3,7 +3,7 @@
 
 // guard starts at its own `main`, not through Rust's runtime start, which cost every start of
 // guard some 45 µs for a stack-overflow message (see `guard::sys::process::runtime_start`).
-#![cfg_attr(not(test), no_main)]
+#![no_main]
 #![deny(unsafe_code)]
 
 use std::error::Error;
@@ -16,7 +16,6 @@ static ALLOCATOR: guard::sys::alloc::Arena<{ guard::sys::alloc::SIZE }> =
 /// The C library calls this after the `.init_array` functions (which note what guard
 /// inherited before anything changes it). A panic is reported by the panic hook and ends guard
 /// with status 101, as from Rust's own start.
-#[cfg(not(test))]
 // The C library finds the entry point by its unmangled name; nothing else here is unsafe.
 #[allow(unsafe_code)]
 #[unsafe(no_mangle)]
@@ -29,7 +28,6 @@ extern "C" fn main(
     std::process::exit(code)
 }
 
-#[cfg_attr(test, allow(dead_code))]
 fn run() -> i32 {
     // Before any thread starts: every thread of guard's then blocks the signal a broken lease
     // sends (see the function). Failing it costs one system call per kept deletion, no more.

@@ -464,8 +464,11 @@ pub fn runtime_start() {
             Some(libc::EINTR) => continue,
             // poll refused (a resource limit): ask each descriptor instead.
             _ => {
-                // SAFETY: F_GETFD on a number, no pointer.
-                break [0, 1, 2].map(|fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1);
+                break [0, 1, 2].map(|fd| {
+                    // SAFETY: F_GETFD on a number, no pointer.
+                    let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+                    rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
+                });
             }
         }
     };
