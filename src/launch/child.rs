@@ -7,6 +7,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt as _;
 
+use nix::sched::CpuSet;
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{recv, send, MsgFlags};
 
@@ -42,11 +43,23 @@ fn drop_capabilities() -> io::Result<()> {
     sys::creds::capset(&sys::creds::CapSets::default())
 }
 
-/// Runs in the forked child; never returns.
-pub(super) fn run(mut spec: LaunchSpec, command: OwnedFd, sock: OwnedFd, parent_pid: u32) -> ! {
+/// Runs in the forked child; never returns. `elsewhere`: the affinity this process inherited
+/// and the same without guard's CPU (`sys::process::elsewhere`).
+pub(super) fn run(
+    mut spec: LaunchSpec,
+    command: OwnedFd,
+    sock: OwnedFd,
+    parent_pid: u32,
+    elsewhere: Option<(CpuSet, CpuSet)>,
+) -> ! {
     let s = sock.as_raw_fd();
     // `sock` lives until exec or exit.
     let sockb = sock.as_fd();
+    // 7a. Off guard's CPU until the command line is here (best effort: on failure both
+    //     share one CPU, as without it).
+    if let Some((_, others)) = &elsewhere {
+        let _ = sys::process::set_affinity(others);
+    }
 
     // 8. Die with guard; if guard is already gone, stop here.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
@@ -166,6 +179,12 @@ pub(super) fn run(mut spec: LaunchSpec, command: OwnedFd, sock: OwnedFd, parent_
         Ok(image) => image,
         Err(e) => fail(sockb, Stage::CommandLine, e),
     };
+    // The init and the command keep the affinity guard was given.
+    if let Some((inherited, _)) = &elsewhere {
+        if let Err(e) = sys::process::set_affinity(inherited) {
+            fail(sockb, Stage::Init, e);
+        }
+    }
 
     // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).

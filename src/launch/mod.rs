@@ -166,6 +166,10 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     let parent_pid = std::process::id();
     // Decided here, for the child too (see the function).
     sys::process::spinning_pays();
+    // The child confines itself (the share of the Landlock rules, the filter) while guard
+    // prepares the command line, the journal and the audit writer: on a CPU of its own, or
+    // one of them waits for the other.
+    let elsewhere = sys::process::elsewhere();
     // The command line is written here later: the child reads it once it has confined
     // itself, and the caller computes it meanwhile.
     let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)
@@ -173,9 +177,15 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {
         sys::process::Forked::Child => {
             drop(parent_sock);
-            child::run(spec, command, child_sock, parent_pid)
+            child::run(spec, command, child_sock, parent_pid, elsewhere)
         }
         sys::process::Forked::Parent { child } => {
+            // A new process is queued on its parent's CPU and, with the other one idle (and
+            // halted, on a VM), waits there until guard sleeps: moved now, it starts at once.
+            // The child moves itself too, should it run first.
+            if let Some((_, others)) = &elsewhere {
+                let _ = sys::process::set_affinity_of(child, others);
+            }
             drop(child_sock);
             let cwd = spec
                 .cwd

@@ -317,6 +317,26 @@ pub fn pin_to_this_cpu() -> Option<CpuSet> {
     Some(allowed)
 }
 
+/// The calling thread's affinity, and the same without the CPU it runs on now, when spinning
+/// pays here ([`spinning_pays`]: at least two CPUs, no more processes runnable than CPUs).
+/// The child of a fork that sets the second for itself ([`set_affinity`]) runs beside its
+/// parent, not after it: a new process is often queued on its parent's CPU (or runs first
+/// there, and the parent waits), while the other CPU idles.
+pub fn elsewhere() -> Option<(CpuSet, CpuSet)> {
+    if !spinning_pays() {
+        return None;
+    }
+    let (allowed, _) = allowed_cpus()?;
+    let mut others = allowed;
+    others.unset(nix::sched::sched_getcpu().ok()?).ok()?;
+    Some((allowed, others))
+}
+
+/// Sets the CPU affinity of the process `pid` (its main thread) to `mask`.
+pub fn set_affinity_of(pid: libc::pid_t, mask: &CpuSet) -> io::Result<()> {
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), mask).map_err(io::Error::from)
+}
+
 /// Sets the calling thread's CPU affinity to `mask` (as [`pin_to_this_cpu`] returned it).
 /// Async-signal-safe: one system call, errno kept.
 pub fn set_affinity(mask: &CpuSet) -> io::Result<()> {
