@@ -71,6 +71,12 @@ fn run() -> Result<i32, Box<dyn Error>> {
         .spawn(&command)?;
     println!("run {} started: pid {}", running.run_id(), running.pid());
     let outcome = running.wait()?;
+    // A run leaves no child of this program behind: the sandbox's init is reaped by `wait`.
+    let left = match nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+        Err(nix::errno::Errno::ECHILD) => "none".to_string(),
+        other => format!("{other:?}"),
+    };
+    println!("children left: {left}");
 
     println!(
         "outcome: {:?}, status {}, exit code {}",

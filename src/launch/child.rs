@@ -49,6 +49,7 @@ pub(super) fn run(
     mut spec: LaunchSpec,
     command: OwnedFd,
     sock: OwnedFd,
+    end: OwnedFd,
     parent_pid: u32,
     elsewhere: Option<(CpuSet, CpuSet)>,
 ) -> ! {
@@ -138,6 +139,7 @@ pub(super) fn run(
     let mut keep = [
         Some(s),
         Some(command.as_raw_fd()),
+        Some(end.as_raw_fd()),
         command_layer.as_ref().map(AsRawFd::as_raw_fd),
         job_r,
         job_w,
@@ -188,7 +190,7 @@ pub(super) fn run(
 
     // 16. Stay as the sandbox's init and fork the command, which reports its pid and execs
     //     (launch/init.rs).
-    super::init::run(&image, sock, command_layer, parent_pid)
+    super::init::run(&image, sock, end, command_layer, parent_pid)
 }
 
 /// The command line guard wrote to `command` (`len` bytes, [`ExecImage::encode`]).

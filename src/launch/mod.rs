@@ -174,10 +174,14 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     // itself, and the caller computes it meanwhile.
     let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)
         .map_err(|e| LaunchError::Channel(e.into()))?;
+    // Where the init tells how the command ended before it exits (`tree::End`).
+    let (end_r, end_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| LaunchError::Channel(e.into()))?;
     match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {
         sys::process::Forked::Child => {
             drop(parent_sock);
-            child::run(spec, command, child_sock, parent_pid, elsewhere)
+            drop(end_r);
+            child::run(spec, command, child_sock, end_w, parent_pid, elsewhere)
         }
         sys::process::Forked::Parent { child } => {
             // A new process is queued on its parent's CPU and, with the other one idle (and
@@ -187,6 +191,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 let _ = sys::process::set_affinity_of(child, others);
             }
             drop(child_sock);
+            drop(end_w);
             let cwd = spec
                 .cwd
                 .take()
@@ -209,7 +214,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
                 }
             };
             Ok(Spawned {
-                tree: RunTree::new(child, pidfd),
+                tree: RunTree::new(child, pidfd, end_r),
                 listener: None,
                 status: parent_sock,
                 command: command.into(),

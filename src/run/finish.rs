@@ -19,9 +19,19 @@ fn notify(a: &mut Active, notice: Notice) {
     }
 }
 
-/// End the run whose init ended with `status`.
-pub(super) fn finish(mut a: Active, status: Reaped) -> Result<Outcome, RunError> {
-    let result = record(&mut a, status);
+/// End the run whose init ended with `status` (and is reaped).
+pub(super) fn finish(a: Active, status: Reaped) -> Result<Outcome, RunError> {
+    end(a, status, true)
+}
+
+/// End the run whose init told `status` and is exiting with it, its tree gone: the caller
+/// reaps it after.
+pub(super) fn finish_told(a: Active, status: Reaped) -> Result<Outcome, RunError> {
+    end(a, status, false)
+}
+
+fn end(mut a: Active, status: Reaped, reaped: bool) -> Result<Outcome, RunError> {
+    let result = record(&mut a, status, reaped);
     if result.is_err() {
         a.meta.state = "failed".into();
         let _ = a.run_dir.write_meta(&a.meta);
@@ -32,10 +42,11 @@ pub(super) fn finish(mut a: Active, status: Reaped) -> Result<Outcome, RunError>
     result
 }
 
-fn record(a: &mut Active, status: Reaped) -> Result<Outcome, RunError> {
+fn record(a: &mut Active, status: Reaped, reaped: bool) -> Result<Outcome, RunError> {
     // The init killed its tree before it exited. A program that is a subreaper also gets the
-    // orphans of a tree whose init was killed from outside: end them too.
-    if a.process.subreaper() {
+    // orphans of a tree whose init was killed from outside (which then told nothing): end
+    // them too.
+    if reaped && a.process.subreaper() {
         launch::kill_tree();
     }
     // The supervisor may already have ended (no process holds the filter any more).

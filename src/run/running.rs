@@ -212,7 +212,17 @@ impl Running {
             .take()
             .expect("a Running holds its run until wait or drop");
         match wait_for_init(&mut a) {
-            Ok(status) => finish::finish(a, status),
+            Ok((status, true)) => finish::finish(a, status),
+            Ok((status, false)) => {
+                // The init told how the command ended, the rest of its tree gone: the run
+                // ends while the init exits, and is reaped after.
+                let tree = a.tree.clone();
+                let outcome = finish::finish_told(a, status);
+                if let Err(e) = tree.reap() {
+                    tracing::warn!("cannot reap the sandbox's init: {e}");
+                }
+                outcome
+            }
             Err(e) => {
                 // Not knowing how the command ended, end it now and record the run anyway.
                 a.tree.kill();
@@ -251,38 +261,54 @@ impl std::fmt::Debug for Running {
     }
 }
 
-/// Wait until the init has exited, forwarding signals sent by processes when asked to, and
-/// reap it.
-fn wait_for_init(a: &mut Active) -> Result<Reaped, RunError> {
+/// Wait until the init has told how the command ended (its tree gone, the init about to exit
+/// with that status: returned with `false`, the init still to be reaped) or has exited (then
+/// reaped: `true`), forwarding signals sent by processes when asked to.
+fn wait_for_init(a: &mut Active) -> Result<(Reaped, bool), RunError> {
     let wait_err = |pid, source| RunError::Wait { pid, source };
     let init = a.tree.init_pid();
+    // The end pipe, until it has said all it will (the init's message, or nothing when the
+    // init exits without one).
+    let mut told = true;
     loop {
-        let exited = match a.process.signals.as_mut() {
-            None => a
-                .tree
-                .wait_exit(PollTimeout::NONE)
-                .map_err(|e| wait_err(init, e))?,
-            Some((signals, _)) => {
-                let mut fds = [
-                    PollFd::new(a.tree.pidfd(), PollFlags::POLLIN),
-                    PollFd::new(signals.fd(), PollFlags::POLLIN),
-                ];
-                match poll(&mut fds, PollTimeout::NONE) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => return Err(wait_err(init, e.into())),
-                }
-                let exited = fds[0].any().unwrap_or(false);
+        let tree = a.tree.clone();
+        let mut fds = vec![PollFd::new(tree.pidfd(), PollFlags::POLLIN)];
+        if told {
+            fds.push(PollFd::new(tree.end_fd(), PollFlags::POLLIN));
+        }
+        let signals_at = fds.len();
+        if let Some((signals, _)) = a.process.signals.as_ref() {
+            fds.push(PollFd::new(signals.fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(wait_err(init, e.into())),
+        }
+        let ready = |i: usize| fds.get(i).and_then(|f| f.any()).unwrap_or(false);
+        let (exited, end_ready, signalled) = (ready(0), told && ready(1), ready(signals_at));
+        drop(fds);
+        if signalled {
+            if let Some((signals, _)) = a.process.signals.as_mut() {
                 while let Some(ev) = signals.read().map_err(|e| wait_err(init, e))? {
                     // The init passes them on to the command.
                     if ev.from_process {
                         let _ = a.tree.signal(ev.signo);
                     }
                 }
-                exited
             }
-        };
+        }
+        if end_ready {
+            match a.tree.read_end() {
+                Some(status) => return Ok((status, false)),
+                None => told = false,
+            }
+        }
         if exited {
-            return a.tree.reap().map_err(|e| wait_err(init, e));
+            return a
+                .tree
+                .reap()
+                .map(|status| (status, true))
+                .map_err(|e| wait_err(init, e));
         }
     }
 }

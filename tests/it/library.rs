@@ -52,6 +52,9 @@ fn the_embed_example_runs_a_command_and_lists_the_refused_calls_from_the_audit_l
     assert!(stdout.contains("workspace: greeting.txt"), "{stdout}");
     assert!(stdout.contains("carried on"), "{stdout}");
     assert!(stdout.contains("outcome: Exited, status 0"), "{stdout}");
+    // The sandbox's init tells how the command ended before it exits, and the run ends
+    // meanwhile: `wait` still reaps it before it returns.
+    assert!(stdout.contains("children left: none"), "{stdout}");
     // Both writes outside the write roots are named, from the audit log, with their rule.
     for refused in [
         "refused: openat create /etc/guard-embed-example (EACCES, rule fs.write-roots)",
@@ -87,6 +90,7 @@ fn the_embed_example_passes_the_commands_status_through() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(7), "{stdout}");
     assert!(stdout.contains("outcome: Exited, status 7"), "{stdout}");
+    assert!(stdout.contains("children left: none"), "{stdout}");
     assert!(stdout.contains("workspace: made.txt"), "{stdout}");
 }
 
