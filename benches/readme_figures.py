@@ -87,8 +87,10 @@ switches the spinners off, and they stay off under a cgroup CPU quota. A longer 
 (`GUARD_ADDFD_SPIN_US=5000`) keeps them up through a shell loop that starts a program per
 file, whose injections come too far apart for the default one, at the price of a CPU kept
 spinning while the loop runs; docs/design-notes.md has a measurement by hand. For the same reason a
-run's start polls for its child's messages for up to 1 ms each instead of sleeping, where the
-process may use two CPUs and no more processes are runnable than there are CPUs. An idle run
+run's start polls for its child's messages for up to 1 ms each instead of sleeping, and moves
+the sandbox's init to another CPU than its own right after the fork (the init takes back its
+affinity before it starts the command), where the process may use two CPUs and no more
+processes are runnable than there are CPUs. An idle run
 (a command waiting on the network, an agent thinking) lets guard sleep: its threads look for
 work every 50 to 250 ms, not every 5 (`an_idle_run_lets_guard_sleep` holds it to fewer than
 60 wake-ups a second), and the first call after such a spell has them look every 5 ms again
