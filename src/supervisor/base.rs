@@ -20,11 +20,10 @@
 //! without the mount in `statx` (before 5.8), a link that changed between the `statx` and the
 //! open of a miss.
 
-use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io::{self, Write as _};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::sys;
 
@@ -67,8 +66,26 @@ type Identity = (u64, u32, u32, u64);
 
 const MASK: u32 = libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_UID | libc::STATX_INO;
 
+/// The directories one worker keeps, most recently used first.
+type Kept = Vec<(Identity, DirFd)>;
+
 thread_local! {
-    static BASES: RefCell<Vec<(Identity, DirFd)>> = const { RefCell::new(Vec::new()) };
+    /// This worker's kept directories: its own, but reachable by [`forget`] from any worker
+    /// (through [`WORKERS`]), which takes the lock only when a directory is removed.
+    static BASES: Arc<Mutex<Kept>> = {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let mut all = lock(&WORKERS);
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(&kept));
+        kept
+    };
+}
+
+/// Every worker's kept directories, for [`forget`].
+static WORKERS: Mutex<Vec<Weak<Mutex<Kept>>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The caller's base for a relative path: its cwd (`dirfd` is AT_FDCWD) or the directory
@@ -84,7 +101,7 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
         return open(link).map(|fd| (fd.into(), None));
     };
     let owner = owner(&now);
-    if let Some(kept) = BASES.with(|b| take(&mut b.borrow_mut(), id)) {
+    if let Some(kept) = BASES.with(|b| take(&mut lock(b), id)) {
         return Ok((kept, Some(owner)));
     }
     let fd = DirFd::from(open(link)?);
@@ -92,7 +109,7 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
     // owner only of what is proved to be the directory the statx saw.
     match opened_identity(&fd) {
         Some((opened, _)) if opened == id => {
-            BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
+            BASES.with(|b| keep(&mut lock(b), id, fd.clone()));
             Ok((fd, Some(owner)))
         }
         _ => Ok((fd, None)),
@@ -116,7 +133,7 @@ pub fn subdir(
         MASK | libc::STATX_MNT_ID,
     );
     if let Some(id) = now.as_ref().ok().and_then(identity) {
-        if let Some(kept) = BASES.with(|b| take(&mut b.borrow_mut(), id)) {
+        if let Some(kept) = BASES.with(|b| take(&mut lock(b), id)) {
             return Ok((kept, now.ok().as_ref().map(owner)));
         }
     }
@@ -124,7 +141,7 @@ pub fn subdir(
     let fd = DirFd::from(sys::process::openat2(base, dir, how, 0, resolve)?);
     let opened = opened_identity(&fd);
     if let Some((id, _)) = opened {
-        BASES.with(|b| keep(&mut b.borrow_mut(), id, fd.clone()));
+        BASES.with(|b| keep(&mut lock(b), id, fd.clone()));
     }
     Ok((fd, opened.map(|(_, owner)| owner)))
 }
@@ -192,18 +209,21 @@ fn owner(st: &libc::statx) -> Owner {
     }
 }
 
-/// Lets go of every kept directory that is the inode `st` describes, before guard removes it
-/// (an `rmdir`, a rename over it). A kept descriptor holds the directory's last reference
-/// past its removal: the kernel would free it, and tell an inotify watcher `IN_DELETE_SELF`,
-/// only when the worker dropped it, calls later and on that call's time (on ext4 with
-/// `discard` and no journal, a synchronous discard of its block). Let go first, the removal
-/// frees it as it does bare, on the call that removes it.
+/// Lets go of every kept directory that is the inode `st` describes, in every worker, before
+/// guard removes it (an `rmdir`, a rename over it). A kept descriptor holds the directory's
+/// last reference past its removal: the kernel would free it, and tell an inotify watcher
+/// `IN_DELETE_SELF`, only when the worker dropped it, calls later and on that call's time (on
+/// ext4 with `discard` and no journal, a synchronous discard of its block), or never while
+/// that worker had no call (the one that kept it need not be the one that removes it). Let
+/// go first, the removal frees it as it does bare, on the call that removes it. A worker in
+/// the middle of a call through it holds it until that call ends, as a concurrent call would
+/// bare.
 pub fn forget(st: &libc::stat) {
     let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
-    BASES.with(|b| {
-        b.borrow_mut()
-            .retain(|((_, ma, mi, ino), _)| (*ma, *mi, *ino) != (major, minor, st.st_ino));
-    });
+    let workers: Vec<_> = lock(&WORKERS).iter().filter_map(Weak::upgrade).collect();
+    for kept in workers {
+        lock(&kept).retain(|((_, ma, mi, ino), _)| (*ma, *mi, *ino) != (major, minor, st.st_ino));
+    }
 }
 
 /// The kept directory `id`, moved to the front.
@@ -259,6 +279,34 @@ mod tests {
         let (next, _) = own_base(o.as_raw_fd() as u64);
         assert_eq!(ino(&next), std::fs::metadata(other.path()).unwrap().ino());
         assert_ne!(ino(&next), ino(&first));
+    }
+
+    /// A directory one worker keeps is let go when another worker removes it: the removal of
+    /// a directory whose `d/f` one worker met frees it, whichever worker removes it.
+    #[test]
+    fn a_directory_kept_by_one_worker_is_let_go_when_another_removes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        let (kept_tx, kept_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let d = std::fs::File::open(&path).expect("open");
+            let (fd, _) = own_base(d.as_raw_fd() as u64);
+            drop((d, fd));
+            let held = |p: &std::path::Path| {
+                let ino = std::fs::metadata(p).expect("metadata").ino();
+                BASES.with(|b| lock(b).iter().any(|(_, fd)| self::ino(fd) == ino))
+            };
+            use std::os::unix::fs::MetadataExt;
+            kept_tx.send(held(&path)).unwrap();
+            go_rx.recv().unwrap();
+            held(&path)
+        });
+        assert!(kept_rx.recv().unwrap(), "the worker keeps the directory");
+        let st = nix::sys::stat::stat(dir.path()).expect("stat");
+        forget(&st);
+        go_tx.send(()).unwrap();
+        assert!(!worker.join().unwrap(), "let go in the worker that kept it");
     }
 
     #[test]
@@ -337,10 +385,10 @@ mod tests {
         for f in &files {
             own_base(f.as_raw_fd() as u64);
         }
-        BASES.with(|b| assert_eq!(b.borrow().len(), KEPT));
+        BASES.with(|b| assert_eq!(lock(b).len(), KEPT));
         let newest = nix::sys::stat::fstat(files.last().unwrap().as_raw_fd())
             .unwrap()
             .st_ino;
-        BASES.with(|b| assert_eq!(ino(&b.borrow()[0].1), newest));
+        BASES.with(|b| assert_eq!(ino(&lock(b)[0].1), newest));
     }
 }
