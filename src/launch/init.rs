@@ -167,16 +167,13 @@ fn kill_all() {
 }
 
 /// End with the command's status: its exit code, or death by the same signal. The tree is
-/// gone by now; guard is told first (`end`, see `tree::End`), so that it ends the run while
+/// gone by now; guard is told first (`end`, see `tree::tell_end`), so that it ends the run while
 /// this process's exit frees its copy of guard's memory (some 200 µs here).
 fn finish(st: WaitStatus, end: BorrowedFd<'_>) -> ! {
+    super::tree::tell_end(end, st);
     match st {
-        WaitStatus::Exited(_, code) => {
-            super::tree::End::exited(code).send(end);
-            sys::process::exit_now(code)
-        }
+        WaitStatus::Exited(_, code) => sys::process::exit_now(code),
         WaitStatus::Signaled(_, sig, _) => {
-            super::tree::End::signaled(sig as i32).send(end);
             let _ = raise_with_default_action(sig);
             sys::process::exit_now(128 + sig as i32)
         }

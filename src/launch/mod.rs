@@ -174,7 +174,7 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
     // itself, and the caller computes it meanwhile.
     let command = nix::sys::memfd::memfd_create(c"guard-command", MemFdCreateFlag::MFD_CLOEXEC)
         .map_err(|e| LaunchError::Channel(e.into()))?;
-    // Where the init tells how the command ended before it exits (`tree::End`).
+    // Where the init tells how the command ended before it exits (`tree::tell_end`).
     let (end_r, end_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| LaunchError::Channel(e.into()))?;
     match sys::process::fork_single_threaded().map_err(LaunchError::Fork)? {

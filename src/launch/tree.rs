@@ -31,7 +31,7 @@ pub struct RunTree {
 struct TreeInner {
     init: libc::pid_t,
     pidfd: OwnedFd,
-    /// The read end of the pipe the init tells the command's end through ([`End`]).
+    /// The read end of the pipe the init tells the command's end through ([`tell_end`]).
     end: OwnedFd,
     /// Set once the init is reaped: its pid may then belong to another process, so nothing is
     /// signalled by pid any more. Held while killing, so the init cannot be reaped meanwhile.
@@ -62,7 +62,7 @@ impl RunTree {
 
     /// Readable when the init has told how the command ended ([`RunTree::read_end`]), or
     /// has exited without telling.
-    pub fn end_fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn end_fd(&self) -> BorrowedFd<'_> {
         self.inner.end.as_fd()
     }
 
@@ -71,17 +71,9 @@ impl RunTree {
     /// init exited without telling (killed, or guard's own failure): its exit status tells.
     /// The init is still to be reaped ([`RunTree::reap`]).
     pub(crate) fn read_end(&self) -> Option<Reaped> {
-        let mut buf = [0u8; End::LEN];
+        let mut buf = [0u8; END_LEN];
         let n = nix::unistd::read(self.inner.end.as_raw_fd(), &mut buf).ok()?;
-        let end = End::decode(buf.get(..n)?)?;
-        Some(Reaped {
-            pid: self.inner.init,
-            status: match end.signal {
-                Some(sig) => 128 + sig,
-                None => end.code,
-            },
-            signal: end.signal,
-        })
+        decode_end(buf.get(..n)?, self.inner.init)
     }
 
     /// Send `sig` to the init (which passes SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH on
@@ -146,23 +138,11 @@ impl RunTree {
             }
         };
         *reaped = true;
-        Ok(match status {
-            WaitStatus::Exited(pid, code) => Reaped {
-                pid: pid.as_raw(),
-                status: code,
-                signal: None,
-            },
-            WaitStatus::Signaled(pid, sig, _) => Reaped {
-                pid: pid.as_raw(),
-                status: 128 + sig as i32,
-                signal: Some(sig as i32),
-            },
-            _ => Reaped {
-                pid: self.inner.init,
-                status: 128,
-                signal: None,
-            },
-        })
+        Ok(Reaped::of(status).unwrap_or(Reaped {
+            pid: self.inner.init,
+            status: 128,
+            signal: None,
+        }))
     }
 }
 
@@ -178,54 +158,42 @@ fn is_running(pid: i32) -> bool {
 }
 
 /// How the command ended, told by the sandbox's init to guard before the init exits with the
-/// same status: guard then ends the run while the init's exit frees the init's copy of guard's
-/// memory, which it otherwise waited for (some 200 µs of every run on this project's VM). One
-/// write of [`End::LEN`] bytes to a pipe, atomic: guard reads all of it or, when the init died
-/// first, nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct End {
-    code: i32,
-    signal: Option<i32>,
+/// same status ([`tell_end`], [`RunTree::read_end`]): guard then ends the run while the init's
+/// exit frees the init's copy of guard's memory, which it otherwise waited for (some 200 µs
+/// of every run on this project's VM). One write of [`END_LEN`] bytes to a pipe, atomic: guard
+/// reads all of it or, when the init died first, nothing. `E`, the status, the signal (0:
+/// none), little-endian.
+const END_LEN: usize = 9;
+
+/// Tells guard, through `end`, how the command ended (`st`, as the init reaped it); nothing
+/// for a status that is no end. Async-signal-safe: one `write`; a failure leaves guard to the
+/// init's exit status.
+pub(super) fn tell_end(end: BorrowedFd<'_>, st: WaitStatus) {
+    if let Some(r) = Reaped::of(st) {
+        let _ = nix::unistd::write(end, &encode_end(&r));
+    }
 }
 
-impl End {
-    const LEN: usize = 9;
+fn encode_end(r: &Reaped) -> [u8; END_LEN] {
+    let mut b = [0u8; END_LEN];
+    b[0] = b'E';
+    b[1..5].copy_from_slice(&r.status.to_le_bytes());
+    b[5..9].copy_from_slice(&r.signal.unwrap_or(0).to_le_bytes());
+    b
+}
 
-    pub(super) fn exited(code: i32) -> End {
-        End { code, signal: None }
+/// The end [`encode_end`] wrote, as the init `pid`'s.
+fn decode_end(b: &[u8], pid: i32) -> Option<Reaped> {
+    if b.len() != END_LEN || b[0] != b'E' {
+        return None;
     }
-
-    pub(super) fn signaled(signal: i32) -> End {
-        End {
-            code: 128 + signal,
-            signal: Some(signal),
-        }
-    }
-
-    fn encode(self) -> [u8; End::LEN] {
-        let mut b = [0u8; End::LEN];
-        b[0] = b'E';
-        b[1..5].copy_from_slice(&self.code.to_le_bytes());
-        b[5..9].copy_from_slice(&self.signal.unwrap_or(0).to_le_bytes());
-        b
-    }
-
-    fn decode(b: &[u8]) -> Option<End> {
-        if b.len() != End::LEN || b[0] != b'E' {
-            return None;
-        }
-        let code = i32::from_le_bytes(b[1..5].try_into().ok()?);
-        let signal = i32::from_le_bytes(b[5..9].try_into().ok()?);
-        Some(End {
-            code,
-            signal: (signal != 0).then_some(signal),
-        })
-    }
-
-    /// Async-signal-safe: one `write`; a failure leaves guard to the init's exit status.
-    pub(super) fn send(self, end: BorrowedFd<'_>) {
-        let _ = nix::unistd::write(end, &self.encode());
-    }
+    let status = i32::from_le_bytes(b[1..5].try_into().ok()?);
+    let signal = i32::from_le_bytes(b[5..9].try_into().ok()?);
+    Some(Reaped {
+        pid,
+        status,
+        signal: (signal != 0).then_some(signal),
+    })
 }
 
 /// One reaped process.
@@ -239,23 +207,33 @@ pub struct Reaped {
     pub signal: Option<i32>,
 }
 
+impl Reaped {
+    /// What `waitpid` told of an ended process, as guard passes it on (the exit code, or 128 +
+    /// the signal); `None` for a status that is no end (stopped, continued).
+    fn of(st: WaitStatus) -> Option<Reaped> {
+        match st {
+            WaitStatus::Exited(pid, code) => Some(Reaped {
+                pid: pid.as_raw(),
+                status: code,
+                signal: None,
+            }),
+            WaitStatus::Signaled(pid, sig, _) => Some(Reaped {
+                pid: pid.as_raw(),
+                status: 128 + sig as i32,
+                signal: Some(sig as i32),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Reap every child of the process that has exited, without blocking.
 fn reap() -> Vec<Reaped> {
     let mut out = Vec::new();
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
-            Ok(WaitStatus::Exited(pid, code)) => out.push(Reaped {
-                pid: pid.as_raw(),
-                status: code,
-                signal: None,
-            }),
-            Ok(WaitStatus::Signaled(pid, sig, _)) => out.push(Reaped {
-                pid: pid.as_raw(),
-                status: 128 + sig as i32,
-                signal: Some(sig as i32),
-            }),
             Ok(WaitStatus::StillAlive) | Err(_) => break,
-            Ok(_) => continue,
+            Ok(st) => out.extend(Reaped::of(st)),
         }
     }
     out
@@ -392,23 +370,28 @@ pub fn kill_tree() -> Vec<Reaped> {
 
 #[cfg(test)]
 mod tests {
-    use super::End;
+    use super::*;
 
     #[test]
     fn an_end_reads_back_as_it_was_sent_and_nothing_else_reads_as_one() {
-        for end in [
-            End::exited(0),
-            End::exited(7),
-            End::exited(255),
-            End::signaled(15),
+        let pid = Pid::from_raw(42);
+        for st in [
+            WaitStatus::Exited(pid, 0),
+            WaitStatus::Exited(pid, 7),
+            WaitStatus::Exited(pid, 255),
+            WaitStatus::Signaled(pid, Signal::SIGTERM, false),
         ] {
-            assert_eq!(End::decode(&end.encode()), Some(end));
+            let r = Reaped::of(st).expect("an end");
+            assert_eq!(decode_end(&encode_end(&r), 42), Some(r));
         }
-        assert_eq!(End::signaled(9).code, 137);
-        assert_eq!(End::decode(&End::exited(3).encode()[..8]), None);
-        assert_eq!(End::decode(b""), None);
-        let mut other = End::exited(3).encode();
+        let killed = Reaped::of(WaitStatus::Signaled(pid, Signal::SIGKILL, false)).unwrap();
+        assert_eq!((killed.status, killed.signal), (137, Some(9)));
+        assert_eq!(Reaped::of(WaitStatus::Stopped(pid, Signal::SIGSTOP)), None);
+        let three = encode_end(&Reaped::of(WaitStatus::Exited(pid, 3)).unwrap());
+        assert_eq!(decode_end(&three[..8], 42), None);
+        assert_eq!(decode_end(b"", 42), None);
+        let mut other = three;
         other[0] = b'X';
-        assert_eq!(End::decode(&other), None);
+        assert_eq!(decode_end(&other, 42), None);
     }
 }

@@ -19,18 +19,9 @@ fn notify(a: &mut Active, notice: Notice) {
     }
 }
 
-/// End the run whose init ended with `status` (and is reaped).
-pub(super) fn finish(a: Active, status: Reaped) -> Result<Outcome, RunError> {
-    end(a, status, true)
-}
-
-/// End the run whose init told `status` and is exiting with it, its tree gone: the caller
-/// reaps it after.
-pub(super) fn finish_told(a: Active, status: Reaped) -> Result<Outcome, RunError> {
-    end(a, status, false)
-}
-
-fn end(mut a: Active, status: Reaped, reaped: bool) -> Result<Outcome, RunError> {
+/// End the run whose init ended with `status`: reaped, or (`reaped` false) told `status` and
+/// exiting with it, its tree gone, for the caller to reap after.
+pub(super) fn finish(mut a: Active, status: Reaped, reaped: bool) -> Result<Outcome, RunError> {
     let result = record(&mut a, status, reaped);
     if result.is_err() {
         a.meta.state = "failed".into();

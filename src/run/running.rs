@@ -212,14 +212,15 @@ impl Running {
             .take()
             .expect("a Running holds its run until wait or drop");
         match wait_for_init(&mut a) {
-            Ok((status, true)) => finish::finish(a, status),
-            Ok((status, false)) => {
-                // The init told how the command ended, the rest of its tree gone: the run
-                // ends while the init exits, and is reaped after.
+            Ok((status, reaped)) => {
+                // When the init told how the command ended, the run ends while the init exits,
+                // and the init is reaped after.
                 let tree = a.tree.clone();
-                let outcome = finish::finish_told(a, status);
-                if let Err(e) = tree.reap() {
-                    tracing::warn!("cannot reap the sandbox's init: {e}");
+                let outcome = finish::finish(a, status, reaped);
+                if !reaped {
+                    if let Err(e) = tree.reap() {
+                        tracing::warn!("cannot reap the sandbox's init: {e}");
+                    }
                 }
                 outcome
             }
@@ -231,7 +232,7 @@ impl Running {
                     status: EXIT_GUARD_ERROR,
                     signal: None,
                 });
-                let _ = finish::finish(a, status);
+                let _ = finish::finish(a, status, true);
                 Err(e)
             }
         }
@@ -243,7 +244,7 @@ impl Drop for Running {
         if let Some(a) = self.active.take() {
             a.tree.kill();
             if let Ok(status) = a.tree.reap() {
-                let _ = finish::finish(a, status);
+                let _ = finish::finish(a, status, true);
             }
         }
     }
@@ -271,10 +272,9 @@ fn wait_for_init(a: &mut Active) -> Result<(Reaped, bool), RunError> {
     // init exits without one).
     let mut told = true;
     loop {
-        let tree = a.tree.clone();
-        let mut fds = vec![PollFd::new(tree.pidfd(), PollFlags::POLLIN)];
+        let mut fds = vec![PollFd::new(a.tree.pidfd(), PollFlags::POLLIN)];
         if told {
-            fds.push(PollFd::new(tree.end_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(a.tree.end_fd(), PollFlags::POLLIN));
         }
         let signals_at = fds.len();
         if let Some((signals, _)) = a.process.signals.as_ref() {

@@ -290,6 +290,7 @@ mod tests {
         let (kept_tx, kept_rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
+            use std::os::unix::fs::MetadataExt;
             let d = std::fs::File::open(&path).expect("open");
             let (fd, _) = own_base(d.as_raw_fd() as u64);
             drop((d, fd));
@@ -297,7 +298,6 @@ mod tests {
                 let ino = std::fs::metadata(p).expect("metadata").ino();
                 BASES.with(|b| lock(b).iter().any(|(_, fd)| self::ino(fd) == ino))
             };
-            use std::os::unix::fs::MetadataExt;
             kept_tx.send(held(&path)).unwrap();
             go_rx.recv().unwrap();
             held(&path)

@@ -9,11 +9,12 @@
 //! temporary dropped at once, a `Vec` or `String` grown in place while nothing else was
 //! allocated); everything else stays where it is, so the arena fills once and from then on
 //! every allocation goes to `malloc` (a long run's first few dozen judged calls fill the
-//! rest). A free after the fork writes nothing to a page the sandbox's init still shares.
+//! rest). A free writes at most the arena's offset, which every allocation writes anyway: no
+//! other page the sandbox's init still shares after the fork.
 //!
 //! Every page the arena hands out is a page fault when first written (1.3-1.5 µs each on
 //! this project's current VM, where `guard exec -- true` made some 85 of them in the arena):
-//! reusing the last piece kept 10 of them and 107 µs of a start (400 runs alternated).
+//! reusing the last piece kept 10 of them and 107 µs of a start (300 runs alternated).
 //!
 //! Only the binary installs it (`src/main.rs`): a program using guard as a library keeps its
 //! own allocator.
