@@ -159,11 +159,17 @@ impl Journal {
                         .map_err(fail("inspect", from))?
                         .is_some_and(|s| s.id() == src)
                     {
-                        // The rename never happened (the kernel refused it): what it would
-                        // have replaced never left `to`, and is there now (everything newer
-                        // is undone), for older entries that name it.
-                        if let (Some(_), Some(now)) = (replaced, at_to) {
+                        // The rename never happened (the kernel refused it, or guard was
+                        // killed between the entry and the call): what it would have replaced
+                        // never left `to`, and is there now (everything newer is undone), for
+                        // older entries that name it. Its object, a link to it or a copy,
+                        // goes: after a refusal it is gone already, after a kill it would
+                        // leave the file with a link too many.
+                        if let (Some(r), Some(now)) = (replaced, at_to) {
                             a.copies.record(e.seq, now.id());
+                            if r.kind != Kind::Dir {
+                                self.clear_object(e.seq);
+                            }
                         }
                         return Ok(());
                     } else if !self.overridable(to, a) {

@@ -342,6 +342,56 @@ fn a_kept_link_the_log_never_named_is_dropped_by_the_rollback() {
     assert_eq!(digest(&e), before);
 }
 
+/// A rename over a file (`mv -f a b`) cut short by a crash after its entry reached the log and
+/// before the kernel's rename: `b` was linked into the store, the entry names it, `a` and `b`
+/// are where they were. The rollback of the crashed run finds the rename never happened and
+/// drops the link: `b` is left with one link, as the run found it (found by
+/// `recover_after_guard_is_killed_at_random_moments_restores_the_workspace`, 1 start in 40).
+#[test]
+fn a_rename_the_log_names_but_the_kernel_never_did_leaves_no_link_in_the_store() {
+    use std::os::unix::fs::MetadataExt as _;
+    let e = env();
+    varied_tree(&e.ws);
+    let (from, to) = (e.ws.join("src/moved.md"), e.ws.join("src/main.rs"));
+    fs::write(&from, b"# moved\n").expect("write");
+    let links = || fs::symlink_metadata(&to).expect("stat").nlink();
+    let before = digest(&e);
+    let mut j = Journal::create(&e.run, &e.ws, &policy(&[], 1 << 20), false).expect("create");
+    let start = j.checkpoint("run start", None).expect("checkpoint");
+    del(&mut j, &e.ws.join("README")).expect("delete");
+    let (d, n) = parent(&to);
+    let src = stat_at(d.as_fd(), OsStr::new("moved.md"))
+        .expect("stat")
+        .expect("there");
+    let dst = stat_at(d.as_fd(), &n).expect("stat").expect("there");
+    let seq = j.next_seq();
+    assert_eq!(
+        j.keep(d.as_fd(), &n, &dst, seq).expect("keep"),
+        None,
+        "kept as a link"
+    );
+    j.append(Op::Renamed {
+        from: PathText::from("src/moved.md"),
+        to: PathText::from("src/main.rs"),
+        src: src.id(),
+        replaced: Some(dst),
+        boundary: None,
+    })
+    .expect("append");
+    assert_eq!(links(), 2);
+    // The crash: the rename is never made.
+    drop(j);
+    let mut j = Journal::open(&e.run).expect("open");
+    let report = j.rollback(start, &mut |_, _| {}).expect("rollback");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(
+        links(),
+        1,
+        "the store keeps a link to the file never replaced"
+    );
+    assert_eq!(digest(&e), before);
+}
+
 #[test]
 fn a_checkpoint_reaches_the_log_with_the_next_change_or_the_seal() {
     let e = env();
