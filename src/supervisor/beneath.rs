@@ -124,7 +124,7 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
         Err(nix::errno::Errno::ENOENT) => None::<Kind>,
         Err(e) => return Err(e.into()),
     };
-    let path = target::fd_path(parent.as_fd())?.join(&name);
+    let path = target::dir_path(parent.as_fd())?.join(&name);
     Ok(Target {
         parent: parent.into(),
         name,

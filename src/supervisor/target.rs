@@ -187,6 +187,15 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     })
 }
 
+/// The real path of a directory we hold: as [`fd_path`], for a fraction of its cost on a
+/// supervisor worker (see [`sys::fs::dir_path_by_moving_into`]).
+pub fn dir_path(dir: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    match sys::fs::dir_path_by_moving_into(dir) {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => fd_path(dir),
+    }
+}
+
 /// The object behind descriptor `fd` of thread `pid` (linkat with AT_EMPTY_PATH): pinned, as
 /// if reached through the caller's /proc/PID/fd/FD.
 pub fn descriptor(pid: u32, fd: i32) -> io::Result<Target> {
@@ -391,7 +400,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     let in_proc = |base: &Option<DirFd>| {
         owned_raw.starts_with(b"/proc/")
             || base.as_ref().is_some_and(|b| {
-                fd_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
+                dir_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
             })
     };
     let mut first = None;
@@ -572,7 +581,7 @@ fn walk_from(
                 return Ok(p.clone());
             }
         }
-        let p = fd_path(dir.as_fd())?;
+        let p = dir_path(dir.as_fd())?;
         known = Some((dir.clone(), p.clone()));
         Ok(p)
     };

@@ -185,6 +185,49 @@ pub fn readlink_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<std
     nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name).map_err(io::Error::from)
 }
 
+/// The path of the directory `dir` as the kernel's `getcwd` tells it: this thread moves into
+/// it (`fchdir`), asks, and moves back to where it was, so it keeps no directory of a call
+/// (a removed directory is freed at once, a filesystem can be unmounted). The same `d_path` as a
+/// `readlink` of `/proc/thread-self/fd/N` without the walk through procfs: 0.75 against 1.74 µs
+/// here (a C loop of 200,000 of each). `None` where that cannot answer, and the caller reads
+/// the link instead: a thread that shares its cwd with the rest of the process (only a thread
+/// with an fs context of its own may move), a directory this thread's credentials may not
+/// search, one removed (`getcwd` fails where the link says `(deleted)`) or outside this
+/// thread's root, a path longer than the buffer.
+pub fn dir_path_by_moving_into(dir: BorrowedFd<'_>) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    thread_local! {
+        /// Where the thread was before it first moved.
+        static HOME: Option<std::os::fd::OwnedFd> = openat(
+            None,
+            ".",
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok();
+    }
+    if !crate::creds::assume::has_private_fs() {
+        return None;
+    }
+    let home = HOME.with(|h| h.as_ref().map(|h| h.as_raw_fd()))?;
+    // SAFETY: fchdir takes a descriptor, which `dir` keeps open for this call.
+    if unsafe { libc::fchdir(dir.as_raw_fd()) } != 0 {
+        return None;
+    }
+    let mut buf = [0u8; 4096];
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, on this frame. The raw
+    // call: glibc's wrapper would allocate on ENAMETOOLONG.
+    let rc = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: as above; `home` stays open for the thread's life. Should it fail, the thread
+    // stays in `dir`: its fs context is its own, and nothing of it is relative to its cwd.
+    unsafe { libc::fchdir(home) };
+    // The length with the NUL; a directory outside the root comes back as "(unreachable)/..".
+    let n = usize::try_from(rc)
+        .ok()
+        .filter(|n| *n > 1 && buf[0] == b'/')?;
+    Some(std::ffi::OsString::from_vec(buf[..n - 1].to_vec()))
+}
+
 /// What one statx of `dir/name` (a final symlink not followed) tells: its `stat` and its birth
 /// time (`[seconds, nanoseconds]`, `None` when the filesystem does not record it).
 pub fn stat_and_birth(
@@ -277,6 +320,50 @@ mod tests {
         assert!(open_elsewhere(mine()).expect("lease"));
         drop(other);
         assert!(!open_elsewhere(mine()).expect("lease"));
+    }
+
+    /// On a thread with an fs context of its own, the path read by moving into a directory is
+    /// the link's, the thread ends where it was, and what `getcwd` cannot tell (a removed
+    /// directory) is left to the link; elsewhere nothing moves.
+    #[test]
+    fn a_directory_path_read_by_moving_into_it_is_the_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("a b").join("c");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        let open = |p: &std::path::Path| OwnedFd::from(std::fs::File::open(p).expect("open"));
+        let link = |fd: &OwnedFd| {
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("readlink")
+        };
+        let (d, gone) = (open(&sub), open(dir.path()));
+        // Not a worker: the process's cwd is shared, nothing moves.
+        assert_eq!(dir_path_by_moving_into(d.as_fd()), None);
+        let link_d = link(&d);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS).expect("unshare");
+                crate::creds::assume::mark_private_fs();
+                let before = std::env::current_dir().expect("cwd");
+                assert_eq!(
+                    dir_path_by_moving_into(d.as_fd()).map(std::path::PathBuf::from),
+                    Some(link_d.clone())
+                );
+                assert_eq!(std::env::current_dir().expect("cwd"), before);
+                std::fs::remove_dir(&sub).expect("rmdir");
+                assert!(link(&d).to_string_lossy().ends_with(" (deleted)"));
+                assert_eq!(
+                    dir_path_by_moving_into(d.as_fd()),
+                    None,
+                    "a removed directory"
+                );
+                assert_eq!(std::env::current_dir().expect("cwd"), before);
+                assert_eq!(
+                    dir_path_by_moving_into(gone.as_fd()).map(std::path::PathBuf::from),
+                    Some(link(&gone))
+                );
+            })
+            .join()
+            .expect("thread");
+        });
     }
 
     #[test]
