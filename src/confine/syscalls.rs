@@ -177,6 +177,10 @@ pub enum Shape {
     Credentials {
         umask: Option<usize>,
     },
+    /// chdir(path) or fchdir(fd): the caller changes its working directory. Nothing is
+    /// judged (Landlock and the kernel check it): the supervisor notes that working
+    /// directories it knows may change (`supervisor::base`) and lets the call through.
+    Cwd,
 }
 
 /// When an empty path names the descriptor itself.
@@ -344,6 +348,8 @@ macro_rules! table {
             row!($S::setgroups, trap(CREDENTIALS)),
             row!($S::capset, trap(CREDENTIALS)),
             row!($S::umask, trap(Shape::Credentials { umask: Some(0) })),
+            row!($S::chdir, trap(Shape::Cwd)),
+            row!($S::fchdir, trap(Shape::Cwd)),
             $($open,)*
             row!($S::openat, Treatment::TrapWhenWriting(Shape::Open { dirfd: Some(0), path: 1, flags: OpenFlags::Arg(2), mode: Some(3) })),
         ]

@@ -19,11 +19,29 @@
 //! What cannot be proved the same is opened as before: a link that is no directory, a kernel
 //! without the mount in `statx` (before 5.8), a link that changed between the `statx` and the
 //! open of a miss.
+//!
+//! A thread's working directory changes only by its own chdir or fchdir, or by another
+//! thread's that shares it (threads of a process, `CLONE_FS`): chroot, unshare and setns are
+//! refused in the sandbox, and exec keeps it. Both calls are trapped and let through, so each
+//! worker also remembers, per thread, the directory the `statx` of its `cwd` found
+//! ([`Cwds`]), and the next call of that thread relative to its cwd takes it without the
+//! `statx` (2.2 µs here, the largest single part of such a call). A remembered directory
+//! holds while no chdir has come since ([`EPOCH`], bumped by each), and none is on its way:
+//! guard lets a chdir through and cannot see it finish, so from its notification until it is
+//! seen done ([`settle`]: the thread's next call, the thread's directory seen to change or
+//! the thread gone) every call looks its directory up as before. A remembered directory is
+//! taken for at most [`CWD_TTL`], well within the time a reused thread id would need (the
+//! whole pid space to wrap), and without its owner and mode (read again by `fstat` if the
+//! walk needs them: they may change from outside the sandbox). Wherever a remembered
+//! directory were wrong, guard would judge and act on the same directory, never on one it did
+//! not judge.
 
 use std::ffi::CStr;
 use std::io::{self, Write as _};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use crate::sys;
 
@@ -66,14 +84,49 @@ type Identity = (u64, u32, u32, u64);
 
 const MASK: u32 = libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_UID | libc::STATX_INO;
 
-/// The directories one worker keeps, most recently used first.
-type Kept = Vec<(Identity, DirFd)>;
+/// How many threads' working directories a worker remembers.
+const CWDS: usize = 16;
+
+/// How long a remembered working directory is taken without looking (see the module doc).
+pub const CWD_TTL: Duration = Duration::from_millis(100);
+
+/// A thread's working directory, as a worker found it.
+struct Cwd {
+    tid: u32,
+    /// [`EPOCH`] when it was looked up.
+    epoch: u64,
+    at: Instant,
+    id: Identity,
+    fd: DirFd,
+}
+
+/// The directories one worker keeps, most recently used first, and the working directories
+/// of the threads it served last.
+#[derive(Default)]
+struct Kept {
+    dirs: Vec<(Identity, DirFd)>,
+    cwds: Vec<Cwd>,
+}
+
+/// Bumped by every chdir guard lets through, and again when it is seen done.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// A chdir let through and not yet seen done: the thread, and the identity of its directory
+/// before (`None`: not found).
+struct Unsettled {
+    tid: u32,
+    before: Option<Identity>,
+}
+
+static UNSETTLED: Mutex<Vec<Unsettled>> = Mutex::new(Vec::new());
+/// `UNSETTLED`'s length, read without the lock on every call.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// This worker's kept directories: its own, but reachable by [`forget`] from any worker
     /// (through [`WORKERS`]), which takes the lock only when a directory is removed.
     static BASES: Arc<Mutex<Kept>> = {
-        let kept = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::new(Mutex::new(Kept::default()));
         let mut all = lock(&WORKERS);
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&kept));
@@ -92,6 +145,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// behind its descriptor `dirfd`, with the owner and mode found now when the base is a
 /// directory a worker keeps or has just kept. Errors are those of opening the caller's link.
 pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
+    // Read before the lookup: a chdir noted meanwhile makes what it finds stale at once.
+    let epoch = if is_at_fdcwd(dirfd) { epoch() } else { None };
+    if let Some(e) = epoch {
+        if let Some(fd) = BASES.with(|b| lock(b).cwd(pid, e)) {
+            return Ok((fd, None));
+        }
+    }
     let mut buf = [0u8; 48];
     let link = callers_link(pid, dirfd, false, &mut buf)?;
     let Ok(now) = sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID) else {
@@ -101,18 +161,110 @@ pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
         return open(link).map(|fd| (fd.into(), None));
     };
     let owner = owner(&now);
-    if let Some(kept) = BASES.with(|b| take(&mut lock(b), id)) {
-        return Ok((kept, Some(owner)));
+    let found = |fd: DirFd| {
+        if let Some(e) = epoch {
+            BASES.with(|b| lock(b).remember_cwd(pid, e, id, fd.clone()));
+        }
+        fd
+    };
+    if let Some(kept) = BASES.with(|b| take(&mut lock(b).dirs, id)) {
+        return Ok((found(kept), Some(owner)));
     }
     let fd = DirFd::from(open(link)?);
     // The caller may have changed directory between the statx and the open: keep and use the
     // owner only of what is proved to be the directory the statx saw.
     match opened_identity(&fd) {
         Some((opened, _)) if opened == id => {
-            BASES.with(|b| keep(&mut lock(b), id, fd.clone()));
-            Ok((fd, Some(owner)))
+            BASES.with(|b| keep(&mut lock(b).dirs, id, fd.clone()));
+            Ok((found(fd), Some(owner)))
         }
         _ => Ok((fd, None)),
+    }
+}
+
+impl Kept {
+    /// Thread `tid`'s working directory as remembered at `epoch`, when still to be taken.
+    fn cwd(&mut self, tid: u32, epoch: u64) -> Option<DirFd> {
+        let at = self.cwds.iter().position(|c| c.tid == tid)?;
+        let c = &self.cwds[at];
+        if c.epoch != epoch || c.at.elapsed() >= CWD_TTL {
+            self.cwds.remove(at);
+            return None;
+        }
+        Some(c.fd.clone())
+    }
+
+    fn remember_cwd(&mut self, tid: u32, epoch: u64, id: Identity, fd: DirFd) {
+        self.cwds.retain(|c| c.tid != tid);
+        self.cwds.insert(
+            0,
+            Cwd {
+                tid,
+                epoch,
+                at: Instant::now(),
+                id,
+                fd,
+            },
+        );
+        self.cwds.truncate(CWDS);
+    }
+}
+
+/// The epoch remembered working directories must have been found in to be taken, or `None`
+/// while a chdir is on its way. A chdir seen done (the thread's directory changed, or the
+/// thread gone) is settled here, at the cost of one `statx` of its `cwd`.
+fn epoch() -> Option<u64> {
+    let e = EPOCH.load(Ordering::SeqCst);
+    if PENDING.load(Ordering::SeqCst) == 0 {
+        return Some(e);
+    }
+    let mut unsettled = lock(&UNSETTLED);
+    let before = unsettled.len();
+    unsettled.retain(|u| {
+        let mut buf = [0u8; 48];
+        let now = callers_link(u.tid, libc::AT_FDCWD as u64, false, &mut buf)
+            .and_then(|link| sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID));
+        match now {
+            // Still where it was: the chdir may be on its way yet.
+            Ok(st) => identity(&st).is_some_and(|now| Some(now) == u.before),
+            // Gone: nothing of it is on its way.
+            Err(_) => false,
+        }
+    });
+    if unsettled.len() == before {
+        return None;
+    }
+    PENDING.store(unsettled.len(), Ordering::SeqCst);
+    let e = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
+    unsettled.is_empty().then_some(e)
+}
+
+/// Thread `tid` is about to be let through chdir or fchdir: every remembered working
+/// directory is stale, and none is remembered until the call is seen done.
+pub fn cwd_changing(tid: u32) {
+    let mut buf = [0u8; 48];
+    let before = callers_link(tid, libc::AT_FDCWD as u64, false, &mut buf)
+        .and_then(|link| sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID))
+        .ok()
+        .as_ref()
+        .and_then(identity);
+    let mut unsettled = lock(&UNSETTLED);
+    unsettled.push(Unsettled { tid, before });
+    PENDING.store(unsettled.len(), Ordering::SeqCst);
+    EPOCH.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Thread `tid` makes a call: a chdir of its that guard let through is done.
+pub fn settle(tid: u32) {
+    if PENDING.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    let mut unsettled = lock(&UNSETTLED);
+    let before = unsettled.len();
+    unsettled.retain(|u| u.tid != tid);
+    if unsettled.len() != before {
+        PENDING.store(unsettled.len(), Ordering::SeqCst);
+        EPOCH.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -133,7 +285,7 @@ pub fn subdir(
         MASK | libc::STATX_MNT_ID,
     );
     if let Some(id) = now.as_ref().ok().and_then(identity) {
-        if let Some(kept) = BASES.with(|b| take(&mut lock(b), id)) {
+        if let Some(kept) = BASES.with(|b| take(&mut lock(b).dirs, id)) {
             return Ok((kept, now.ok().as_ref().map(owner)));
         }
     }
@@ -141,7 +293,7 @@ pub fn subdir(
     let fd = DirFd::from(sys::process::openat2(base, dir, how, 0, resolve)?);
     let opened = opened_identity(&fd);
     if let Some((id, _)) = opened {
-        BASES.with(|b| keep(&mut lock(b), id, fd.clone()));
+        BASES.with(|b| keep(&mut lock(b).dirs, id, fd.clone()));
     }
     Ok((fd, opened.map(|(_, owner)| owner)))
 }
@@ -221,8 +373,11 @@ fn owner(st: &libc::statx) -> Owner {
 pub fn forget(st: &libc::stat) {
     let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
     let workers: Vec<_> = lock(&WORKERS).iter().filter_map(Weak::upgrade).collect();
+    let other = |(_, ma, mi, ino): &Identity| (*ma, *mi, *ino) != (major, minor, st.st_ino);
     for kept in workers {
-        lock(&kept).retain(|((_, ma, mi, ino), _)| (*ma, *mi, *ino) != (major, minor, st.st_ino));
+        let mut kept = lock(&kept);
+        kept.dirs.retain(|(id, _)| other(id));
+        kept.cwds.retain(|c| other(&c.id));
     }
 }
 
@@ -296,7 +451,7 @@ mod tests {
             drop((d, fd));
             let held = |p: &std::path::Path| {
                 let ino = std::fs::metadata(p).expect("metadata").ino();
-                BASES.with(|b| lock(b).iter().any(|(_, fd)| self::ino(fd) == ino))
+                BASES.with(|b| lock(b).dirs.iter().any(|(_, fd)| self::ino(fd) == ino))
             };
             kept_tx.send(held(&path)).unwrap();
             go_rx.recv().unwrap();
@@ -307,6 +462,33 @@ mod tests {
         forget(&st);
         go_tx.send(()).unwrap();
         assert!(!worker.join().unwrap(), "let go in the worker that kept it");
+    }
+
+    /// A thread's working directory is remembered (taken without its owner, which a lookup
+    /// reads) until a chdir is noted; while one is on its way (noted, the thread still where
+    /// it was) every call looks it up; once the thread makes a call, it is remembered again.
+    #[test]
+    fn a_working_directory_is_remembered_until_a_chdir_is_noted() {
+        let me = std::process::id();
+        let cwd = libc::AT_FDCWD as u64;
+        let looked_up = || own_base(cwd).1.is_some();
+        let (first, _) = own_base(cwd);
+        assert_eq!(
+            ino(&first),
+            std::fs::metadata(".")
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .expect("cwd")
+        );
+        assert!(!looked_up(), "remembered");
+        cwd_changing(me);
+        assert!(looked_up(), "a chdir on its way");
+        assert!(
+            looked_up(),
+            "still on its way: the thread has not moved, nor called"
+        );
+        settle(me);
+        assert!(looked_up(), "stale after the chdir");
+        assert!(!looked_up(), "remembered again");
     }
 
     #[test]
@@ -385,10 +567,10 @@ mod tests {
         for f in &files {
             own_base(f.as_raw_fd() as u64);
         }
-        BASES.with(|b| assert_eq!(lock(b).len(), KEPT));
+        BASES.with(|b| assert_eq!(lock(b).dirs.len(), KEPT));
         let newest = nix::sys::stat::fstat(files.last().unwrap().as_raw_fd())
             .unwrap()
             .st_ino;
-        BASES.with(|b| assert_eq!(ino(&lock(b)[0].1), newest));
+        BASES.with(|b| assert_eq!(ino(&lock(b).dirs[0].1), newest));
     }
 }

@@ -194,6 +194,8 @@ pub enum Args {
     Credentials {
         umask: Option<u32>,
     },
+    /// The caller changes its working directory (chdir, fchdir).
+    Cwd,
 }
 
 /// One trapped call, decoded from its registers.
@@ -258,7 +260,7 @@ impl Call {
             ],
             Args::SendMsg { msg, .. } => [Some(Want::Block(*msg)), None, None],
             Args::SendMmsg { .. } | Args::Listen { .. } => [None, None, None],
-            Args::Credentials { .. } => [None, None, None],
+            Args::Credentials { .. } | Args::Cwd => [None, None, None],
         }
     }
 }
@@ -636,6 +638,7 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
         Shape::Credentials { umask } => Args::Credentials {
             umask: umask.map(a32),
         },
+        Shape::Cwd => Args::Cwd,
     };
     Ok(Call {
         syscall: row.name,
@@ -673,6 +676,7 @@ mod tests {
             "bind" | "listen" => "bind",
             "setuid" | "setgid" | "setreuid" | "setregid" | "setresuid" | "setresgid"
             | "setfsuid" | "setfsgid" | "setgroups" | "capset" | "umask" => "credentials",
+            "chdir" | "fchdir" => "cwd",
             _ => return None,
         })
     }
@@ -737,6 +741,8 @@ mod tests {
         "setgroups",
         "capset",
         "umask",
+        "chdir",
+        "fchdir",
     ];
     /// aarch64 has only the *at forms, and renameat (glibc's rename() there).
     const AARCH64_TRAPPED: &[&str] = &[
@@ -783,6 +789,8 @@ mod tests {
         "setgroups",
         "capset",
         "umask",
+        "chdir",
+        "fchdir",
     ];
 
     fn kind(args: &Args) -> &'static str {
@@ -803,6 +811,7 @@ mod tests {
             Args::SendTo { .. } | Args::SendMsg { .. } | Args::SendMmsg { .. } => "send",
             Args::Bind { .. } | Args::Listen { .. } => "bind",
             Args::Credentials { .. } => "credentials",
+            Args::Cwd => "cwd",
         }
     }
 
@@ -920,6 +929,7 @@ mod tests {
             } => numbers.extend([(sock, 3), (vlen, 2), (flags, 0)]),
             Shape::Listen { sock, backlog } => numbers.extend([(sock, 3), (backlog, 5)]),
             Shape::Credentials { umask } => numbers.extend(umask.map(|i| (i, 0o022))),
+            Shape::Cwd => {}
         }
         for (i, v) in numbers {
             args[i] = v;

@@ -541,15 +541,26 @@ impl Judged {
 /// answered like the first but neither explained nor recorded again.
 fn handle(core: &Core, n: Notif, inject: Inject) {
     let start = Instant::now();
+    // A call of a thread whose chdir guard let through: that chdir is done.
+    base::settle(n.pid);
     let call = decode::decode(&n);
     #[cfg(debug_assertions)]
     fail_point(&call);
-    if let Ok(decode::Call {
-        args: decode::Args::Credentials { umask },
-        ..
-    }) = call
-    {
-        return credentials_change(core, &n, umask);
+    match call {
+        Ok(decode::Call {
+            args: decode::Args::Credentials { umask },
+            ..
+        }) => return credentials_change(core, &n, umask),
+        Ok(decode::Call {
+            args: decode::Args::Cwd,
+            ..
+        }) => {
+            base::cwd_changing(n.pid);
+            // Refused only should the listener be gone, and the caller with it.
+            let _ = core.listener.respond(n.id, 0, 0, true);
+            return;
+        }
+        _ => {}
     }
     let caller = core.callers.caller(n.pid, false);
     let resolved = call.and_then(|call| {

@@ -677,7 +677,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r
         }
         // Handled before this stage (the supervisor notes the change and lets it through).
-        Args::Credentials { .. } => return Ok(Resolution::Pass),
+        Args::Credentials { .. } | Args::Cwd => return Ok(Resolution::Pass),
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)

@@ -105,6 +105,78 @@ fn emulation_works_without_addfd_too() {
     );
 }
 
+/// guard remembers each thread's working directory between its calls, and traps chdir and
+/// fchdir to know when to look again. Two threads sharing their working directory, one moving
+/// it between `a` and `b` (chdir, and fchdir every third time) and both making a file after
+/// each move (the other thread first, which had made a file where they started, then the
+/// mover), make every file where they do bare: in the directory just moved to. A shell that
+/// moves and makes files itself (`cd`, `: >`: no new process) does too. As root and
+/// unprivileged.
+#[test]
+fn files_are_made_where_a_thread_or_its_sibling_last_moved() {
+    let moves = 12;
+    let script = "for i in 1 2 3 4 5 6 7 8; do if [ $((i % 2)) = 0 ]; then cd \"$W/a\"; else cd \"$W/b\"; fi; : > s-$i; done";
+    // Where bare would leave everything, relative to the starting directory.
+    let mut want = vec!["w-0".to_string()];
+    for i in 1..=moves {
+        let d = ["a", "b"][i % 2];
+        want.push(format!("{d}/m-{i}"));
+        want.push(format!("{d}/w-{i}"));
+    }
+    for i in 1..=8 {
+        want.push(format!("{}/s-{i}", ["a", "b"][i % 2]));
+    }
+    want.sort();
+    let made = |top: &std::path::Path| {
+        let mut names = Vec::new();
+        for (d, prefix) in [
+            (top.to_path_buf(), ""),
+            (top.join("a"), "a/"),
+            (top.join("b"), "b/"),
+        ] {
+            for e in std::fs::read_dir(&d).expect("read_dir") {
+                let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+                if name != "a" && name != "b" && name != ".keep" {
+                    names.push(format!("{prefix}{name}"));
+                }
+            }
+        }
+        names.sort();
+        names
+    };
+    let bare = Workspace::new();
+    bare.write("a/.keep", "");
+    bare.write("b/.keep", "");
+    let status = Command::new(bare.probe())
+        .args(["cwd-threads", &moves.to_string()])
+        .current_dir(&bare.ws)
+        .status()
+        .expect("probe");
+    assert!(status.success());
+    let status = Command::new("sh")
+        .args(["-c", script])
+        .env("W", &bare.ws)
+        .current_dir(&bare.ws)
+        .status()
+        .expect("sh");
+    assert!(status.success());
+    assert_eq!(made(&bare.ws), want, "bare");
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        w.write("a/.keep", "");
+        w.write("b/.keep", "");
+        let out = w
+            .exec(&["agent"])
+            .run(&[&w.probe(), "cwd-threads", &moves.to_string()]);
+        assert_eq!(crate::util::probe_result(&out), "ok", "{}", out.stderr());
+        let out = w
+            .exec(&["agent"])
+            .env("W", &w.ws)
+            .run(&["sh", "-c", script]);
+        out.expect_code(0);
+        assert_eq!(made(&w.ws), want, "unprivileged: {}", w.unprivileged);
+    }
+}
+
 /// guard keeps the directories a command's relative paths start from between calls, and the
 /// directories of `dir/name` paths. What a call means must still be decided by where the
 /// caller is now: after a `cd`, a relative delete is judged and made in the new directory;

@@ -287,6 +287,57 @@ fn main() {
                 }
                 0
             }
+            "cwd-threads" => {
+                // Two threads of one process share their working directory: the main thread
+                // moves between `a` and `b` (chdir, and fchdir every third time) N times, and
+                // after each move both threads create a file relative to it: `w-I` by the
+                // other thread (which made `w-0` before the first move), then `m-I` by the
+                // mover.
+                let n: usize = s(1).parse().unwrap_or(10);
+                let (go_tx, go_rx) = std::sync::mpsc::channel::<usize>();
+                let (done_tx, done_rx) = std::sync::mpsc::channel::<i64>();
+                let create = |name: String| {
+                    let name = CString::new(name).expect("no NUL");
+                    let fd = libc::open(name.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o644);
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                    i64::from(fd.min(0))
+                };
+                let other = std::thread::spawn(move || {
+                    let _ = done_tx.send(create("w-0".into()));
+                    while let Ok(i) = go_rx.recv() {
+                        let _ = done_tx.send(create(format!("w-{i}")));
+                    }
+                });
+                let mut rc = done_rx.recv().unwrap_or(-1);
+                let dirs = [c(OsStr::new("a")), c(OsStr::new("b"))];
+                let fds = dirs
+                    .each_ref()
+                    .map(|d| libc::open(d.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY));
+                for i in 1..=n {
+                    let to = i % 2;
+                    let moved = if i % 3 == 0 {
+                        libc::fchdir(fds[to])
+                    } else {
+                        // `a` and `b` are siblings: the first move is from their parent.
+                        let path = if i == 1 {
+                            ["a", "b"][to].to_string()
+                        } else {
+                            format!("../{}", ["a", "b"][to])
+                        };
+                        libc::chdir(CString::new(path).expect("no NUL").as_ptr())
+                    };
+                    rc = rc.min(i64::from(moved));
+                    // The other thread first, before the mover makes a call of its own.
+                    let _ = go_tx.send(i);
+                    rc = rc.min(done_rx.recv().unwrap_or(-1));
+                    rc = rc.min(create(format!("m-{i}")));
+                }
+                drop(go_tx);
+                let _ = other.join();
+                rc
+            }
             "sleep-then-write" => {
                 // For kill tests: wait, then try to change a file every 50 ms for N tries.
                 let tries: u32 = s(2).parse().unwrap_or(100);
