@@ -75,6 +75,10 @@ digests of the tree before and after included, in {ms(at)} s, when a profile lay
 switches its mass-deletion rule off. With the rule on, `--atomic` makes it a denial: the run is
 stopped after {at_stop_n} deletions and the workspace restored, in {ms(at_stop)} s.
 
+A call relative to the working directory starts from the directory guard remembers for the
+calling thread; chdir and fchdir are trapped and let through, so that guard knows when to look
+again (a chdir costs one notification more than bare).
+
 A file the run made since the last checkpoint (a build's or git's temporary file) is deleted
 without keeping a copy: a rollback removes it anyway. Its deletion costs {f(c('unlink-made',2),0)} µs instead of
 {f(c('unlink-existing',2),0)} µs.

@@ -29,7 +29,8 @@
 //! holds while no chdir has come since ([`EPOCH`], bumped by each), and none is on its way:
 //! guard lets a chdir through and cannot see it finish, so from its notification until it is
 //! seen done ([`settle`]: the thread's next call, the thread's directory seen to change or
-//! the thread gone) every call looks its directory up as before. A remembered directory is
+//! the thread gone, looked at once a millisecond at most) every call looks its directory up
+//! as before. A remembered directory is
 //! taken for at most [`CWD_TTL`], well within the time a reused thread id would need (the
 //! whole pid space to wrap), and without its owner and mode (read again by `fstat` if the
 //! walk needs them: they may change from outside the sandbox). Wherever a remembered
@@ -118,9 +119,23 @@ struct Unsettled {
     before: Option<Identity>,
 }
 
-static UNSETTLED: Mutex<Vec<Unsettled>> = Mutex::new(Vec::new());
-/// `UNSETTLED`'s length, read without the lock on every call.
+/// The chdirs on their way, and when [`epoch`] last looked at their threads.
+struct Pending {
+    list: Vec<Unsettled>,
+    looked: Option<Instant>,
+}
+
+static UNSETTLED: Mutex<Pending> = Mutex::new(Pending {
+    list: Vec::new(),
+    looked: None,
+});
+/// How many chdirs are on their way, read without the lock on every call.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// How often [`epoch`] looks whether a chdir on its way is done. A chdir that fails, or
+/// that stays where it was (`cd .`), changes nothing to see: until its thread's next call,
+/// every call relative to a cwd would pay a second `statx` otherwise.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 thread_local! {
     /// This worker's kept directories: its own, but reachable by [`forget`] from any worker
@@ -218,7 +233,12 @@ fn epoch() -> Option<u64> {
     if PENDING.load(Ordering::SeqCst) == 0 {
         return Some(e);
     }
-    let mut unsettled = lock(&UNSETTLED);
+    let mut pending = lock(&UNSETTLED);
+    if pending.looked.is_some_and(|at| at.elapsed() < LOOK_EVERY) {
+        return None;
+    }
+    pending.looked = Some(Instant::now());
+    let unsettled = &mut pending.list;
     let before = unsettled.len();
     unsettled.retain(|u| {
         let mut buf = [0u8; 48];
@@ -248,9 +268,11 @@ pub fn cwd_changing(tid: u32) {
         .ok()
         .as_ref()
         .and_then(identity);
-    let mut unsettled = lock(&UNSETTLED);
-    unsettled.push(Unsettled { tid, before });
-    PENDING.store(unsettled.len(), Ordering::SeqCst);
+    let mut pending = lock(&UNSETTLED);
+    pending.list.push(Unsettled { tid, before });
+    // Its thread is looked at on the next lookup, however recent the last look.
+    pending.looked = None;
+    PENDING.store(pending.list.len(), Ordering::SeqCst);
     EPOCH.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -259,11 +281,11 @@ pub fn settle(tid: u32) {
     if PENDING.load(Ordering::SeqCst) == 0 {
         return;
     }
-    let mut unsettled = lock(&UNSETTLED);
-    let before = unsettled.len();
-    unsettled.retain(|u| u.tid != tid);
-    if unsettled.len() != before {
-        PENDING.store(unsettled.len(), Ordering::SeqCst);
+    let mut pending = lock(&UNSETTLED);
+    let before = pending.list.len();
+    pending.list.retain(|u| u.tid != tid);
+    if pending.list.len() != before {
+        PENDING.store(pending.list.len(), Ordering::SeqCst);
         EPOCH.fetch_add(1, Ordering::SeqCst);
     }
 }
