@@ -1007,10 +1007,12 @@ cat >>"$REPORT" <<NOTES
   (DESIGN.md). The system calls per judged call are in the table above: the notification
   ioctls (the receive, which the supervisor waits in, and the answer; the id-valid check
   only before guard acts on what it read, so not for a missing name it answers ENOENT), one
-  \`process_vm_readv\` for the arguments, the walk of the path (a \`statx\` of the caller's
-  cwd, which tells the worker which directory it leads to now, kept open from an earlier call;
-  the lookup of the final name; a \`readlinkat\` of that directory in the thread's own /proc
-  fd directory for the path the policy judges), where the caller differs from guard by more
+  \`process_vm_readv\` for the arguments, the walk of the path (the caller's cwd as the
+  worker remembers it for that thread since its last call, with an \`fstat\` of it for its owner
+  and mode, or else a \`statx\` of the caller's cwd, which tells the worker which directory it
+  leads to now, kept open from an earlier call; the lookup of the final name; \`fchdir\` into
+  that directory, \`getcwd\` and \`fchdir\` back for the path the policy judges, 0.75 µs
+  against 1.74 for the \`readlinkat\` through /proc they replace), where the caller differs from guard by more
   than capabilities the switch to the caller's credentials and back (\`capset\`), and for the calls that change something the check of the name again, the
   journal's append and the call itself. A system call costs about 0.2-2.5 µs in this VM
   (\`getpid\` and \`open-read\` bare); section 5's per-call rows time decode, read, resolve,
