@@ -23,19 +23,18 @@
 //! A thread's working directory changes only by its own chdir or fchdir, or by another
 //! thread's that shares it (threads of a process, `CLONE_FS`): chroot, unshare and setns are
 //! refused in the sandbox, and exec keeps it. Both calls are trapped and let through, so each
-//! worker also remembers, per thread, the directory the `statx` of its `cwd` found
-//! ([`Cwds`]), and the next call of that thread relative to its cwd takes it without the
+//! worker also remembers, per thread, the directory the `statx` of its `cwd` found (a
+//! [`Cwd`]), and the next call of that thread relative to its cwd takes it without the
 //! `statx` (2.2 µs here, the largest single part of such a call). A remembered directory
 //! holds while no chdir has come since ([`EPOCH`], bumped by each), and none is on its way:
 //! guard lets a chdir through and cannot see it finish, so from its notification until it is
-//! seen done ([`settle`]: the thread's next call, the thread's directory seen to change or
-//! the thread gone, looked at once a millisecond at most) every call looks its directory up
-//! as before. A remembered directory is
-//! taken for at most [`CWD_TTL`], well within the time a reused thread id would need (the
-//! whole pid space to wrap), and without its owner and mode (read again by `fstat` if the
-//! walk needs them: they may change from outside the sandbox). Wherever a remembered
-//! directory were wrong, guard would judge and act on the same directory, never on one it did
-//! not judge.
+//! seen done ([`settle`]: the thread's next call; [`epoch`]: the thread's directory seen to
+//! change, or the thread gone, looked at once a millisecond at most) every call looks its
+//! directory up as before. A remembered directory is taken for at most [`CWD_TTL`], well
+//! within the time a reused thread id would need (the whole pid space to wrap), and without
+//! its owner and mode (read again by `fstat` if the walk needs them: they may change from
+//! outside the sandbox). Wherever a remembered directory were wrong, guard would judge and
+//! act on the same directory, never on one it did not judge.
 
 use std::ffi::CStr;
 use std::io::{self, Write as _};
