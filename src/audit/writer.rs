@@ -121,7 +121,7 @@ pub struct AuditStats {
 
 enum Msg {
     Event(Timestamp, Box<Event>),
-    /// A decision whose event the writer thread builds (see [`AuditWriter::decision_with`]).
+    /// A decision whose event the writer thread builds (see [`AuditHandle::decision_with`]).
     Decision(Timestamp, Box<dyn FnOnce() -> Decision + Send>),
 }
 

@@ -5,9 +5,10 @@
 //!
 //! Each hook does two kinds of work. The journal's bookkeeping (stat, keep a pre-image in the
 //! store, append to the log) is guard's own and is done with guard's credentials. The one call
-//! that performs the caller's own mutation goes through [`as_caller`], which takes on the
-//! caller's credentials (fsuid, fsgid, groups, capabilities, umask), so the kernel judges
-//! exactly that call as it would have judged the caller's.
+//! that performs the caller's own mutation goes through
+//! [`as_caller`](crate::creds::as_caller), which takes on the caller's credentials (fsuid,
+//! fsgid, groups, capabilities, umask), so the kernel judges exactly that call as it would have
+//! judged the caller's.
 
 use std::ffi::OsStr;
 use std::io;

@@ -1,5 +1,5 @@
 //! Profiles: TOML schema, built-in profiles, `extends`, variables, validation -> one immutable
-//! [`Policy`]; and the pure [`decide`] function. No I/O besides reading profile files.
+//! [`Policy`]; and the pure [`decide()`] function. No I/O besides reading profile files.
 //!
 //! The pipeline inside: `chain` loads the files of a profile chain (`raw` is their schema),
 //! `resolve` merges and validates them (`diagnose` words parse errors) into the `model` types

@@ -1,4 +1,4 @@
-//! [`react`]: what a verdict means for the run, beside [`decide`](super::decide) and as pure.
+//! [`react`]: what a verdict means for the run, beside [`decide`](super::decide()) and as pure.
 //! `decide` says whether one call may happen; `react` says what else happens because of it:
 //! checkpoints before a risky call or a new command, and what the profile's `on-deny` makes of a
 //! denial (the call just fails, the command is rolled back, or the run ends). The supervisor

@@ -1,7 +1,8 @@
 //! Rules on volume: one command deleting much of the workspace is a policy event of its own,
 //! whatever program does it (`rm -rf ./*`, `find . -delete`, `shutil.rmtree`, `git rm -r .`).
 //! No single delete is wrong; the count is. The supervisor counts, per command, the deletes of
-//! workspace entries that existed when the command started, and asks [`judge`] at each one.
+//! workspace entries that existed when the command started, and asks [`crosses`] and
+//! [`verdict`] at each one.
 
 use super::model::{Action, Builtin, MassDelete, RuleId, Verdict};
 
