@@ -237,36 +237,37 @@ fn epoch() -> Option<u64> {
         return None;
     }
     pending.looked = Some(Instant::now());
-    let unsettled = &mut pending.list;
-    let before = unsettled.len();
-    unsettled.retain(|u| {
-        let mut buf = [0u8; 48];
-        let now = callers_link(u.tid, libc::AT_FDCWD as u64, false, &mut buf)
-            .and_then(|link| sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID));
-        match now {
-            // Still where it was: the chdir may be on its way yet.
-            Ok(st) => identity(&st).is_some_and(|now| Some(now) == u.before),
-            // Gone: nothing of it is on its way.
-            Err(_) => false,
+    // Still where it was: the chdir may be on its way yet. Gone: nothing of it is.
+    let e =
+        pending.settle_where(|u| cwd_identity(u.tid).is_none_or(|now| Some(now) != u.before))?;
+    pending.list.is_empty().then_some(e)
+}
+
+/// The identity of thread `tid`'s working directory now, when it can be told.
+fn cwd_identity(tid: u32) -> Option<Identity> {
+    let mut buf = [0u8; 48];
+    let link = callers_link(tid, libc::AT_FDCWD as u64, false, &mut buf).ok()?;
+    identity(&sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID).ok()?)
+}
+
+impl Pending {
+    /// Drops the chdirs `done` says are done; when there were any, every remembered working
+    /// directory is stale from now on: the new epoch.
+    fn settle_where(&mut self, mut done: impl FnMut(&Unsettled) -> bool) -> Option<u64> {
+        let before = self.list.len();
+        self.list.retain(|u| !done(u));
+        if self.list.len() == before {
+            return None;
         }
-    });
-    if unsettled.len() == before {
-        return None;
+        PENDING.store(self.list.len(), Ordering::SeqCst);
+        Some(EPOCH.fetch_add(1, Ordering::SeqCst) + 1)
     }
-    PENDING.store(unsettled.len(), Ordering::SeqCst);
-    let e = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
-    unsettled.is_empty().then_some(e)
 }
 
 /// Thread `tid` is about to be let through chdir or fchdir: every remembered working
 /// directory is stale, and none is remembered until the call is seen done.
 pub fn cwd_changing(tid: u32) {
-    let mut buf = [0u8; 48];
-    let before = callers_link(tid, libc::AT_FDCWD as u64, false, &mut buf)
-        .and_then(|link| sys::fs::statx_at(None, link, 0, MASK | libc::STATX_MNT_ID))
-        .ok()
-        .as_ref()
-        .and_then(identity);
+    let before = cwd_identity(tid);
     let mut pending = lock(&UNSETTLED);
     pending.list.push(Unsettled { tid, before });
     // Its thread is looked at on the next lookup, however recent the last look.
@@ -277,15 +278,8 @@ pub fn cwd_changing(tid: u32) {
 
 /// Thread `tid` makes a call: a chdir of its that guard let through is done.
 pub fn settle(tid: u32) {
-    if PENDING.load(Ordering::SeqCst) == 0 {
-        return;
-    }
-    let mut pending = lock(&UNSETTLED);
-    let before = pending.list.len();
-    pending.list.retain(|u| u.tid != tid);
-    if pending.list.len() != before {
-        PENDING.store(pending.list.len(), Ordering::SeqCst);
-        EPOCH.fetch_add(1, Ordering::SeqCst);
+    if PENDING.load(Ordering::SeqCst) != 0 {
+        lock(&UNSETTLED).settle_where(|u| u.tid == tid);
     }
 }
 
@@ -487,7 +481,8 @@ mod tests {
 
     /// A thread's working directory is remembered (taken without its owner, which a lookup
     /// reads) until a chdir is noted; while one is on its way (noted, the thread still where
-    /// it was) every call looks it up; once the thread makes a call, it is remembered again.
+    /// it was) every call looks it up; once the thread makes a call, or its directory is seen
+    /// changed (a real process's `cd`), it is remembered again.
     #[test]
     fn a_working_directory_is_remembered_until_a_chdir_is_noted() {
         let me = std::process::id();
@@ -510,6 +505,45 @@ mod tests {
         settle(me);
         assert!(looked_up(), "stale after the chdir");
         assert!(!looked_up(), "remembered again");
+
+        // A chdir seen done without its thread's next call: another process's, moved by a
+        // word on its stdin, looked at again once its directory changed.
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "read x; cd \"$0\" && read y"])
+            .arg(dir.path())
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let pid = sh.id();
+        let its = || base(pid, cwd).expect("its base");
+        assert!(its().1.is_some(), "looked up");
+        assert!(its().1.is_none(), "remembered");
+        cwd_changing(pid);
+        assert!(its().1.is_some(), "a chdir on its way");
+        let mut stdin = sh.stdin.take().expect("stdin");
+        writeln!(stdin, "go").expect("write");
+        let moved = || {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+                == std::fs::canonicalize(dir.path()).ok()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !moved() {
+            assert!(Instant::now() < deadline, "sh never moved");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(LOOK_EVERY);
+        let (now, _) = its();
+        assert_eq!(
+            ino(&now),
+            std::fs::metadata(dir.path())
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .expect("dir")
+        );
+        assert!(its().1.is_none(), "settled: remembered again");
+        writeln!(stdin, "end").expect("write");
+        sh.wait().expect("wait");
     }
 
     #[test]

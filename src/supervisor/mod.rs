@@ -554,12 +554,7 @@ fn handle(core: &Core, n: Notif, inject: Inject) {
         Ok(decode::Call {
             args: decode::Args::Cwd,
             ..
-        }) => {
-            base::cwd_changing(n.pid);
-            // Refused only should the listener be gone, and the caller with it.
-            let _ = core.listener.respond(n.id, 0, 0, true);
-            return;
-        }
+        }) => return cwd_change(core, &n),
         _ => {}
     }
     let caller = core.callers.caller(n.pid, false);
@@ -704,6 +699,14 @@ fn credentials_change(core: &Core, n: &Notif, umask: Option<u32>) {
     if let (Some(mask), Ok(())) = (umask, answered) {
         core.callers.umask_set(n.pid, mask);
     }
+}
+
+/// A chdir or fchdir: let through, with the working directories the workers remember made
+/// stale first (`base`).
+fn cwd_change(core: &Core, n: &Notif) {
+    base::cwd_changing(n.pid);
+    // Refused only should the listener be gone, and the caller with it.
+    let _ = core.listener.respond(n.id, 0, 0, true);
 }
 
 #[cfg(test)]
