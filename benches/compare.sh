@@ -12,7 +12,7 @@
 # 1. start-up cost of `true` bare and under each tool (hyperfine), and of guard in a state
 #    directory that has seen PAST_RUNS (2000) runs;
 # 2. fixed cost of a transaction (an empty run: journal begin + seal) on a one-file workspace
-#    and on a 10,000-file tree, and with --atomic (which digests the tree at start);
+#    and on a 10,000-file tree, and with --atomic (and --verify, which digests the tree at start);
 # 3. cost of one system call, trapped and judged by guard or not, with guard-callloop
 #    (tests/helpers/src/bin/guard-callloop.rs) run bare, under guard (default, without SYNC_WAKE_UP, without
 #    ADDFD), under strace; including calls that make the journal save a pre-image;
@@ -386,15 +386,18 @@ TREE_SUM=$(manifest "$TREE")
 # ---------------------------------------------------------------------------------------------
 # 2. Fixed cost of a transaction: `true` under guard begins a journal (checkpoint "run start")
 # and seals it at the end, with nothing in between. The same on a workspace holding the tree:
-# an ordinary run must not scan it; --atomic digests it at the start (to prove a rollback).
+# an ordinary run must not scan it, nor does --atomic; --verify digests it at the start (to
+# prove a rollback against it).
 FIXED_MD="$WORK/fixed.md"
 if avail hyperfine; then
     log "fixed cost of a transaction: hyperfine --warmup 5 --runs $RUNS"
     fnames=("true (bare)" "guard, 1-file ws" "guard -p observe, 1-file ws" "guard --atomic, 1-file ws"
-        "guard, 10k-file ws" "guard -p observe, 10k-file ws" "guard --atomic, 10k-file ws")
+        "guard, 10k-file ws" "guard -p observe, 10k-file ws" "guard --atomic, 10k-file ws"
+        "guard --atomic --verify, 10k-file ws")
     fcmds=("true" "$GUARD exec -w $WS -- true" "$GUARD exec -w $WS -p observe -- true"
         "$GUARD exec -w $WS --atomic -- true" "$GUARD exec -w $TREE -- true"
-        "$GUARD exec -w $TREE -p observe -- true" "$GUARD exec -w $TREE --atomic -- true")
+        "$GUARD exec -w $TREE -p observe -- true" "$GUARD exec -w $TREE --atomic -- true"
+        "$GUARD exec -w $TREE --atomic --verify -- true")
     hf=(hyperfine -N --warmup 5 --runs "$RUNS" --style basic --export-json "$RAW/fixed.json")
     for i in "${!fcmds[@]}"; do hf+=(-n "${fnames[$i]}" "${fcmds[$i]}"); done
     (cd "$WS" && "${hf[@]}") >&2
@@ -673,7 +676,7 @@ for ((r = 1; r <= REPS_RM; r++)); do
     UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*: \([0-9]*\) change(s) undone.*/\1/p')
     check_restored "$r"
     # --atomic: the same rm -rf in a run that then fails, so guard rolls the whole run back
-    # before it exits (the digest at the start, the deletions, the rollback, the check). The
+    # before it exits (the deletions, the rollback, its check of each path restored). The
     # agent profile's mass-deletion rule would stop this rm -rf half-way (--atomic makes the
     # rule a denial); a profile layered on top switches the rule off, so all of it runs.
     t=$(date +%s%N)
@@ -681,6 +684,13 @@ for ((r = 1; r <= REPS_RM; r++)); do
     printf 'rm-atomic\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
     ATOMIC_UNDONE=$(printf '%s\n' "$out" | sed -n 's/.*(\([0-9]*\) change(s) undone).*/\1/p')
     check_restored "atomic-$r"
+    sync
+    # The same with --verify: the whole tree digested before the command and after the rollback.
+    t=$(date +%s%N)
+    out=$(cd "$RMWS" && "$GUARD" exec -w "$RMWS" -p agent -p "$NO_MASS_DELETE" --atomic --verify -- sh -c 'rm -rf tree; exit 3' 2>&1 >/dev/null) || true
+    printf 'rm-atomic-verify\t%s\t%s\n' "$r" "$(ms_since "$t")" >>"$RAW/rm.tsv"
+    [[ $out != *differs* ]] || CHECK_FAIL+=" atomic-verify-digest-$r"
+    check_restored "atomic-verify-$r"
     sync
     # The same with the agent profile as it is: the rule stops the run at half the workspace.
     t=$(date +%s%N)
@@ -705,7 +715,7 @@ done
 rm -rf "$RMWS" "$SMALLWS"
 unset GUARD_KEEP_RUNS
 declare -A RMED=() RLO=() RHI=()
-for k in rm-bare rm-guard rollback rm-atomic rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
+for k in rm-bare rm-guard rollback rm-atomic rm-atomic-verify rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
     read -r med lo hi < <(awk -F'\t' -v k="$k" '$1==k {print $3}' "$RAW/rm.tsv" | sort -g | awk '{v[NR]=$1} END {
         med = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2
         print med, v[1], v[NR] }')
@@ -714,12 +724,13 @@ done
 RM_MD="$WORK/rm.md"
 {
     printf '| what (%s repetitions) | median ms | min ms | max ms |\n|---|---:|---:|---:|\n' "$REPS_RM"
-    for k in rm-bare rm-guard rollback rm-atomic rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
+    for k in rm-bare rm-guard rollback rm-atomic rm-atomic-verify rm-atomic-stopped rollback-1-big rollback-1-small cp git; do
         case $k in
         rm-bare) d='`rm -rf tree`, bare' ;;
         rm-guard) d='`guard exec -- rm -rf tree` (whole run: start, rm, seal)' ;;
         rollback) d='`guard rollback RUN` of that run' ;;
-        rm-atomic) d="\`guard exec -p agent -p no-mass-delete.toml --atomic -- sh -c \"rm -rf tree; exit 3\"\` (whole run: digest, rm of all $ATOMIC_UNDONE entries, rollback at exit, check)" ;;
+        rm-atomic) d="\`guard exec -p agent -p no-mass-delete.toml --atomic -- sh -c \"rm -rf tree; exit 3\"\` (whole run: rm of all $ATOMIC_UNDONE entries, rollback at exit, each restored path checked)" ;;
+        rm-atomic-verify) d="the same with \`--verify\` (the whole tree digested before the command and after the rollback, and compared)" ;;
         rm-atomic-stopped) d="\`guard exec --atomic -- sh -c \"rm -rf tree; exit 3\"\` (agent's mass-deletion rule stops it: $STOPPED_UNDONE entries deleted, then rolled back and checked)" ;;
         rollback-1-big) d='`guard rollback` of a run that deleted 1 file, in the 10k-file workspace' ;;
         rollback-1-small) d='`guard rollback` of a run that deleted 1 file, in a 1-file workspace' ;;
@@ -823,9 +834,10 @@ the workspace, so it makes no journal (the first change would).
 \`hyperfine -N --warmup 5 --runs $RUNS\`, all rows in one hyperfine run (so with section 1's
 rows these are two samples of the same commands, minutes apart). "10k-file ws" is a workspace
 holding the generated tree of section 4 ($TREE_FILES files in $TREE_DIRS directories,
-$TREE_MB MB of content, $TREE_DU_MB MB on disk). \`--atomic\` makes guard digest the whole tree
-(names, types, modes, sha256 of every file) at the start, to prove a rollback; it is measured
-separately for that reason. Runs are pruned to the newest 20 at the end of each run (the default),
+$TREE_MB MB of content, $TREE_DU_MB MB on disk). \`--atomic --verify\` makes guard digest the
+whole tree (names, types, modes, sha256 of every file) at the start, to prove a rollback against
+it; it is measured separately for that reason (\`--atomic\` alone checks each path a rollback
+restores, and reads nothing at the start). Runs are pruned to the newest 20 at the end of each run (the default),
 as in ordinary use.
 
 $(cat "$FIXED_MD")
@@ -996,10 +1008,11 @@ cat >>"$REPORT" <<NOTES
   guard against $(fixed_ms "true (bare)") ms bare ($(fixed_ms "guard -p observe, 1-file ws") ms
   with \`-p observe\`); on the 10,000-file workspace $(fixed_ms "guard, 10k-file ws") ms
   ($(fixed_ms "guard -p observe, 10k-file ws") ms observe): an ordinary run does not scan the
-  workspace, the journal only records what the command does. \`--atomic\` does scan it: its
-  digest at the start costs $(fixed_ms "guard --atomic, 10k-file ws") ms on the 10k tree
-  against $(fixed_ms "guard --atomic, 1-file ws") ms on a one-file workspace, i.e. it grows
-  with the workspace's size and content.
+  workspace, the journal only records what the command does, and neither does \`--atomic\`
+  ($(fixed_ms "guard --atomic, 10k-file ws") ms on the 10k tree, $(fixed_ms "guard --atomic, 1-file ws")
+  ms on one file). \`--atomic --verify\` does scan it: its digest at the start costs
+  $(fixed_ms "guard --atomic --verify, 10k-file ws") ms on the 10k tree, i.e. it grows with
+  the workspace's size and content.
 - **A judged call costs one notification round trip plus the supervisor's work**, and the
   supervisor's work dominates: its own time per call (audit \`latency_us\`) is about
   $SUP_UNLINK µs for unlink-missing, $SUP_OPENW µs for open-write, $SUP_UNLINKX µs for
@@ -1050,9 +1063,9 @@ cat >>"$REPORT" <<NOTES
   with the workspace (no digest of the tree unless \`--verify\` is given): rolling back a
   one-file deletion takes ${RMED[rollback-1-big]} ms in the 10k-file workspace against
   ${RMED[rollback-1-small]} ms in a one-file workspace. The \`--atomic\` run does it all in one
-  command: a digest of the whole tree at the start, the ${ATOMIC_UNDONE} judged deletions, the rollback
-  when the command fails, and a second digest to prove the tree is back:
-  ${RMED[rm-atomic]} ms. That run layers a profile that switches the agent profile's
+  command: the ${ATOMIC_UNDONE} judged deletions, the rollback when the command fails, each
+  restored path checked: ${RMED[rm-atomic]} ms; with \`--verify\`, a digest of the whole tree
+  at the start and a second one to prove the tree is back, ${RMED[rm-atomic-verify]} ms. That run layers a profile that switches the agent profile's
   mass-deletion rule off: with the rule on, \`--atomic\` makes it a denial, and the run is
   stopped after ${STOPPED_UNDONE} deletions and rolled back, in ${RMED[rm-atomic-stopped]} ms. For context, \`cp -a\` of the tree (the naive snapshot, taken
   before every run) costs ${RMED[cp]} ms and a first \`git add -A && git commit\` ${RMED[git]} ms;

@@ -22,6 +22,7 @@ c = lambda k, i: first(calls[k][i])
 s2_1 = row("guard, 1-file ws")[2]; s2_10k = row("guard, 10k-file ws")[2]
 rm_bare = row("`rm -rf tree`, bare")[1]; rm_g = row("`guard exec -- rm -rf tree`")[1]
 rb = row("`guard rollback RUN` of that run")[1]; at = row("`guard exec -p agent -p no-mass-delete.toml --atomic")[1]
+at_verify = row("the same with `--verify`")[1]
 at_stop_row = row("`guard exec --atomic -- sh -c")
 at_stop = at_stop_row[1]
 at_stop_n = re.search(r"stops it: (\d+) entries", at_stop_row[0]).group(1)
@@ -70,9 +71,9 @@ An empty transaction (`guard exec -- true`: run directory, audit log, private tm
 not grow with the workspace: {f(s2_1)} ms with one file, {f(s2_10k)} ms with 10,000 (section 2). `rm -rf`
 of 10,000 files takes {ms(rm_g)} s as a whole guard run ({ms(rm_bare)} s bare: the files are kept in the
 store, not freed). `guard rollback` restores them in {ms(rb)} s, each restored path checked
-(`--verify` digests the whole tree). `guard exec --atomic` does all of it in one command, the
-digests of the tree before and after included, in {ms(at)} s, when a profile layered on `agent`
-switches its mass-deletion rule off. With the rule on, `--atomic` makes it a denial: the run is
+(`--verify` digests the whole tree). `guard exec --atomic` does all of it in one command, each
+restored path checked, in {ms(at)} s ({ms(at_verify)} s with `--verify`, the whole tree digested
+before and after), when a profile layered on `agent` switches its mass-deletion rule off. With the rule on, `--atomic` makes it a denial: the run is
 stopped after {at_stop_n} deletions and the workspace restored, in {ms(at_stop)} s.
 
 A call relative to the working directory starts from the directory guard remembers for the

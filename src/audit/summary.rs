@@ -19,8 +19,9 @@ pub const MAX_DENIED: usize = 50;
 /// Longest `target` text in a [`DeniedEntry`], in characters.
 const MAX_TARGET_CHARS: usize = 256;
 
-/// Fields are snake_case. `files_changed`, `digest_before` and `digest_after` are null until the
-/// journal provides them.
+/// Fields are snake_case. `files_changed` is null until the journal provides it;
+/// `digest_before` and `digest_after` are the workspace's digests of a run with `--verify`
+/// (at its start, after a rollback during it), null otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// Always 1 for this layout.

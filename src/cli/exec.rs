@@ -36,6 +36,11 @@ pub struct ExecArgs {
     /// Roll the whole run back if the command fails or a call is denied.
     #[arg(long)]
     pub atomic: bool,
+    /// Digest the whole workspace (names, types, modes, contents) before the command starts and
+    /// after a rollback during the run, and say when they differ (without it, a rollback checks
+    /// each path it restored; the digest reads every file twice)
+    #[arg(long)]
+    pub verify: bool,
     /// Use at most this Landlock ABI version (to test degraded kernels).
     #[arg(long, env = "GUARD_LANDLOCK_ABI", value_name = "N")]
     pub landlock_abi: Option<u8>,
@@ -72,6 +77,7 @@ fn exec(args: ExecArgs) -> Result<i32, RunError> {
         .unwrap_or(DEFAULT_KEEP_RUNS);
     let mut run = Run::builder(Profiles::new(args.profile))
         .atomic(args.atomic)
+        .verify(args.verify)
         .sync_wake_up(!args.no_sync_wake_up)
         .addfd(!args.no_addfd)
         .keep_caps(args.keep_caps)

@@ -111,7 +111,7 @@ impl Cli {
 /// texts, the value parsers, clap's own tables), the command line's share of a start's time
 /// that could go. It takes `-p`/`--profile`, `-w`/`--workspace`, `--audit-log`, `--summary`
 /// and `--audit-otlp` with their value as the next argument or after `=` (a long option),
-/// the flags `--atomic`, `--keep-caps`, `--no-config`, `--no-sync-wake-up` and `--no-addfd`
+/// the flags `--atomic`, `--verify`, `--keep-caps`, `--no-config`, `--no-sync-wake-up` and `--no-addfd`
 /// once each, then the command after `--` or from its first argument that is no option.
 /// Anything else, and any command line while a variable an option can come from
 /// (`env_set`) is set, is `None`: the parsers behind it decide, and a test holds every
@@ -127,6 +127,7 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
         summary: None,
         audit_otlp: None,
         atomic: false,
+        verify: false,
         landlock_abi: None,
         no_sync_wake_up: false,
         no_addfd: false,
@@ -151,6 +152,7 @@ fn plain_exec(args: &[std::ffi::OsString], env_set: impl Fn(&str) -> bool) -> Op
         let text = arg.to_str()?;
         let flag = match text {
             "--atomic" => Some(&mut a.atomic),
+            "--verify" => Some(&mut a.verify),
             "--keep-caps" => Some(&mut a.keep_caps),
             "--no-config" => Some(&mut a.no_config),
             "--no-sync-wake-up" => Some(&mut a.no_sync_wake_up),
@@ -413,6 +415,7 @@ mod tests {
                 "guard", "exec", "-p", "agent", "-p", "x.toml", "--atomic", "--", "sh", "-c",
                 "exit 3",
             ],
+            &["guard", "exec", "--atomic", "--verify", "--", "true"],
             &[
                 "guard",
                 "exec",
@@ -530,6 +533,7 @@ mod tests {
             &["guard", "exec", "-p=agent", "x"],
             &["guard", "exec", "--profile=", "x"],
             &["guard", "exec", "--atomic", "--atomic", "x"],
+            &["guard", "exec", "--verify", "--verify", "x"],
             &["guard", "exec", "-w", "a", "-w", "b", "x"],
             &["guard", "exec", "--log-level", "debug", "--", "x"],
             &["guard", "exec", "--landlock-abi", "3", "--", "x"],

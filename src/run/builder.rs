@@ -52,6 +52,7 @@ impl Run {
             current_dir: None,
             state_dir: None,
             atomic: false,
+            verify: false,
             audit_log: None,
             audit_otlp: None,
             summary: None,
@@ -83,6 +84,7 @@ pub struct RunBuilder {
     pub(super) current_dir: Option<PathBuf>,
     pub(super) state_dir: Option<PathBuf>,
     pub(super) atomic: bool,
+    pub(super) verify: bool,
     pub(super) audit_log: Option<PathBuf>,
     pub(super) audit_otlp: Option<String>,
     pub(super) summary: Option<PathBuf>,
@@ -123,6 +125,17 @@ impl RunBuilder {
     /// ends the run).
     pub fn atomic(mut self, atomic: bool) -> Self {
         self.atomic = atomic;
+        self
+    }
+
+    /// Digest the whole workspace (every name, type, mode and file's content) before the command
+    /// starts, and again after a rollback during the run (`--atomic`, `on-deny = "rollback"`),
+    /// and say when the two differ. Without it, a rollback checks each path it restored (type,
+    /// mode, size, identity), as `guard rollback` does: the digest reads every file of the
+    /// workspace twice, which on a large one costs more than the run. The digest at the start
+    /// is recorded, so `guard rollback --verify` of this run compares with it later.
+    pub fn verify(mut self, verify: bool) -> Self {
+        self.verify = verify;
         self
     }
 
@@ -279,6 +292,7 @@ impl std::fmt::Debug for RunBuilder {
             .field("workspace", &self.workspace)
             .field("state_dir", &self.state_dir)
             .field("atomic", &self.atomic)
+            .field("verify", &self.verify)
             .field("features", &self.features)
             .field("forward_signals", &self.forward_signals)
             .field("subreaper", &self.subreaper)

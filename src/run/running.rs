@@ -105,6 +105,8 @@ pub(super) struct Active {
     pub exec_failed: bool,
     pub run_start: CheckpointId,
     pub digest_before: Option<String>,
+    /// Digest the workspace after a rollback during the run ([`RunBuilder::verify`]).
+    pub verify: bool,
     pub started: Instant,
     pub start_time: audit::Timestamp,
     pub meta: RunMeta,

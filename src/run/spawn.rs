@@ -203,11 +203,9 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             return Err(e);
         }
     };
-    // When a rollback may happen on its own, record the tree's digest to prove it afterwards.
-    // Nothing of the command has run yet: it cannot exec before the supervisor answers.
-    let may_roll_back = policy.transaction.on_deny != policy::OnDeny::Errno
-        || policy.transaction.on_failure == policy::OnFailure::Rollback;
-    let digest_before = if may_roll_back {
+    // With `verify`, record the tree's digest to prove a rollback afterwards. Nothing of the
+    // command has run yet: it cannot exec before the supervisor answers.
+    let digest_before = if b.verify {
         journal::tree_digest(&d.workspace, &policy.transaction.exclude).ok()
     } else {
         None
@@ -397,6 +395,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         exec_failed,
         run_start,
         digest_before,
+        verify: b.verify,
         started,
         start_time,
         meta,

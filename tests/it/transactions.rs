@@ -254,6 +254,58 @@ fn tree_workspace(files: usize, seed: u64) -> Workspace {
     w
 }
 
+/// `--atomic` alone checks each path its rollback restores and digests nothing: the summary
+/// and the rollback event carry no digest. With `--verify` the whole workspace is digested
+/// before the command and after the rollback, both the tree as it was.
+#[test]
+fn verify_digests_the_workspace_around_an_atomic_run_and_atomic_alone_does_not() {
+    let w = tree_workspace(40, 11);
+    let before = w.state();
+    let script = format!("rm {} {} && echo x > new.txt && exit 1", f(0), f(1));
+    let summary = |name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(w.root.join(name)).expect("summary");
+        serde_json::from_str(&text).expect("summary json")
+    };
+    for (flags, name) in [
+        (&["--atomic"][..], "plain"),
+        (&["--atomic", "--verify"], "verify"),
+    ] {
+        let file = w.root.join(format!("{name}.json"));
+        let out = w
+            .exec(&["agent"])
+            .args(flags)
+            .arg("--summary")
+            .arg(&file)
+            .run(&["sh", "-c", &script]);
+        assert_eq!(out.code(), 1, "{name}: {}", out.stderr());
+        assert!(
+            !out.stderr().contains("differs"),
+            "{name}: {}",
+            out.stderr()
+        );
+        assert_rolled_back(&w, &before, name, &out);
+        let s = summary(&format!("{name}.json"));
+        let event = &w.events("rollback")[0];
+        if name == "plain" {
+            assert!(s["digest_before"].is_null(), "{s}");
+            assert!(s["digest_after"].is_null(), "{s}");
+            assert_eq!(event["digest_after"], "", "{event}");
+        } else {
+            assert_eq!(
+                s["digest_before"].as_str(),
+                Some(before.digest.as_str()),
+                "{s}"
+            );
+            assert_eq!(
+                s["digest_after"].as_str(),
+                Some(before.digest.as_str()),
+                "{s}"
+            );
+            assert_eq!(event["digest_after"].as_str(), Some(before.digest.as_str()));
+        }
+    }
+}
+
 #[test]
 fn sed_in_place_edits_roll_back() {
     let w = tree_workspace(60, 3);
