@@ -89,11 +89,14 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr, is_dir: bool) -> io::Result<
     nix::unistd::unlinkat(Some(dir.as_raw_fd()), name, flag).map_err(io::Error::from)
 }
 
-/// openat(2) relative to `dir`, always with O_CLOEXEC | O_NOFOLLOW.
+/// openat(2) relative to `dir`, always with O_CLOEXEC | O_NOFOLLOW; a read leaves the file's
+/// access time ([`sys::fs::open_unseen`]).
 pub fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag, mode: u32) -> io::Result<OwnedFd> {
-    let flags = flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-    let bits = u64::try_from(flags.bits()).unwrap_or_default();
-    sys::process::openat2(dir, &cstr(name)?, bits, u64::from(mode), 0)
+    let name = cstr(name)?;
+    sys::fs::open_unseen(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW, |flags| {
+        let bits = u64::try_from(flags.bits()).unwrap_or_default();
+        sys::process::openat2(dir, &name, bits, u64::from(mode), 0)
+    })
 }
 
 /// The directory `rel` names beneath `root` (O_PATH), refusing symlinks and `..` escapes on the
@@ -134,22 +137,12 @@ pub fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<OsString>> 
 }
 
 /// [`list_dir`] with the type each entry is listed with (`None` where the filesystem gives
-/// none): a hint that can be out of date, never a stat.
+/// none): a hint that can be out of date, never a stat. The directory's access time stays.
 pub fn list_dir_typed(
     dir: BorrowedFd<'_>,
     name: &OsStr,
 ) -> io::Result<Vec<(OsString, Option<nix::dir::Type>)>> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut d = nix::dir::Dir::openat(Some(dir.as_raw_fd()), name, flags, Mode::empty())?;
-    let mut out = Vec::new();
-    for e in d.iter() {
-        let e = e?;
-        let n = e.file_name().to_bytes();
-        if n != b"." && n != b".." {
-            out.push((OsStr::from_bytes(n).to_owned(), e.file_type()));
-        }
-    }
-    Ok(out)
+    sys::fs::list_dir(Some(dir), name)
 }
 
 /// Sets owner (when different), permission bits (not on symlinks) and times of `dir/name`. An

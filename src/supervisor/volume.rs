@@ -218,11 +218,11 @@ fn count_entries(ws: &Path, exclude: &PathSet) -> u64 {
     let mut n = 0u64;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(ws.join(&rel)) else {
+        let Ok(names) = crate::sys::fs::list_dir(None, &ws.join(&rel)) else {
             continue;
         };
-        for e in rd.flatten() {
-            let child = rel.join(e.file_name());
+        for (name, kind) in names {
+            let child = rel.join(name);
             if child
                 .ancestors()
                 .any(|a| !a.as_os_str().is_empty() && exclude.is_match(a))
@@ -230,7 +230,11 @@ fn count_entries(ws: &Path, exclude: &PathSet) -> u64 {
                 continue;
             }
             n += 1;
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
+            let dir = match kind {
+                Some(t) => t == nix::dir::Type::Directory,
+                None => std::fs::symlink_metadata(ws.join(&child)).is_ok_and(|m| m.is_dir()),
+            };
+            if dir {
                 stack.push(child);
             }
         }

@@ -1,7 +1,8 @@
 //! File-system calls whose result `nix` hands out as a raw descriptor, or that have no safe
 //! `nix` wrapper: `openat` returning an owned descriptor, the FICLONE reflink ioctl, statx(2)
 //! for a file's birth time, a write lease as the test of whether a file is open elsewhere, and
-//! landlock_add_rule(2) for a path whose type the caller already knows.
+//! landlock_add_rule(2) for a path whose type the caller already knows; and reading a caller's
+//! files and directories without moving their access times.
 
 use std::ffi::OsStr;
 use std::io;
@@ -26,6 +27,66 @@ pub fn openat<P: ?Sized + NixPath>(
     // SAFETY: openat just returned this descriptor; it is new and nothing else refers to it,
     // so the OwnedFd is its only owner.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens with `open(flags | O_NOATIME)` where `flags` read (not `O_PATH`, not write-only), so
+/// that guard's own reads of the files and directories a command works on (pre-images, digests,
+/// listings) leave their access times where the command's calls left them: a sandbox that moved
+/// them would be seen by anything that looks (`find -atime`, a mail reader's "new mail", a
+/// cleaner of old files). Opened again without it where the kernel refuses `O_NOATIME` (EPERM:
+/// guard neither owns the file nor has CAP_FOWNER); that read moves the time as any read would.
+pub fn open_unseen<T>(flags: OFlag, open: impl Fn(OFlag) -> io::Result<T>) -> io::Result<T> {
+    if flags.contains(OFlag::O_PATH) || flags & OFlag::O_ACCMODE == OFlag::O_WRONLY {
+        return open(flags);
+    }
+    match open(flags | OFlag::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(flags),
+        other => other,
+    }
+}
+
+/// The whole content of the file at `path`, as `std::fs::read`, leaving its access time
+/// ([`open_unseen`]).
+///
+/// # Errors
+///
+/// The open's or the read's error.
+pub fn read_unseen(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let fd = open_unseen(flags, |f| {
+        Ok(openat(None, path.as_ref(), f, Mode::empty())?)
+    })?;
+    let mut out = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The entries of the directory `name` under `dir` (the current directory when `None`), but
+/// `.` and `..`, with the type each is listed with (`None` where the file system gives none: a
+/// hint that can be out of date, never a stat). The listing leaves the directory's access time
+/// as it was ([`open_unseen`]); a final symlink is not followed.
+///
+/// # Errors
+///
+/// The open's or the listing's errno.
+pub fn list_dir<P: ?Sized + NixPath>(
+    dir: Option<BorrowedFd<'_>>,
+    name: &P,
+) -> io::Result<Vec<(std::ffi::OsString, Option<nix::dir::Type>)>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = open_unseen(flags, |f| Ok(openat(dir, name, f, Mode::empty())?))?;
+    let mut d = nix::dir::Dir::from(fd)?;
+    let mut out = Vec::new();
+    for e in d.iter() {
+        let e = e?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push((OsStr::from_bytes(n).to_owned(), e.file_type()));
+        }
+    }
+    Ok(out)
 }
 
 /// ioctl(FICLONE): make `dst` share `src`'s extents (a copy-on-write clone of the whole file).

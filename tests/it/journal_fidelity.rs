@@ -470,3 +470,130 @@ fn files_opened_from_outside_while_their_deletion_is_kept_end_nothing() {
         before.assert_restored(&w.ws, "rollback of rm f* under outside opens");
     }
 }
+
+/// The access time of each of `names` under `root`, (seconds, nanoseconds).
+fn atimes(root: &Path, names: &[&str]) -> Vec<(String, i64, i64)> {
+    names
+        .iter()
+        .map(|n| {
+            let m = std::fs::symlink_metadata(root.join(n)).expect("stat");
+            (n.to_string(), m.atime(), m.atime_nsec())
+        })
+        .collect()
+}
+
+/// The files and directories of `root` made for the access-time test: every access time set
+/// far in the past, so that any read or listing would move it (relatime moves one older than
+/// a day).
+fn atime_tree(root: &Path, owner: Option<&str>) {
+    for (rel, text) in [
+        ("a.txt", "alpha\n"),
+        ("b.txt", "beta\n"),
+        ("e.txt", "untouched\n"),
+        ("d/c.txt", "gamma\n"),
+    ] {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, text.repeat(500)).expect("write");
+    }
+    if let Some(user) = owner {
+        let status = std::process::Command::new("chown")
+            .args(["-R", &format!("{user}:")])
+            .arg(root)
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+    let status = std::process::Command::new("touch")
+        .args(["-a", "-h", "-d", "@1000000000"])
+        .args(["a.txt", "b.txt", "e.txt", "d", "d/c.txt"].map(|n| root.join(n)))
+        .status()
+        .expect("touch");
+    assert!(status.success());
+}
+
+const ATIME_NAMES: [&str; 4] = ["a.txt", "b.txt", "e.txt", "d"];
+
+/// guard's own reads of a command's files (the pre-image of a file opened for appending, the
+/// digests of `--verify`, the listings of a rollback) leave their access times where the
+/// command's calls leave them bare: nothing the command does here reads a file, so nothing's
+/// access time moves. As root and as the unprivileged user (guard too), on files they own.
+#[test]
+fn guards_reads_leave_the_access_times_the_command_leaves_bare() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let who = if w.unprivileged {
+            "unprivileged"
+        } else {
+            "root"
+        };
+        let owner = w.unprivileged.then_some(UNPRIV_USER);
+        let script = "echo more >> a.txt && rm d/c.txt";
+        // Bare, on a twin of the workspace.
+        let twin = w.root.join("twin");
+        atime_tree(&twin, None);
+        let before = atimes(&twin, &ATIME_NAMES);
+        let status = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&twin)
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        assert_eq!(
+            atimes(&twin, &ATIME_NAMES),
+            before,
+            "bare moved no access time"
+        );
+
+        atime_tree(&w.ws, owner);
+        let before = atimes(&w.ws, &ATIME_NAMES);
+        // The append makes guard keep a.txt's pre-image: a copy, read from the file.
+        w.exec(&["agent"]).run(&["sh", "-c", script]).expect_code(0);
+        assert!(
+            newest_log(&w).contains("a.txt"),
+            "a.txt's pre-image is kept"
+        );
+        assert_eq!(atimes(&w.ws, &ATIME_NAMES), before, "{who}: guard exec");
+
+        // --atomic --verify digests every file and directory before the command and after
+        // its rollback.
+        let out = w.exec(&["agent"]).args(["--atomic", "--verify"]).run(&[
+            "sh",
+            "-c",
+            "echo x >> b.txt; exit 3",
+        ]);
+        assert_eq!(out.code(), 3, "{}", out.stderr());
+        assert!(
+            out.stderr().contains("rolled the workspace back"),
+            "{}",
+            out.stderr()
+        );
+        assert!(!out.stderr().contains("differs"), "{}", out.stderr());
+        let now = atimes(&w.ws, &ATIME_NAMES);
+        for n in ["a.txt", "e.txt", "d"] {
+            let at = |v: &[(String, i64, i64)]| v.iter().find(|a| a.0 == n).cloned();
+            assert_eq!(at(&now), at(&before), "{who}: --atomic --verify: {n}");
+        }
+
+        // guard rollback --verify of the first run digests the whole workspace afterwards.
+        let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
+            .expect("runs")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        runs.sort();
+        w.guard()
+            .args(["rollback", "--verify"])
+            .arg(&runs[0])
+            .output()
+            .expect_code(0);
+        assert_eq!(
+            std::fs::read_to_string(w.ws.join("d/c.txt")).expect("c.txt back"),
+            "gamma\n".repeat(500)
+        );
+        let now = atimes(&w.ws, &ATIME_NAMES);
+        for n in ["e.txt", "d"] {
+            let at = |v: &[(String, i64, i64)]| v.iter().find(|a| a.0 == n).cloned();
+            assert_eq!(at(&now), at(&before), "{who}: guard rollback --verify: {n}");
+        }
+    }
+}

@@ -83,7 +83,7 @@ pub fn inspect(n: &Notif, r: &Resolved) -> Option<GitExec> {
     }
     let mut branch = None;
     if let Some(gd) = &git_dir {
-        let common = std::fs::read(gd.join("commondir"))
+        let common = crate::sys::fs::read_unseen(gd.join("commondir"))
             .ok()
             .map(|c| normalize(&gd.join(OsString::from_vec(trim(c)))))
             .unwrap_or_else(|| gd.clone());
@@ -96,10 +96,12 @@ pub fn inspect(n: &Notif, r: &Resolved) -> Option<GitExec> {
         if worktree_config.is_some_and(|e| config::as_bool(e.value.as_deref()) == Some(true)) {
             reader.file(&gd.join("config.worktree"), 0);
         }
-        branch = std::fs::read(gd.join("HEAD")).ok().and_then(|h| {
-            let h = String::from_utf8_lossy(&trim(h)).into_owned();
-            h.strip_prefix("ref: refs/heads/").map(str::to_string)
-        });
+        branch = crate::sys::fs::read_unseen(gd.join("HEAD"))
+            .ok()
+            .and_then(|h| {
+                let h = String::from_utf8_lossy(&trim(h)).into_owned();
+                h.strip_prefix("ref: refs/heads/").map(str::to_string)
+            });
     }
     Some(GitExec {
         files: reader.files,
@@ -123,7 +125,7 @@ fn discover(start: &Path) -> Option<PathBuf> {
         match std::fs::symlink_metadata(&dot) {
             Ok(m) if m.is_dir() => return Some(dot),
             Ok(m) if m.is_file() => {
-                let c = std::fs::read(&dot).ok()?;
+                let c = crate::sys::fs::read_unseen(&dot).ok()?;
                 let line = c.split(|&b| b == b'\n').next()?;
                 let t = line.strip_prefix(b"gitdir:")?;
                 let t = std::ffi::OsStr::from_bytes(t.trim_ascii());
@@ -153,7 +155,7 @@ struct Reader {
 impl Reader {
     /// Read the config file at `path` (absent: nothing) with its includes, in place.
     fn file(&mut self, path: &Path, depth: usize) {
-        let Ok(text) = std::fs::read(path) else {
+        let Ok(text) = crate::sys::fs::read_unseen(path) else {
             return;
         };
         let entries = match config::parse(&text) {

@@ -76,7 +76,10 @@ fn git_like(dir: BorrowedFd<'_>, path: &Path, extra: usize) -> bool {
 }
 
 fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag) -> Option<OwnedFd> {
-    crate::sys::fs::openat(Some(dir), name, flags | OFlag::O_CLOEXEC, Mode::empty()).ok()
+    crate::sys::fs::open_unseen(flags | OFlag::O_CLOEXEC, |f| {
+        Ok(crate::sys::fs::openat(Some(dir), name, f, Mode::empty())?)
+    })
+    .ok()
 }
 
 /// The git directory a hooks directory `hooks` (at `path`) belongs to, if it is one.
@@ -249,17 +252,11 @@ fn hooks_in(dir: BorrowedFd<'_>, name: &OsStr, facts: &mut Vec<GitFacts>) {
     }
 }
 
-fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> nix::Result<Vec<OsString>> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut d = nix::dir::Dir::openat(Some(dir.as_raw_fd()), name, flags, Mode::empty())?;
-    let mut out = Vec::new();
-    for e in d.iter() {
-        let n = e?.file_name().to_bytes().to_vec();
-        if n != b"." && n != b".." {
-            out.push(OsString::from(OsStr::from_bytes(&n)));
-        }
-    }
-    Ok(out)
+fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Vec<OsString>> {
+    Ok(crate::sys::fs::list_dir(Some(dir), name)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect())
 }
 
 /// A marker about to be created at `t`: if its directory becomes (or is) git-like, judge it.
