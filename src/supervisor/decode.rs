@@ -277,10 +277,11 @@ pub struct Failure {
 /// Why a call could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), a name to create
-    /// that exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash,
-    /// `.`, `..`: `names::refused`): the call fails with the errno the kernel itself gives it,
-    /// not by policy.
+    /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, or EACCES: a
+    /// directory on the way the caller may not search, the walk being made with the caller's
+    /// credentials), a name to create that exists (EEXIST), or a name the kernel refuses for
+    /// its form alone (a trailing slash, `.`, `..`: `names::refused`): the call fails with the
+    /// errno the kernel itself gives it, not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -298,14 +299,21 @@ impl Failure {
     }
 
     /// `e` while resolving a path argument (reading it, or walking it): the kernel's own answer
-    /// when the path does not resolve.
+    /// when the path does not resolve. The walk looks names up with the caller's credentials,
+    /// so its EACCES is the caller's own (guard's failure to read the caller's directory in
+    /// /proc comes as EPERM, `supervisor::target`).
     pub fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
         let mut f = Self::undecodable(syscall, e, what);
         // EEXIST: a new entry's name is taken, which the kernel reports before any
         // permission check (see `exists` in resolve.rs).
         if matches!(
             f.errno,
-            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EEXIST
+            libc::ENOENT
+                | libc::ENOTDIR
+                | libc::ELOOP
+                | libc::ENAMETOOLONG
+                | libc::EEXIST
+                | libc::EACCES
         ) {
             f.kind = FailureKind::Unresolved;
         }
@@ -1112,7 +1120,13 @@ mod tests {
     #[test]
     fn a_path_that_does_not_resolve_is_the_kernels_answer_by_type() {
         let e = |errno| io::Error::from_raw_os_error(errno);
-        for errno in [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::ENAMETOOLONG] {
+        for errno in [
+            libc::ENOENT,
+            libc::ENOTDIR,
+            libc::ELOOP,
+            libc::ENAMETOOLONG,
+            libc::EACCES,
+        ] {
             let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
             assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Resolve));
             assert_eq!(f.verdict().errno, errno);

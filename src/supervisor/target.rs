@@ -30,7 +30,7 @@ pub fn caller_fd_path(pid: u32, fd: i32) -> io::Result<PathBuf> {
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map_err(guards_own)
 }
 
 /// Remove `.`, `..` and repeated separators without touching the filesystem.
@@ -361,6 +361,18 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Cow<'_, [u8]> {
     Cow::Borrowed(raw)
 }
 
+/// An error of guard's own opening of the caller's directory (`/proc/PID/cwd`, `fd/N`, with
+/// guard's credentials: a caller that is not dumpable keeps them from a guard without
+/// CAP_SYS_PTRACE), as EPERM: not the EACCES of a lookup made as the caller, which is the
+/// kernel's answer to the call (`Failure::unresolved`). Other errors pass as they are.
+fn guards_own(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::EACCES) {
+        io::Error::from_raw_os_error(libc::EPERM)
+    } else {
+        e
+    }
+}
+
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
 /// `last` says how the final component is looked up: a followed symlink is followed up to 40
 /// hops, as the kernel does, and the target is what it points to (possibly not existing yet:
@@ -394,7 +406,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     let base = |absolute: bool| -> io::Result<Option<(DirFd, Option<Owner>)>> {
         match absolute {
             true => Ok(None),
-            false => base::base(pid, dirfd).map(Some),
+            false => base::base(pid, dirfd).map(Some).map_err(guards_own),
         }
     };
     let in_proc = |base: &Option<DirFd>| {

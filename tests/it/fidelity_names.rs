@@ -98,6 +98,19 @@ fn compare(w: &Workspace) {
         diff.join("\n"),
         guarded.stderr()
     );
+    // Nothing of guard's on the command's stderr, nothing refused in the audit log: every
+    // errno here is the kernel's own answer, not guard's refusal.
+    assert_eq!(
+        guarded.stderr(),
+        bare.stderr(),
+        "stderr, bare and under guard"
+    );
+    let refusals: Vec<String> = w.refusals().iter().map(|r| r.to_string()).collect();
+    assert!(
+        refusals.is_empty(),
+        "refused by guard:\n{}",
+        refusals.join("\n")
+    );
     assert!(bare.stdout().contains("mkdir /usr: EEXIST"));
     // The caller (without capabilities) meets the permissions of the directories on the way.
     assert!(bare
