@@ -157,8 +157,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The caller's base for a relative path: its cwd (`dirfd` is AT_FDCWD) or the directory
 /// behind its descriptor `dirfd`, with the owner and mode found now when the base is a
-/// directory a worker keeps or has just kept. Errors are those of opening the caller's link.
+/// directory a worker keeps or has just kept. Errors are those of opening the caller's link,
+/// but for a descriptor the caller does not have: /proc has no link for it (ENOENT), the
+/// kernel answers the call EBADF.
 pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
+    base_of(pid, dirfd).map_err(|e| not_open(e, dirfd))
+}
+
+/// ENOENT of the caller's /proc link for descriptor `fd` as the kernel's EBADF: the caller has
+/// no such descriptor (or is gone, and the answer reaches nobody).
+pub fn not_open(e: io::Error, fd: u64) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENOENT) && !is_at_fdcwd(fd) {
+        io::Error::from_raw_os_error(libc::EBADF)
+    } else {
+        e
+    }
+}
+
+fn base_of(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
     // Read before the lookup: a chdir noted meanwhile makes what it finds stale at once.
     let epoch = if is_at_fdcwd(dirfd) { epoch() } else { None };
     if let Some(e) = epoch {
@@ -570,9 +586,10 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_descriptor_fails_as_the_open_would() {
+    fn a_descriptor_the_caller_does_not_have_fails_with_the_kernels_ebadf() {
+        // /proc has no link for it (ENOENT); the kernel answers the call EBADF.
         let err = base(std::process::id(), 987_654).expect_err("no such descriptor");
-        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
         let err = base(std::process::id(), (-5i64) as u64).expect_err("negative");
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
     }

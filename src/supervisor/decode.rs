@@ -279,9 +279,10 @@ pub struct Failure {
 pub enum FailureKind {
     /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, or EACCES: a
     /// directory on the way the caller may not search, the walk being made with the caller's
-    /// credentials), a name to create that exists (EEXIST), or a name the kernel refuses for
-    /// its form alone (a trailing slash, `.`, `..`: `names::refused`): the call fails with the
-    /// errno the kernel itself gives it, not by policy.
+    /// credentials), a descriptor the caller does not have (EBADF), a name to create that
+    /// exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash, `.`,
+    /// `..`: `names::refused`): the call fails with the errno the kernel itself gives it, not
+    /// by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -314,6 +315,7 @@ impl Failure {
                 | libc::ENAMETOOLONG
                 | libc::EEXIST
                 | libc::EACCES
+                | libc::EBADF
         ) {
             f.kind = FailureKind::Unresolved;
         }
@@ -1126,6 +1128,7 @@ mod tests {
             libc::ELOOP,
             libc::ENAMETOOLONG,
             libc::EACCES,
+            libc::EBADF,
         ] {
             let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
             assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Resolve));

@@ -99,8 +99,9 @@ pub fn fd_target(pid: u32, fd: u64, at_empty_path: bool) -> io::Result<FdTarget>
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
         let pidfd = sys::process::pidfd_for_caller(pid)?;
-        sys::process::pidfd_getfd(pidfd.as_fd(), fd)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?
+        // EBADF: the caller has no such descriptor, the kernel's answer. Anything else (EPERM:
+        // a caller guard may not trace) is guard's own failure.
+        sys::process::pidfd_getfd(pidfd.as_fd(), fd)?
     };
     let st = nix::sys::stat::fstat(dup.as_raw_fd())?;
     let path = target::fd_path(dup.as_fd())?;

@@ -211,6 +211,7 @@ pub fn descriptor(pid: u32, fd: i32) -> io::Result<Target> {
     )?;
     let name = std::ffi::OsString::from(fd.to_string());
     pinned_object(parent.into(), name, Path::new(&dir), false)
+        .map_err(|e| super::base::not_open(e, fd as u64))
 }
 
 /// The object the caller's magic link `parent/name` (in its /proc fd directory `real`) leads

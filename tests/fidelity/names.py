@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The kernel's name rules, one call per line: trailing slashes, O_NOFOLLOW, O_DIRECTORY,
 O_EXCL on symlinks, O_TMPFILE, O_PATH, AT_EMPTY_PATH, RENAME_NOREPLACE/EXCHANGE/WHITEOUT,
-linkat AT_SYMLINK_FOLLOW, `.` and `..`, ENAMETOOLONG, ELOOP, openat2's RESOLVE_* flags, and
-the errors the kernel gives before a permission check outside the writable tree.
+linkat AT_SYMLINK_FOLLOW, `.` and `..`, ENAMETOOLONG, ELOOP, openat2's RESOLVE_* flags,
+directories the caller may not search, descriptors it does not have, and the errors the kernel
+gives before a permission check outside the writable tree.
 
 Run in an empty directory: `python3 names.py`. Prints `case: result` per call (`ok` or the
 errno's name), then the tree it left. tests/it/fidelity_names.rs runs it bare and under guard
@@ -227,6 +228,25 @@ def main():
     show("rename p/q/r/s/t/new p/moved (from behind it)", lambda: os.rename("p/q/r/s/t/new", "p/moved"))
     show("link p/q/r/x p/q/r/s/t/xl (into behind it)", lambda: os.link("p/q/r/x", "p/q/r/s/t/xl"))
     os.chmod("p/q/r/s", 0o755)
+    # Descriptors the caller does not have, or that are no directory: EBADF and ENOTDIR, the
+    # kernel's answers before any path is looked at.
+    closed = os.open(".", os.O_RDONLY)
+    os.close(closed)
+    for fd, what in [(closed, "closed"), (4000, "never opened")]:
+        show(f"unlink x at a {what} dirfd", lambda: os.unlink("x", dir_fd=fd))
+        show(f"mkdir x at a {what} dirfd", lambda: os.mkdir("x", dir_fd=fd))
+        show(f"open O_CREAT x at a {what} dirfd", lambda: os.open("x", C | W, 0o644, dir_fd=fd))
+        show(f"rename x to y at a {what} dirfd", lambda: os.rename("x", "y", src_dir_fd=fd))
+        show(f"symlink f x at a {what} dirfd", lambda: os.symlink("f", "x", dir_fd=fd))
+        show(f"fchmod of a {what} descriptor", lambda: os.fchmod(fd, 0o644))
+        show(f"fchown of a {what} descriptor", lambda: os.fchown(fd, os.getuid(), os.getgid()))
+        show(f"futimens of a {what} descriptor", lambda: os.utime(fd))
+        show(f"linkat AT_EMPTY_PATH of a {what} descriptor", lambda: linkat(fd, "", "fdlink", AT_EMPTY_PATH))
+    r, w = os.pipe()
+    show("unlink x at a pipe as dirfd", lambda: os.unlink("x", dir_fd=r))
+    show("mkdir x at a pipe as dirfd", lambda: os.mkdir("x", dir_fd=r))
+    os.close(r)
+    os.close(w)
     # Opens for writing of the caller's own files, by their modes: a root guard opens these
     # with its own capabilities when the owner's bits prove the caller could, else as the
     # caller (the kernel's answer).

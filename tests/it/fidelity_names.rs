@@ -2,7 +2,8 @@
 //! (trailing slashes, O_NOFOLLOW, O_DIRECTORY, O_EXCL on symlinks, O_TMPFILE, O_PATH,
 //! AT_EMPTY_PATH, RENAME_NOREPLACE/EXCHANGE/WHITEOUT, linkat AT_SYMLINK_FOLLOW, `.` and `..`,
 //! ENAMETOOLONG, ELOOP, openat2's resolve flags, EEXIST and ENOENT before the write-root
-//! boundary) and prints each result and the tree it left. Bare and under guard, with the same
+//! boundary, directories the caller may not search, descriptors it does not have) and prints
+//! each result and the tree it left. Bare and under guard, with the same
 //! credentials, the two outputs must be the same, line for line: as root without capabilities
 //! (what guard leaves a root command) and as the unprivileged user running guard itself.
 
