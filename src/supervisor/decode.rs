@@ -279,10 +279,11 @@ pub struct Failure {
 pub enum FailureKind {
     /// A path that does not resolve (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, or EACCES: a
     /// directory on the way the caller may not search, the walk being made with the caller's
-    /// credentials), a descriptor the caller does not have (EBADF), a name to create that
-    /// exists (EEXIST), or a name the kernel refuses for its form alone (a trailing slash, `.`,
-    /// `..`: `names::refused`): the call fails with the errno the kernel itself gives it, not
-    /// by policy.
+    /// credentials), a descriptor the caller does not have (EBADF), an argument its memory
+    /// does not hold (EFAULT: the read stage stops where the kernel's own copy would fault),
+    /// a name to create that exists (EEXIST), or a name the kernel refuses for its form alone
+    /// (a trailing slash, `.`, `..`: `names::refused`): the call fails with the errno the
+    /// kernel itself gives it, not by policy.
     Unresolved,
     /// guard could not read or make sense of the call: refused, fail closed.
     Undecodable,
@@ -299,10 +300,13 @@ impl Failure {
         }
     }
 
-    /// `e` while resolving a path argument (reading it, or walking it): the kernel's own answer
-    /// when the path does not resolve. The walk looks names up with the caller's credentials,
-    /// so its EACCES is the caller's own (guard's failure to read the caller's directory in
-    /// /proc comes as EPERM, `supervisor::target`).
+    /// `e` while resolving a path argument (reading it, or walking it), or reading any other
+    /// argument from the caller's memory: the kernel's own answer when the path does not
+    /// resolve or the memory is not there (EFAULT; a string longer than PATH_MAX is
+    /// ENAMETOOLONG, as the kernel's copy says). The walk looks names up with the caller's
+    /// credentials, so its EACCES is the caller's own (guard's failure to read the caller's
+    /// directory in /proc comes as EPERM, `supervisor::target`). Anything else (ESRCH, EPERM,
+    /// ENOMEM) is guard's failure.
     pub fn unresolved(syscall: &'static str, e: &io::Error, what: &str) -> Self {
         let mut f = Self::undecodable(syscall, e, what);
         // EEXIST: a new entry's name is taken, which the kernel reports before any
@@ -316,6 +320,7 @@ impl Failure {
                 | libc::EEXIST
                 | libc::EACCES
                 | libc::EBADF
+                | libc::EFAULT
         ) {
             f.kind = FailureKind::Unresolved;
         }
@@ -1129,6 +1134,7 @@ mod tests {
             libc::ENAMETOOLONG,
             libc::EACCES,
             libc::EBADF,
+            libc::EFAULT,
         ] {
             let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
             assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Resolve));
@@ -1137,9 +1143,12 @@ mod tests {
             let f = Failure::undecodable("symlinkat", &e(errno), "cannot read the link target");
             assert_eq!(f.verdict().rule, RuleId::Builtin(Builtin::Decode));
         }
-        let f = Failure::unresolved("unlinkat", &e(libc::EFAULT), "cannot resolve the path");
-        assert_eq!(f.kind, FailureKind::Undecodable);
-        assert_eq!(f.verdict().action, Action::Deny);
+        // The caller gone (ESRCH), or guard not let into its memory (EPERM): guard's failure.
+        for errno in [libc::ESRCH, libc::EPERM] {
+            let f = Failure::unresolved("unlinkat", &e(errno), "cannot resolve the path");
+            assert_eq!(f.kind, FailureKind::Undecodable);
+            assert_eq!(f.verdict().action, Action::Deny);
+        }
     }
 
     #[test]

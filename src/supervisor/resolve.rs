@@ -432,7 +432,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Symlink { target, at } => {
             let content = mem
                 .string(target)
-                .map_err(|e| fail(e, "cannot read the link target"))?;
+                .map_err(|e| unresolved(e, "cannot read the link target"))?;
             let t = path_of(&mut mem, &at)
                 .and_then(|raw| walk(n, &at, &raw, Last::Entry))
                 .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
@@ -522,9 +522,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let on = meta_on(n, &at, &mut mem, follow)
                 .map_err(|e| unresolved(e, "cannot resolve the path"))?;
             let op = match what {
-                MetaWhat::Times(t) => {
-                    meta::read_times(&mut mem, t).map_err(|e| fail(e, "cannot read the times"))?
-                }
+                MetaWhat::Times(t) => meta::read_times(&mut mem, t)
+                    .map_err(|e| unresolved(e, "cannot read the times"))?,
                 MetaWhat::SetXattr {
                     name: x,
                     value,
@@ -533,9 +532,11 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     name: mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| fail(e, "cannot read the attribute name"))?,
+                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?,
                     value: match value {
-                        Some(v) => mem.block(v).map_err(|e| fail(e, "cannot read the value"))?,
+                        Some(v) => mem
+                            .block(v)
+                            .map_err(|e| unresolved(e, "cannot read the value"))?,
                         None => Vec::new(),
                     },
                     flags,
@@ -544,12 +545,12 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     let xname = mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| fail(e, "cannot read the attribute name"))?;
+                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?;
                     let args = mem
                         .block(args)
-                        .map_err(|e| fail(e, "cannot read struct xattr_args"))?;
+                        .map_err(|e| unresolved(e, "cannot read struct xattr_args"))?;
                     let (value, flags) = meta::xattr_args(n.pid, &args)
-                        .map_err(|e| fail(e, "cannot read the value"))?;
+                        .map_err(|e| unresolved(e, "cannot read the value"))?;
                     MetaOp::SetXattr {
                         name: xname,
                         value,
@@ -560,7 +561,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     name: mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| fail(e, "cannot read the attribute name"))?,
+                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?,
                 },
             };
             match on {
@@ -579,7 +580,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let (flags, mode, resolve_flags) = match how {
                 OpenHow::Flags { flags, mode } => (flags, mode, 0),
                 OpenHow::InMemory(b) => {
-                    let how = mem.block(b).map_err(|e| fail(e, "cannot read open_how"))?;
+                    let how = mem
+                        .block(b)
+                        .map_err(|e| unresolved(e, "cannot read open_how"))?;
                     let word = |k: usize| {
                         let mut w = [0u8; 8];
                         w.copy_from_slice(&how[k * 8..k * 8 + 8]);
@@ -603,7 +606,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
             let t = if resolve_flags != 0 {
                 // The caller asked the kernel to restrict its lookup: the kernel does it.
-                let raw = path_of(&mut mem, &at).map_err(|e| fail(e, "cannot read the path"))?;
+                let raw =
+                    path_of(&mut mem, &at).map_err(|e| unresolved(e, "cannot read the path"))?;
                 beneath::target(n.pid, at.dirfd, &raw, flags, resolve_flags).map_err(|e| {
                     let mut f = unresolved(e, "cannot resolve the path with its resolve flags");
                     f.kind = FailureKind::Unresolved;
@@ -645,8 +649,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             envp,
             empty_path,
         } => {
-            let raw =
-                path_of(&mut mem, &at).map_err(|e| fail(e, "cannot read the program path"))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot read the program path"))?;
             let exe = if raw.is_empty() && empty_path {
                 target::caller_fd_path(n.pid, at.dirfd as i32)
                     .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
@@ -655,7 +659,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     .map_err(|e| unresolved(e, "cannot resolve the program"))?
                     .path
             };
-            let args = mem.argv(argv).map_err(|e| fail(e, "cannot read argv"))?;
+            let args = mem
+                .argv(argv)
+                .map_err(|e| unresolved(e, "cannot read argv"))?;
             // A program with no file behind it (memfd_create + fexecve, a deleted file reached
             // through /proc/PID/fd): Landlock's execute right does not cover those.
             let via_fd = (raw.is_empty() && empty_path)
@@ -681,7 +687,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)
-                .map_err(|e| fail(e, "cannot read the address"))?;
+                .map_err(|e| unresolved(e, "cannot read the address"))?;
             let decoded =
                 decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             let wire = absolute_unix(&raw, &decoded);
