@@ -597,3 +597,66 @@ fn a_tcp_connect_waits_for_the_host_lookups_and_is_judged_on_them() {
         out.stdout()
     );
 }
+
+/// A server the command starts on a unix socket in its TMPDIR (a test suite's own: Python's
+/// asyncio and socket tests, a database started for the tests) is reached under `agent` and
+/// `ci` as bare, as root and unprivileged; a socket listened on outside the run stays refused.
+#[test]
+fn a_unix_socket_server_in_the_runs_tmpdir_is_reached_and_one_outside_is_not() {
+    // The system's interpreter: every user can run it, and agent lets it be read.
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("skipped: /usr/bin/python3 is not installed");
+        return;
+    }
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let outside = w.outside.join("daemon.sock");
+        let daemon = std::os::unix::net::UnixListener::bind(&outside).expect("bind outside");
+        daemon.set_nonblocking(true).expect("nonblocking");
+        if w.unprivileged {
+            let status = std::process::Command::new("chown")
+                .arg(format!("{UNPRIV_USER}:"))
+                .arg(&outside)
+                .status()
+                .expect("chown");
+            assert!(status.success());
+        }
+        let script = format!(
+            r#"
+import os, socket
+def connect(p):
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect(p)
+        return "ok"
+    except OSError as e:
+        return os.strerror(e.errno)
+p = os.path.join(os.environ["TMPDIR"], "server.sock")
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(p)
+srv.listen()
+print("tmpdir:", connect(p))
+print("outside:", connect({outside:?}))
+"#
+        );
+        for profile in ["agent", "ci"] {
+            let out = w.exec(&[profile]).run(&[
+                python.display().to_string(),
+                "-c".into(),
+                script.clone(),
+            ]);
+            assert_eq!(
+                out.stdout(),
+                "tmpdir: ok\noutside: Permission denied\n",
+                "{profile}, unprivileged {}: {}",
+                w.unprivileged,
+                out.stderr()
+            );
+            assert_refusal_logged(&w, "connect", &outside.display().to_string(), None);
+        }
+        assert!(
+            daemon.accept().is_err(),
+            "a refused connect reached the daemon"
+        );
+    }
+}
