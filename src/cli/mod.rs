@@ -111,8 +111,9 @@ impl Cli {
 /// texts, the value parsers, clap's own tables), the command line's share of a start's time
 /// that could go. It takes `-p`/`--profile`, `-w`/`--workspace`, `--audit-log`, `--summary`
 /// and `--audit-otlp` with their value as the next argument or after `=` (a long option),
-/// the flags `--atomic`, `--verify`, `--keep-caps`, `--no-config`, `--no-sync-wake-up` and `--no-addfd`
-/// once each, then the command after `--` or from its first argument that is no option.
+/// the flags `--atomic`, `--verify`, `--keep-caps`, `--no-config`, `--no-sync-wake-up` and
+/// `--no-addfd` once each, then the command after `--` or from its first argument that is no
+/// option.
 /// Anything else, and any command line while a variable an option can come from
 /// (`env_set`) is set, is `None`: the parsers behind it decide, and a test holds every
 /// command line this one takes to the whole parser's reading of it.
