@@ -190,12 +190,7 @@ fn cpython_file_handling_tests_give_the_same_results_bare_and_under_guard() {
         ));
     }
     // A call guard could not judge (rule `decode`) is refused where bare runs it: none here.
-    let failed: Vec<String> = w
-        .refusals()
-        .iter()
-        .filter(|r| r["rule"] == "decode")
-        .map(|r| r.to_string())
-        .collect();
+    let failed = w.undecodable();
     if !failed.is_empty() {
         report.push_str(&format!(
             "{} call(s) guard could not judge:\n{}\n",

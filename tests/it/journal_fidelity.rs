@@ -8,15 +8,20 @@ use std::path::Path;
 
 use crate::util::{is_root, probe_result, tool, TreeState, Workspace, UNPRIV_USER};
 
-/// The journal's log of the newest run.
-fn newest_log(w: &Workspace) -> String {
+/// The run directories of the workspace's state, oldest first (run ids sort by time).
+fn runs(w: &Workspace) -> Vec<std::path::PathBuf> {
     let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
         .expect("runs")
         .flatten()
         .map(|e| e.path())
         .collect();
     runs.sort();
-    let run = runs.pop().expect("a run");
+    runs
+}
+
+/// The journal's log of the newest run.
+fn newest_log(w: &Workspace) -> String {
+    let run = runs(w).pop().expect("a run");
     std::fs::read_to_string(run.join("journal/log.jsonl")).expect("log")
 }
 
@@ -246,14 +251,7 @@ fn write_only_and_mode_000_files_behave_as_bare_and_roll_back() {
 
 /// The newest run not rolled back yet.
 fn newest_unrolled(w: &Workspace) -> String {
-    let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
-        .expect("runs")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.reverse();
-    for r in runs {
+    for r in runs(w).into_iter().rev() {
         let meta = std::fs::read_to_string(r.join("run.json")).expect("run.json");
         if !meta.contains("rolled-back") {
             return r.file_name().expect("id").to_string_lossy().into_owned();
@@ -575,15 +573,10 @@ fn guards_reads_leave_the_access_times_the_command_leaves_bare() {
         }
 
         // guard rollback --verify of the first run digests the whole workspace afterwards.
-        let mut runs: Vec<_> = std::fs::read_dir(w.state.join("runs"))
-            .expect("runs")
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        runs.sort();
+        let first = runs(&w)[0].file_name().expect("run id").to_owned();
         w.guard()
             .args(["rollback", "--verify"])
-            .arg(&runs[0])
+            .arg(&first)
             .output()
             .expect_code(0);
         assert_eq!(

@@ -234,12 +234,7 @@ fn compare(label: &str, tests: &[String]) -> String {
     );
     // A call guard could not judge (rule `decode`) is refused where bare runs it: every
     // errno pjdfstest provokes is the kernel's own answer or a policy's.
-    let failed: Vec<String> = w
-        .refusals()
-        .iter()
-        .filter(|r| r["rule"] == "decode")
-        .map(|r| r.to_string())
-        .collect();
+    let failed = w.undecodable();
     std::fs::write(keep.join("decode.txt"), failed.join("\n")).expect("write decode.txt");
     let mut out = if b.keys().eq(g.keys()) {
         String::new()

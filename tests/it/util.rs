@@ -192,6 +192,16 @@ impl Workspace {
             .collect()
     }
 
+    /// The newest run's calls guard could not judge (rule `decode`), one JSON line each: each
+    /// refused where bare the kernel would have answered it.
+    pub fn undecodable(&self) -> Vec<String> {
+        self.refusals()
+            .iter()
+            .filter(|r| r["rule"] == "decode")
+            .map(|r| r.to_string())
+            .collect()
+    }
+
     /// The newest run's decisions that did not allow the call, but for the kernel's own
     /// answers to names that do not resolve (rule `resolve`).
     pub fn refusals(&self) -> Vec<serde_json::Value> {
