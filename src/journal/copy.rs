@@ -48,9 +48,8 @@ fn open_granting(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag, grant: u32) ->
     let mode = st.st_mode & 0o7777;
     chmod(mode | grant)?;
     // Through the pinned descriptor's magic link (so no O_NOFOLLOW): the same inode.
-    let opened = sys::fs::open_unseen(flags | OFlag::O_CLOEXEC, |f| {
-        Ok(sys::fs::openat(None, proc.as_str(), f, Mode::empty())?)
-    });
+    let opened =
+        sys::fs::openat_unseen(None, proc.as_str(), flags | OFlag::O_CLOEXEC, Mode::empty());
     let restored = chmod(mode);
     let fd = opened?;
     restored?;

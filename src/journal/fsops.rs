@@ -130,10 +130,7 @@ pub fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, OsStr
 
 /// The names in the directory `dir/name` (without `.` and `..`).
 pub fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<OsString>> {
-    Ok(list_dir_typed(dir, name)?
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect())
+    sys::fs::list_names(Some(dir), name)
 }
 
 /// [`list_dir`] with the type each entry is listed with (`None` where the filesystem gives

@@ -158,19 +158,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The caller's base for a relative path: its cwd (`dirfd` is AT_FDCWD) or the directory
 /// behind its descriptor `dirfd`, with the owner and mode found now when the base is a
 /// directory a worker keeps or has just kept. Errors are those of opening the caller's link,
-/// but for a descriptor the caller does not have: /proc has no link for it (ENOENT), the
-/// kernel answers the call EBADF.
+/// as the call's answer ([`link_error`]).
 pub fn base(pid: u32, dirfd: u64) -> io::Result<(DirFd, Option<Owner>)> {
-    base_of(pid, dirfd).map_err(|e| not_open(e, dirfd))
+    base_of(pid, dirfd).map_err(|e| link_error(e, dirfd))
 }
 
-/// ENOENT of the caller's /proc link for descriptor `fd` as the kernel's EBADF: the caller has
-/// no such descriptor (or is gone, and the answer reaches nobody).
-pub fn not_open(e: io::Error, fd: u64) -> io::Error {
-    if e.raw_os_error() == Some(libc::ENOENT) && !is_at_fdcwd(fd) {
-        io::Error::from_raw_os_error(libc::EBADF)
-    } else {
-        e
+/// An error of opening or reading the caller's /proc link for `dirfd` (its `cwd`, or `fd/N`),
+/// made the call's answer. No link for a descriptor (ENOENT) is the kernel's EBADF: the caller
+/// has no such descriptor (or is gone, and the answer reaches nobody). A link guard may not
+/// open (EACCES: a caller that is not dumpable keeps a guard without CAP_SYS_PTRACE out) is
+/// guard's own failure, EPERM, not the EACCES of a lookup made as the caller, which is the
+/// kernel's answer (`Failure::unresolved`). Other errors pass as they are.
+pub fn link_error(e: io::Error, dirfd: u64) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) if !is_at_fdcwd(dirfd) => io::Error::from_raw_os_error(libc::EBADF),
+        Some(libc::EACCES) => io::Error::from_raw_os_error(libc::EPERM),
+        _ => e,
     }
 }
 

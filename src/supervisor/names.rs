@@ -230,14 +230,12 @@ pub fn fails_anyway(act: &Act) -> Option<i32> {
         | nix::fcntl::OFlag::O_NOFOLLOW
         | nix::fcntl::OFlag::O_CLOEXEC;
     let parent = t.parent.as_fd();
-    let opened = crate::sys::fs::open_unseen(flags, |f| {
-        Ok(crate::sys::fs::openat(
-            Some(parent),
-            t.name.as_os_str(),
-            f,
-            nix::sys::stat::Mode::empty(),
-        )?)
-    });
+    let opened = crate::sys::fs::openat_unseen(
+        Some(parent),
+        t.name.as_os_str(),
+        flags,
+        nix::sys::stat::Mode::empty(),
+    );
     let mut dir = nix::dir::Dir::from(opened.ok()?).ok()?;
     let holds_entry = dir
         .iter()

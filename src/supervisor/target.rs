@@ -30,7 +30,7 @@ pub fn caller_fd_path(pid: u32, fd: i32) -> io::Result<PathBuf> {
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map_err(guards_own)
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map_err(|e| base::link_error(e, fd as u64))
 }
 
 /// Remove `.`, `..` and repeated separators without touching the filesystem.
@@ -150,6 +150,7 @@ pub fn open_base(pid: u32, dirfd: u64, absolute: bool) -> io::Result<OwnedFd> {
     // Built on the stack: this runs on nearly every judged call.
     let mut buf = [0u8; 48];
     base::open(base::callers_link(pid, dirfd, absolute, &mut buf)?)
+        .map_err(|e| base::link_error(e, dirfd))
 }
 
 fn cwd_fd() -> BorrowedFd<'static> {
@@ -203,15 +204,19 @@ pub fn descriptor(pid: u32, fd: i32) -> io::Result<Target> {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
     let dir = format!("/proc/{pid}/fd");
-    let parent = sys::fs::openat(
-        None,
-        dir.as_str(),
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )?;
-    let name = std::ffi::OsString::from(fd.to_string());
-    pinned_object(parent.into(), name, Path::new(&dir), false)
-        .map_err(|e| super::base::not_open(e, fd as u64))
+    let pinned = || {
+        let parent = sys::fs::openat(
+            None,
+            dir.as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        let name = std::ffi::OsString::from(fd.to_string());
+        pinned_object(parent.into(), name, Path::new(&dir), false)
+    };
+    pinned().map_err(|e| base::link_error(e, fd as u64))
 }
 
 /// The object the caller's magic link `parent/name` (in its /proc fd directory `real`) leads
@@ -362,18 +367,6 @@ pub fn callers_proc(raw: &[u8], pid: u32) -> Cow<'_, [u8]> {
     Cow::Borrowed(raw)
 }
 
-/// An error of guard's own opening of the caller's directory (`/proc/PID/cwd`, `fd/N`, with
-/// guard's credentials: a caller that is not dumpable keeps them from a guard without
-/// CAP_SYS_PTRACE), as EPERM: not the EACCES of a lookup made as the caller, which is the
-/// kernel's answer to the call (`Failure::unresolved`). Other errors pass as they are.
-fn guards_own(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::EACCES) {
-        io::Error::from_raw_os_error(libc::EPERM)
-    } else {
-        e
-    }
-}
-
 /// Resolve `raw` for process `pid` relative to its `dirfd` (or cwd) into a [`Target`].
 /// `last` says how the final component is looked up: a followed symlink is followed up to 40
 /// hops, as the kernel does, and the target is what it points to (possibly not existing yet:
@@ -407,7 +400,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     let base = |absolute: bool| -> io::Result<Option<(DirFd, Option<Owner>)>> {
         match absolute {
             true => Ok(None),
-            false => base::base(pid, dirfd).map(Some).map_err(guards_own),
+            false => base::base(pid, dirfd).map(Some),
         }
     };
     let in_proc = |base: &Option<DirFd>| {

@@ -45,6 +45,20 @@ pub fn open_unseen<T>(flags: OFlag, open: impl Fn(OFlag) -> io::Result<T>) -> io
     }
 }
 
+/// [`openat`] through [`open_unseen`]: a read leaves the file's access time.
+///
+/// # Errors
+///
+/// The open's errno.
+pub fn openat_unseen<P: ?Sized + NixPath>(
+    dir: Option<BorrowedFd<'_>>,
+    path: &P,
+    flags: OFlag,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    open_unseen(flags, |f| Ok(openat(dir, path, f, mode)?))
+}
+
 /// The whole content of the file at `path`, as `std::fs::read`, leaving its access time
 /// ([`open_unseen`]).
 ///
@@ -54,9 +68,7 @@ pub fn open_unseen<T>(flags: OFlag, open: impl Fn(OFlag) -> io::Result<T>) -> io
 pub fn read_unseen(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
     let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-    let fd = open_unseen(flags, |f| {
-        Ok(openat(None, path.as_ref(), f, Mode::empty())?)
-    })?;
+    let fd = openat_unseen(None, path.as_ref(), flags, Mode::empty())?;
     let mut out = Vec::new();
     std::fs::File::from(fd).read_to_end(&mut out)?;
     Ok(out)
@@ -76,7 +88,7 @@ pub fn list_dir<P: ?Sized + NixPath>(
 ) -> io::Result<Vec<(std::ffi::OsString, Option<nix::dir::Type>)>> {
     use std::os::unix::ffi::OsStrExt as _;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = open_unseen(flags, |f| Ok(openat(dir, name, f, Mode::empty())?))?;
+    let fd = openat_unseen(dir, name, flags, Mode::empty())?;
     let mut d = nix::dir::Dir::from(fd)?;
     let mut out = Vec::new();
     for e in d.iter() {
@@ -87,6 +99,18 @@ pub fn list_dir<P: ?Sized + NixPath>(
         }
     }
     Ok(out)
+}
+
+/// The names in the directory `name` under `dir` ([`list_dir`] without the types).
+///
+/// # Errors
+///
+/// As [`list_dir`].
+pub fn list_names<P: ?Sized + NixPath>(
+    dir: Option<BorrowedFd<'_>>,
+    name: &P,
+) -> io::Result<Vec<std::ffi::OsString>> {
+    Ok(list_dir(dir, name)?.into_iter().map(|(n, _)| n).collect())
 }
 
 /// ioctl(FICLONE): make `dst` share `src`'s extents (a copy-on-write clone of the whole file).

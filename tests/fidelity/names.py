@@ -242,6 +242,7 @@ def main():
         show(f"fchown of a {what} descriptor", lambda: os.fchown(fd, os.getuid(), os.getgid()))
         show(f"futimens of a {what} descriptor", lambda: os.utime(fd))
         show(f"linkat AT_EMPTY_PATH of a {what} descriptor", lambda: linkat(fd, "", "fdlink", AT_EMPTY_PATH))
+    show("fexecve of a never opened descriptor", lambda: os.execve(4000, ["x"], {}))
     r, w = os.pipe()
     show("unlink x at a pipe as dirfd", lambda: os.unlink("x", dir_fd=r))
     show("mkdir x at a pipe as dirfd", lambda: os.mkdir("x", dir_fd=r))

@@ -76,10 +76,7 @@ fn git_like(dir: BorrowedFd<'_>, path: &Path, extra: usize) -> bool {
 }
 
 fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlag) -> Option<OwnedFd> {
-    crate::sys::fs::open_unseen(flags | OFlag::O_CLOEXEC, |f| {
-        Ok(crate::sys::fs::openat(Some(dir), name, f, Mode::empty())?)
-    })
-    .ok()
+    crate::sys::fs::openat_unseen(Some(dir), name, flags | OFlag::O_CLOEXEC, Mode::empty()).ok()
 }
 
 /// The git directory a hooks directory `hooks` (at `path`) belongs to, if it is one.
@@ -239,7 +236,7 @@ fn hooks_in(dir: BorrowedFd<'_>, name: &OsStr, facts: &mut Vec<GitFacts>) {
     ) else {
         return;
     };
-    let Ok(names) = list_dir(dir, name) else {
+    let Ok(names) = crate::sys::fs::list_names(Some(dir), name) else {
         return;
     };
     for n in names {
@@ -250,13 +247,6 @@ fn hooks_in(dir: BorrowedFd<'_>, name: &OsStr, facts: &mut Vec<GitFacts>) {
             facts.push(GitFacts::Hook { name: n });
         }
     }
-}
-
-fn list_dir(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Vec<OsString>> {
-    Ok(crate::sys::fs::list_dir(Some(dir), name)?
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect())
 }
 
 /// A marker about to be created at `t`: if its directory becomes (or is) git-like, judge it.
