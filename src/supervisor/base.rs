@@ -65,6 +65,13 @@ impl AsFd for DirFd {
     }
 }
 
+impl DirFd {
+    /// The descriptor, shared: its identity names the directory while it is held.
+    pub fn shared(&self) -> &Arc<OwnedFd> {
+        &self.0
+    }
+}
+
 impl AsRawFd for DirFd {
     fn as_raw_fd(&self) -> RawFd {
         self.0.as_raw_fd()
@@ -404,7 +411,15 @@ fn owner(st: &libc::statx) -> Owner {
 /// go first, the removal frees it as it does bare, on the call that removes it. A worker in
 /// the middle of a call through it holds it until that call ends, as a concurrent call would
 /// bare.
+///
+/// The same for the directory this worker stays in after reading a path
+/// ([`sys::fs::dir_path_staying_in`]): it goes home. The removal's own walk has already moved
+/// it into the parent (it read the parent's path); leaving here keeps that true whatever the
+/// walk read last. Another worker stays in a directory only while it is alone (the receiving
+/// worker, with no standby started: see `receive::after_call`) or in the middle of a call, so
+/// no other worker holds one past its call.
 pub fn forget(st: &libc::stat) {
+    sys::fs::leave();
     let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
     let workers: Vec<_> = lock(&WORKERS).iter().filter_map(Weak::upgrade).collect();
     let other = |(_, ma, mi, ino): &Identity| (*ma, *mi, *ino) != (major, minor, st.st_ino);

@@ -124,9 +124,10 @@ fn to_create(base: std::os::fd::BorrowedFd<'_>, path: &[u8], resolve: u64) -> io
         Err(nix::errno::Errno::ENOENT) => None::<Kind>,
         Err(e) => return Err(e.into()),
     };
-    let path = target::dir_path(parent.as_fd())?.join(&name);
+    let parent = super::base::DirFd::from(parent);
+    let path = target::dir_path(&parent)?.join(&name);
     Ok(Target {
-        parent: parent.into(),
+        parent,
         name,
         path,
         kind,

@@ -144,6 +144,10 @@ struct Core {
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
+    /// Set before the standbys are started: from then on every worker goes home after each
+    /// call (`sys::fs::leave`), so that none holds a directory another may remove (see
+    /// `base::forget`).
+    standbys: AtomicBool,
     /// Worker 0 waits in RECV and is woken with `sys::process::wake_signal` at the end; false
     /// when that signal already has a handler of the embedding program's: worker 0 then polls
     /// the listener and the stop pipe, as the standbys do.
@@ -388,6 +392,7 @@ impl Supervisor {
                 doze: receive::Doze::new(),
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
+                standbys: AtomicBool::new(false),
                 waits_in_recv: match crate::sys::process::install_wake_handler() {
                     Ok(()) => true,
                     Err(e) => {
@@ -439,6 +444,7 @@ impl Supervisor {
                         continue;
                     }
                     let threads = standbys.get_or_insert_with(|| {
+                        core.standbys.store(true, Ordering::SeqCst);
                         (1..receive::WORKERS)
                             .filter_map(|i| {
                                 let core = Arc::clone(&core);

@@ -1,9 +1,10 @@
 //! The read stage: every pointer argument of a decoded [`Call`] copied from the caller's memory
 //! in one go, before anything is resolved. One process_vm_readv carries an iovec per argument:
 //! a string's first piece runs to the end of its page (where the kernel's own string copy
-//! could fault too), a structure is read whole, an argv's first page of pointers comes along.
-//! What that one copy could not finish (a string crossing a page, an exec's argument strings)
-//! is read next, batched again where it can be.
+//! could fault too) or for [`FIRST_STR`] bytes if that is less, a structure is read whole, an
+//! argv's first page of pointers comes along. What that one copy could not finish (a string
+//! crossing a page or longer than that, an exec's argument strings) is read next, batched
+//! again where it can be.
 //!
 //! Results are the ones the per-argument readers in [`super::memory`] give, errors included:
 //! a failed piece is re-read on its own for its exact error. The caller still has to check
@@ -16,6 +17,12 @@ use super::memory::{self, PATH_MAX};
 
 /// An exec's argv: at most this many arguments...
 const ARGV_MAX_ARGS: usize = 16 * 1024;
+/// How much of a path the first copy takes (less where its page ends first): nearly every
+/// path is shorter, and the rest of a longer one is read on its own. A buffer this size comes
+/// from the allocator's per-thread cache; one up to the end of the page (up to 4 KiB, on
+/// average 2) made every call take a large chunk, zeroed, which made `malloc` consolidate its
+/// free lists each time.
+const FIRST_STR: usize = 512;
 /// ...and this many bytes of strings (the kernel's own limit depends on the stack rlimit).
 const ARGV_MAX_TOTAL: usize = 2 * 1024 * 1024;
 
@@ -75,7 +82,9 @@ fn unread() -> io::Error {
 /// The piece of `want` the first copy takes: `None` for a NULL pointer (nothing to read).
 fn first_piece(want: Want) -> Option<(u64, usize)> {
     match want {
-        Want::Str(StrPtr(addr)) => (addr != 0).then(|| (addr, memory::first_chunk(addr, PATH_MAX))),
+        Want::Str(StrPtr(addr)) => {
+            (addr != 0).then(|| (addr, memory::first_chunk(addr, FIRST_STR)))
+        }
         Want::Block(b) => (b.addr != 0).then_some((b.addr, b.len)),
         Want::Argv(ArgvPtr(addr)) => {
             (addr != 0).then(|| (addr, memory::first_chunk(addr, ARGV_MAX_ARGS * 8)))
@@ -264,6 +273,50 @@ mod tests {
                     assert_eq!(a.raw_os_error(), Some(libc::ENAMETOOLONG));
                 }
                 (a, b) => panic!("{a:?} vs {b:?}"),
+            }
+        }
+    }
+
+    /// Strings around and past the first piece's size, starting at a page's start (the
+    /// whole page would fit in one piece) and just before a page's end, are read whole: the
+    /// rest of a long one comes in a second round.
+    #[test]
+    fn strings_longer_than_the_first_piece_are_read_whole() {
+        for len in [
+            1,
+            FIRST_STR - 1,
+            FIRST_STR,
+            FIRST_STR + 1,
+            1500,
+            PATH_MAX - 1,
+        ] {
+            for end_of_page in [false, true] {
+                let mut b = vec![b'y'; 4 * 4096];
+                let base = b.as_ptr() as usize;
+                let page = (base / 4096 + 1) * 4096 - base;
+                let off = if end_of_page { page + 4096 - 3 } else { page };
+                let at = base + off;
+                assert_eq!(at % 4096, if end_of_page { 4093 } else { 0 });
+                b[off + len] = 0;
+                let p = StrPtr(at as u64);
+                let call = Call {
+                    syscall: "unlinkat",
+                    args: Args::Unlink {
+                        at: PathArg {
+                            dirfd: libc::AT_FDCWD as u64,
+                            path: Some(p),
+                            empty_path: false,
+                        },
+                        rmdir: false,
+                    },
+                };
+                let got = read(me(), &call).string(p).expect("read");
+                assert_eq!(got.len(), len, "length {len} at offset {off}");
+                assert!(got.iter().all(|&c| c == b'y'));
+                assert_eq!(
+                    Ok(got),
+                    memory::read_cstr(me(), p.0, PATH_MAX).map_err(|e| e.kind())
+                );
             }
         }
     }

@@ -213,6 +213,7 @@ pub(super) fn worker(core: &Core, me: usize) {
                 handle(core, n, inject);
             }
             core.busy_since[me].store(0, Ordering::Release);
+            after_call(core);
             continue;
         }
         if hup || stop {
@@ -259,6 +260,7 @@ fn receiver(core: &Core, inject: emulate::Inject) {
                 core.doze.call_taken();
                 handle(core, n, inject);
                 core.busy_since[0].store(0, Ordering::Release);
+                after_call(core);
             }
             // Woken to look at `finished` (EINTR), a caller gone before its call was taken,
             // or no process holding the filter any more (RECV returns at once from then on).
@@ -268,6 +270,19 @@ fn receiver(core: &Core, inject: emulate::Inject) {
             }
             None => {}
         }
+    }
+}
+
+/// A worker between calls stays in the directory whose path it read last (one `getcwd` for
+/// the next call about it, see `sys::fs::dir_path_staying_in`) only while it is the only
+/// worker: a standby takes calls only while the receiving worker is in the middle of one (it
+/// holds `receiving` while it waits), and the receiving worker removes what it removes
+/// itself, going home first (`base::forget`). Once standbys are started, each worker goes
+/// home after each call, so a directory another worker removes is held past its removal
+/// only by a worker still in a call.
+fn after_call(core: &Core) {
+    if core.standbys.load(Ordering::SeqCst) {
+        crate::sys::fs::leave();
     }
 }
 

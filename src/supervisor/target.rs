@@ -189,11 +189,12 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
 }
 
 /// The real path of a directory we hold: as [`fd_path`], for a fraction of its cost on a
-/// supervisor worker (see [`sys::fs::dir_path_by_moving_into`]).
-pub fn dir_path(dir: BorrowedFd<'_>) -> io::Result<PathBuf> {
-    match sys::fs::dir_path_by_moving_into(dir) {
+/// supervisor worker, which stays in the directory until it asks about another one or
+/// leaves (see [`sys::fs::dir_path_staying_in`] and [`base::forget`]).
+pub fn dir_path(dir: &DirFd) -> io::Result<PathBuf> {
+    match sys::fs::dir_path_staying_in(dir.shared()) {
         Some(p) => Ok(PathBuf::from(p)),
-        None => fd_path(dir),
+        None => fd_path(dir.as_fd()),
     }
 }
 
@@ -406,7 +407,7 @@ pub fn target(pid: u32, dirfd: u64, raw: &[u8], last: Last) -> io::Result<Target
     let in_proc = |base: &Option<DirFd>| {
         owned_raw.starts_with(b"/proc/")
             || base.as_ref().is_some_and(|b| {
-                dir_path(b.as_fd()).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
+                dir_path(b).is_ok_and(|p| p.as_os_str().as_bytes().starts_with(b"/proc/"))
             })
     };
     let mut first = None;
@@ -587,7 +588,7 @@ fn walk_from(
                 return Ok(p.clone());
             }
         }
-        let p = dir_path(dir.as_fd())?;
+        let p = dir_path(dir)?;
         known = Some((dir.clone(), p.clone()));
         Ok(p)
     };

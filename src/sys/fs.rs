@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::OFlag;
@@ -270,42 +270,90 @@ pub fn readlink_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<std
     nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name).map_err(io::Error::from)
 }
 
+thread_local! {
+    /// Where this thread was before it first moved (see [`dir_path_staying_in`]).
+    static HOME: Option<OwnedFd> = openat(
+        None,
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok();
+    static HERE: std::cell::RefCell<Here> = const { std::cell::RefCell::new(Here::Home) };
+}
+
+/// Where a thread that moves into directories is.
+enum Here {
+    Home,
+    /// In the directory this shared descriptor is, held (so that its number names that
+    /// directory for as long as the thread stays).
+    In(std::sync::Arc<OwnedFd>),
+}
+
 /// The path of the directory `dir` as the kernel's `getcwd` tells it: this thread moves into
-/// it (`fchdir`), asks, and moves back to where it was, so it keeps no directory of a call
-/// (a removed directory is freed at once, a filesystem can be unmounted). The same `d_path` as a
-/// `readlink` of `/proc/thread-self/fd/N` without the walk through procfs: 0.75 against 1.74 µs
-/// here (a C loop of 200,000 of each). `None` where that cannot answer, and the caller reads
-/// the link instead: a thread that shares its cwd with the rest of the process (only a thread
-/// with an fs context of its own may move), a directory this thread's credentials may not
-/// search, one removed (`getcwd` fails where the link says `(deleted)`) or outside this
+/// it (`fchdir`) and asks. The same `d_path` as a `readlink` of `/proc/thread-self/fd/N`
+/// without the walk through procfs: 0.75 against 1.74 µs here (a C loop of 200,000 of each,
+/// with a move back each time). The thread stays in `dir` until it asks about another
+/// directory or [`leave`]s: the next question about the same `dir` (by identity: the same
+/// shared descriptor) is one `getcwd`, which reads the path the directory has *now*,
+/// wherever it was moved since. While it stays, the thread holds the directory as `dir`
+/// does (it keeps a clone): whoever removes it makes the thread leave first, for it to be
+/// freed by its removal.
+///
+/// `None` where that cannot answer, and the caller reads the link instead: a thread that
+/// shares its cwd with the rest of the process (only a thread with an fs context of its own
+/// may move), a directory this thread's credentials may not search, one removed (`getcwd`
+/// fails where the link says `(deleted)`; the thread then goes home) or outside this
 /// thread's root, a path longer than the buffer.
-pub fn dir_path_by_moving_into(dir: BorrowedFd<'_>) -> Option<std::ffi::OsString> {
-    use std::os::unix::ffi::OsStringExt;
-    thread_local! {
-        /// Where the thread was before it first moved.
-        static HOME: Option<std::os::fd::OwnedFd> = openat(
-            None,
-            ".",
-            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .ok();
+pub fn dir_path_staying_in(dir: &std::sync::Arc<OwnedFd>) -> Option<std::ffi::OsString> {
+    let there =
+        HERE.with(|h| matches!(&*h.borrow(), Here::In(here) if std::sync::Arc::ptr_eq(here, dir)));
+    if !there {
+        move_into(dir.as_fd(), Here::In(std::sync::Arc::clone(dir)))?;
     }
+    let path = cwd_path();
+    if path.is_none() {
+        leave();
+    }
+    path
+}
+
+/// Moves this thread home, letting go of the directory it stays in (nothing when it is home).
+pub fn leave() {
+    let was = HERE.with(|h| std::mem::replace(&mut *h.borrow_mut(), Here::Home));
+    if matches!(was, Here::Home) {
+        return;
+    }
+    if let Some(home) = HOME.with(|h| h.as_ref().map(|h| h.as_raw_fd())) {
+        // SAFETY: `home` stays open for the thread's life. Should it fail, the thread stays
+        // where it is: its fs context is its own, and nothing of it is relative to its cwd.
+        unsafe { libc::fchdir(home) };
+    }
+}
+
+/// Moves this thread into `dir` (`fchdir`), which is then `here`. `None` where the thread
+/// shares its cwd with others, cannot find its way home, or the move fails (the thread is
+/// then where it was).
+fn move_into(dir: BorrowedFd<'_>, here: Here) -> Option<()> {
     if !crate::creds::assume::has_private_fs() {
         return None;
     }
-    let home = HOME.with(|h| h.as_ref().map(|h| h.as_raw_fd()))?;
+    HOME.with(|h| h.as_ref().map(drop))?;
     // SAFETY: fchdir takes a descriptor, which `dir` keeps open for this call.
     if unsafe { libc::fchdir(dir.as_raw_fd()) } != 0 {
         return None;
     }
+    HERE.with(|h| *h.borrow_mut() = here);
+    Some(())
+}
+
+/// The path of this thread's working directory (`getcwd`), when the kernel can tell it.
+fn cwd_path() -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
     let mut buf = [0u8; 4096];
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, on this frame. The raw
     // call: glibc's wrapper would allocate on ENAMETOOLONG.
     let rc = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
-    // SAFETY: as above; `home` stays open for the thread's life. Should it fail, the thread
-    // stays in `dir`: its fs context is its own, and nothing of it is relative to its cwd.
-    unsafe { libc::fchdir(home) };
     // The length with the NUL; a directory outside the root comes back as "(unreachable)/..".
     let n = usize::try_from(rc)
         .ok()
@@ -387,7 +435,6 @@ pub fn landlock_add_path_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd;
 
     #[test]
     fn a_lease_tells_whether_a_file_is_open_elsewhere() {
@@ -408,43 +455,47 @@ mod tests {
     }
 
     /// On a thread with an fs context of its own, the path read by moving into a directory is
-    /// the link's, the thread ends where it was, and what `getcwd` cannot tell (a removed
-    /// directory) is left to the link; elsewhere nothing moves.
+    /// the link's, and stays the link's while the thread stays there: after the directory is
+    /// moved, and after another directory's path was asked in between. What `getcwd` cannot
+    /// tell (a removed directory) is left to the link, and the thread goes home, as it does
+    /// when it leaves; elsewhere nothing moves.
     #[test]
     fn a_directory_path_read_by_moving_into_it_is_the_links() {
+        use std::sync::Arc;
         let dir = tempfile::tempdir().expect("tempdir");
         let sub = dir.path().join("a b").join("c");
         std::fs::create_dir_all(&sub).expect("mkdir");
-        let open = |p: &std::path::Path| OwnedFd::from(std::fs::File::open(p).expect("open"));
+        let open =
+            |p: &std::path::Path| Arc::new(OwnedFd::from(std::fs::File::open(p).expect("open")));
         let link = |fd: &OwnedFd| {
             std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("readlink")
         };
-        let (d, gone) = (open(&sub), open(dir.path()));
+        let path = |fd: &Arc<OwnedFd>| dir_path_staying_in(fd).map(std::path::PathBuf::from);
+        let (d, other) = (open(&sub), open(dir.path()));
         // Not a worker: the process's cwd is shared, nothing moves.
-        assert_eq!(dir_path_by_moving_into(d.as_fd()), None);
-        let link_d = link(&d);
+        assert_eq!(path(&d), None);
         std::thread::scope(|s| {
             s.spawn(|| {
                 nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS).expect("unshare");
                 crate::creds::assume::mark_private_fs();
-                let before = std::env::current_dir().expect("cwd");
-                assert_eq!(
-                    dir_path_by_moving_into(d.as_fd()).map(std::path::PathBuf::from),
-                    Some(link_d.clone())
-                );
-                assert_eq!(std::env::current_dir().expect("cwd"), before);
-                std::fs::remove_dir(&sub).expect("rmdir");
+                let cwd = || std::env::current_dir().expect("cwd");
+                let before = cwd();
+                assert_eq!(path(&d), Some(link(&d)));
+                assert_eq!(cwd(), sub, "it stays");
+                // Moved while the thread is in it: the path it has now.
+                let moved = dir.path().join("moved");
+                std::fs::rename(dir.path().join("a b"), &moved).expect("rename");
+                assert_eq!(path(&d), Some(moved.join("c")));
+                assert_eq!(path(&other), Some(link(&other)));
+                assert_eq!(path(&d), Some(link(&d)), "back in the first");
+                leave();
+                assert_eq!(cwd(), before, "home");
+                assert_eq!(path(&d), Some(link(&d)));
+                std::fs::remove_dir(moved.join("c")).expect("rmdir");
                 assert!(link(&d).to_string_lossy().ends_with(" (deleted)"));
-                assert_eq!(
-                    dir_path_by_moving_into(d.as_fd()),
-                    None,
-                    "a removed directory"
-                );
-                assert_eq!(std::env::current_dir().expect("cwd"), before);
-                assert_eq!(
-                    dir_path_by_moving_into(gone.as_fd()).map(std::path::PathBuf::from),
-                    Some(link(&gone))
-                );
+                assert_eq!(path(&d), None, "a removed directory");
+                assert_eq!(cwd(), before, "home again");
+                assert_eq!(path(&other), Some(link(&other)));
             })
             .join()
             .expect("thread");
