@@ -14,8 +14,11 @@
 //!
 //! # The log (`log.jsonl`)
 //!
-//! One JSON object per line, appended with one write(2) (fsync'd when the journal was created
-//! with `fsync`), always *before* the change it describes. Paths are relative to the workspace,
+//! One JSON object per line, appended in one copy into a mapped window of the file (or one
+//! `pwrite` where none can be made; see `log::LogWriter`; fsync'd when the journal was created
+//! with `fsync`), always *before* the change it describes. Past the last entry the file may
+//! hold zeros, reserved for the next ones, until the writer closes it or the next opening cuts
+//! them; readers take them for a torn last line. Paths are relative to the workspace,
 //! in the lossless [`PathText`](crate::audit::PathText) form (a string, or `{"base64": ...}`);
 //! a path may lie in an excluded directory when a rename crossed into or out of one.
 //! `st` is `{"kind","mode","uid","gid","size","atime":[s,ns],"mtime":[s,ns],"dev","ino"[,"rdev"]}`

@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod creds;
 pub mod fs;
+pub mod mapped;
 pub mod meta;
 pub mod net;
 pub mod notify;
