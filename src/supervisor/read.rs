@@ -138,10 +138,26 @@ mod tests {
     }
 
     fn at(p: &[u8]) -> PathArg {
+        at_ptr(StrPtr(p.as_ptr() as u64))
+    }
+
+    /// A path at `p` relative to the cwd.
+    fn at_ptr(p: StrPtr) -> PathArg {
         PathArg {
             dirfd: libc::AT_FDCWD as u64,
-            path: Some(StrPtr(p.as_ptr() as u64)),
+            path: Some(p),
             empty_path: false,
+        }
+    }
+
+    /// unlinkat of the path at `p`.
+    fn unlink(p: StrPtr) -> Call {
+        Call {
+            syscall: "unlinkat",
+            args: Args::Unlink {
+                at: at_ptr(p),
+                rmdir: false,
+            },
         }
     }
 
@@ -206,11 +222,7 @@ mod tests {
         let call = Call {
             syscall: "renameat2",
             args: Args::Rename {
-                from: PathArg {
-                    dirfd: libc::AT_FDCWD as u64,
-                    path: Some(StrPtr(8)),
-                    empty_path: false,
-                },
+                from: at_ptr(StrPtr(8)),
                 to: at(&good),
                 flags: 0,
             },
@@ -219,18 +231,9 @@ mod tests {
         let err = m.string(StrPtr(8)).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
         assert_eq!(m.string(StrPtr(good.as_ptr() as u64)).unwrap(), b"fine");
-        let null = Call {
-            syscall: "unlinkat",
-            args: Args::Unlink {
-                at: PathArg {
-                    dirfd: libc::AT_FDCWD as u64,
-                    path: Some(StrPtr(0)),
-                    empty_path: false,
-                },
-                rmdir: false,
-            },
-        };
-        let err = read(me(), &null).string(StrPtr(0)).unwrap_err();
+        let err = read(me(), &unlink(StrPtr(0)))
+            .string(StrPtr(0))
+            .unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
     }
 
@@ -248,18 +251,7 @@ mod tests {
         let long_start = page2 + 4096 + 200 - short_len;
         for (off, ok) in [(start, true), (long_start, false)] {
             let p = StrPtr((base + off) as u64);
-            let call = Call {
-                syscall: "unlinkat",
-                args: Args::Unlink {
-                    at: PathArg {
-                        dirfd: libc::AT_FDCWD as u64,
-                        path: Some(p),
-                        empty_path: false,
-                    },
-                    rmdir: false,
-                },
-            };
-            let got = read(me(), &call).string(p);
+            let got = read(me(), &unlink(p)).string(p);
             let want = memory::read_cstr(me(), p.0, PATH_MAX);
             match (got, want) {
                 (Ok(a), Ok(b)) => {
@@ -299,18 +291,7 @@ mod tests {
                 assert_eq!(at % 4096, if end_of_page { 4093 } else { 0 });
                 b[off + len] = 0;
                 let p = StrPtr(at as u64);
-                let call = Call {
-                    syscall: "unlinkat",
-                    args: Args::Unlink {
-                        at: PathArg {
-                            dirfd: libc::AT_FDCWD as u64,
-                            path: Some(p),
-                            empty_path: false,
-                        },
-                        rmdir: false,
-                    },
-                };
-                let got = read(me(), &call).string(p).expect("read");
+                let got = read(me(), &unlink(p)).string(p).expect("read");
                 assert_eq!(got.len(), len, "length {len} at offset {off}");
                 assert!(got.iter().all(|&c| c == b'y'));
                 assert_eq!(
