@@ -11,8 +11,13 @@ use std::ptr::NonNull;
 use nix::fcntl::FallocateFlags;
 use nix::sys::mman::{MapFlags, ProtFlags};
 
-/// How much of the file a window reserves at a time.
-pub const WINDOW: u64 = 1 << 20;
+/// The first window's size: a file appended to a few times (the journal of a command that
+/// changes a few files) reserves no more.
+pub const FIRST_WINDOW: u64 = 64 << 10;
+
+/// The largest window: each new window is as large as the file (to a power of two), between
+/// [`FIRST_WINDOW`] and this, so a growing file is mapped a few times, not once per 64 KiB.
+pub const MAX_WINDOW: u64 = 1 << 20;
 
 const PAGE: u64 = 4096;
 
@@ -78,7 +83,8 @@ impl Appender {
         if !self.window.as_ref().is_some_and(fits) {
             self.window = None;
             let start = end / PAGE * PAGE;
-            let len = (end - start + n as u64).div_ceil(WINDOW) * WINDOW;
+            let size = end.next_power_of_two().clamp(FIRST_WINDOW, MAX_WINDOW);
+            let len = (end - start + n as u64).div_ceil(size) * size;
             match map(file, start, len) {
                 Ok(at) => {
                     self.window = Some(Window {
@@ -130,8 +136,9 @@ fn map(file: &File, start: u64, len: u64) -> nix::Result<NonNull<u8>> {
 mod tests {
     use super::*;
 
-    /// Writes through windows read back as written, across a window's end, with zeros after
-    /// the end until the owner cuts the file; a file that cannot be mapped is written.
+    /// Writes through windows read back as written, across windows' ends, with zeros after
+    /// the end until the owner cuts the file; the windows start small and grow with the file;
+    /// a file that cannot be mapped is written.
     #[test]
     fn what_is_written_through_windows_reads_back() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -146,14 +153,25 @@ mod tests {
         let mut a = Appender::default();
         let mut want = Vec::new();
         let line = vec![b'x'; 3000];
-        while (want.len() as u64) < WINDOW + 10_000 {
+        let mut windows = Vec::new();
+        while (want.len() as u64) < 2 * MAX_WINDOW + 10_000 {
             a.write_at(&file, &line, want.len() as u64).expect("write");
             want.extend_from_slice(&line);
             want.push(b'\n');
             a.write_at(&file, b"\n", want.len() as u64 - 1)
                 .expect("write");
+            let len = a.window.as_ref().map(|w| w.len as u64);
+            if windows.last() != Some(&len) {
+                windows.push(len);
+            }
         }
         assert!(a.window.is_some() && !a.plain, "written through a window");
+        // Small first, then as large as the file, up to the largest.
+        let sizes: Vec<u64> = windows.iter().flatten().copied().collect();
+        assert_eq!(sizes.first(), Some(&FIRST_WINDOW), "{sizes:?}");
+        assert!(sizes.windows(2).all(|p| p[0] <= p[1]), "{sizes:?}");
+        assert_eq!(sizes.last(), Some(&MAX_WINDOW), "{sizes:?}");
+        assert!(sizes.len() < 12, "{sizes:?}");
         let got = std::fs::read(&path).expect("read");
         assert!(got.len() > want.len(), "reserved ahead");
         assert_eq!(&got[..want.len()], &want[..]);
