@@ -626,9 +626,10 @@ fn open(
         Ok(opened) => opened,
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
-    if matches!(inject, Inject::AddFdSend | Inject::AddFd) {
-        super::warm::before_injection();
-    }
+    let wake = match inject {
+        Inject::AddFdSend | Inject::AddFd => super::warm::before_injection(),
+        Inject::Continue => None,
+    };
     let outcome = match inject {
         Inject::AddFdSend => match listener.addfd(n.id, fd.as_fd(), cloexec, true) {
             Ok(_) => {
@@ -643,6 +644,7 @@ fn open(
         },
         Inject::Continue => Outcome::Continue,
     };
+    super::warm::after_injection(wake);
     // After the answer, off the caller's path; the journal's lock is still held, so no other
     // call on this file is judged before it is known as made.
     if let (true, Some(j)) = (made, creating) {
