@@ -23,6 +23,13 @@ pub use assume::{
 pub const CAP_FS_MASK: u64 =
     (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 9) | (1 << 32) | (1 << 27);
 
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread has read a /proc/TID/status ([`Creds::of_thread`]): the
+    /// caches built on it prove what they spare.
+    pub static STATUS_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// One thread's credentials, as far as file-system calls are concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Creds {
@@ -61,6 +68,8 @@ impl Creds {
 
     /// The credentials of thread `tid`, from /proc/TID/status.
     pub fn of_thread(tid: u32) -> io::Result<Creds> {
+        #[cfg(test)]
+        STATUS_READS.with(|r| r.set(r.get() + 1));
         let text = crate::sys::process::read_proc_text(format!("/proc/{tid}/status"))?;
         Creds::parse(&text).ok_or_else(|| {
             io::Error::new(

@@ -16,7 +16,10 @@
 //! through and cannot see finish. The new mask is known from the call's argument, so guard
 //! records it for the process at once (another thread's concurrent create may see it a little
 //! early, one of the orders the kernel could have run them in) and applies that record over
-//! whatever /proc shows, until the process is gone.
+//! whatever /proc shows, until the process is gone. With the run's credentials fixed (below),
+//! that record is all a create needs of a process that asks through its leader (a
+//! single-threaded `sed -i`, which sets its umask and then creates): nothing is read in /proc,
+//! and umask(2) itself finds the process of a leader with `pidfd_open` alone.
 //!
 //! When the run's command cannot change its credentials at all ([`Creds::can_change`], the
 //! common case: an unprivileged guard, or root with the command's capabilities dropped),
@@ -79,6 +82,17 @@ struct Tables {
     until_sweep: usize,
 }
 
+/// `fixed` with the umask `mask`.
+fn with_umask(fixed: &Arc<Creds>, mask: u32) -> Arc<Creds> {
+    if fixed.umask == mask {
+        return Arc::clone(fixed);
+    }
+    Arc::new(Creds {
+        umask: mask,
+        ..Creds::clone(fixed)
+    })
+}
+
 /// The cache (see the module doc).
 pub struct Callers {
     /// The credentials of every process of the run, when they cannot change.
@@ -111,22 +125,35 @@ impl Callers {
     /// create something (its mode goes through the umask).
     pub fn caller(&self, tid: u32, umask: bool) -> io::Result<Caller> {
         let own_umask = umask && self.umask_called.load(Ordering::Acquire);
-        if let (Some(fixed), false) = (&self.fixed, own_umask) {
-            return Ok(Caller {
-                creds: Arc::clone(fixed),
-            });
+        if let Some(fixed) = &self.fixed {
+            if !own_umask {
+                return Ok(Caller {
+                    creds: Arc::clone(fixed),
+                });
+            }
+            // A process that set its umask itself, asking through its leader (the id the
+            // record is kept under: no other live thread has it): the record is its umask,
+            // and the credentials are the run's. /proc/TID/status costs 16-20 us here.
+            if let Some(mask) = self.recorded_umask(tid) {
+                return Ok(Caller {
+                    creds: with_umask(fixed, mask),
+                });
+            }
         }
         let creds = self.lookup(tid)?;
         let creds = match &self.fixed {
             // Only the umask is the thread's own.
-            Some(fixed) if creds.umask != fixed.umask => Arc::new(Creds {
-                umask: creds.umask,
-                ..Creds::clone(fixed)
-            }),
-            Some(fixed) => Arc::clone(fixed),
+            Some(fixed) => with_umask(fixed, creds.umask),
             None => creds,
         };
         Ok(Caller { creds })
+    }
+
+    /// The umask umask(2) set for the process whose leader is `tid`, while that process lives.
+    fn recorded_umask(&self, tid: u32) -> Option<u32> {
+        let t = lock(&self.tables);
+        let r = t.umasks.get(&tid)?;
+        task_exists(r.process.as_fd()).then_some(r.mask)
     }
 
     fn lookup(&self, tid: u32) -> io::Result<Arc<Creds>> {
@@ -221,11 +248,19 @@ impl Callers {
     pub fn umask_set(&self, tid: u32, mask: u32) {
         self.umask_calling();
         let mask = mask & 0o777;
-        let tgid = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
-        let Some(tgid) = tgid.or_else(|| Creds::of_thread(tid).ok().map(|c| c.tgid)) else {
-            return; // the thread is gone: nothing of it will create anything
+        let cached = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
+        // pidfd_open without PIDFD_THREAD opens only a thread group leader, whose id is its
+        // process's: a single-threaded process (a shell's `sed -i`) is found without reading
+        // /proc/TID/status.
+        let found = match cached {
+            Some(tgid) => pidfd_open(tgid as i32).map(|fd| (tgid, fd)),
+            None => pidfd_open(tid as i32).map(|fd| (tid, fd)).or_else(|_| {
+                let tgid = Creds::of_thread(tid)?.tgid;
+                pidfd_open(tgid as i32).map(|fd| (tgid, fd))
+            }),
         };
-        let Ok(process) = pidfd_open(tgid as i32) else {
+        // Gone: nothing of it will create anything.
+        let Ok((tgid, process)) = found else {
             return;
         };
         let mut t = lock(&self.tables);
@@ -307,6 +342,42 @@ mod tests {
             .expect("thread");
         let creds = c.caller(other, false).expect("fixed").creds;
         assert!(Arc::ptr_eq(&creds, &fixed));
+    }
+
+    /// With credentials fixed for the run, a process that set its umask itself gets it from
+    /// its record when it asks through its leader, and neither umask(2) by the leader nor its
+    /// create reads /proc; another thread, whose id has no record, is read (and given the
+    /// record too).
+    #[test]
+    fn a_leader_that_set_its_umask_is_answered_from_its_record() {
+        let c = with_fixed_credentials();
+        let fixed = c.fixed.clone().expect("own credentials");
+        let leader = std::process::id();
+        let mask = fixed.umask ^ 0o007;
+        let reads = || crate::creds::STATUS_READS.with(std::cell::Cell::get);
+        let before = reads();
+        c.umask_set(leader, mask);
+        assert_eq!(reads(), before, "umask(2) read nothing");
+        let creds = c.caller(leader, true).expect("recorded").creds;
+        assert_eq!(creds.umask, mask);
+        assert_eq!(
+            (creds.uids, &creds.groups, creds.cap_effective),
+            (fixed.uids, &fixed.groups, fixed.cap_effective)
+        );
+        assert_eq!(reads(), before, "the create read nothing");
+        // A thread that is not the leader: its process is found through /proc, its own
+        // umask call is recorded for the process, and its create reads its entry.
+        let (tid, done, t) = waiting_thread();
+        c.umask_set(tid, fixed.umask);
+        assert_eq!(reads(), before + 1);
+        assert_eq!(
+            c.caller(leader, true).expect("recorded").creds.umask,
+            fixed.umask
+        );
+        assert_eq!(c.caller(tid, true).expect("read").creds.umask, fixed.umask);
+        assert_eq!(reads(), before + 2);
+        drop(done);
+        t.join().expect("join");
     }
 
     #[test]
