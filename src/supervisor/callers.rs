@@ -174,8 +174,11 @@ impl Callers {
         let pidfd = pidfd_open_thread(tid).ok().map(Arc::new);
         let mut creds = Creds::of_thread(tid)?;
         let mut t = lock(&self.tables);
+        // A record of a process that is gone says nothing of another given its id since.
         if let Some(r) = t.umasks.get(&creds.tgid) {
-            creds.umask = r.mask;
+            if task_exists(r.process.as_fd()) {
+                creds.umask = r.mask;
+            }
         }
         let creds = Arc::new(creds);
         if t.entries.len() >= MAX_ENTRIES {
@@ -391,6 +394,26 @@ mod tests {
         let _ = other.join();
         c.exec(me());
         assert_eq!(c.caller(me(), true).expect("re-read").creds.umask, 0o027);
+    }
+
+    /// A record of a process that is gone says nothing of the process given its id since
+    /// (here: a reaped child's record filed under this process's id), read or not.
+    #[test]
+    fn a_gone_processs_umask_record_is_not_applied_to_the_next_owner_of_its_id() {
+        let c = Callers::new(std::process::id());
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        let process = pidfd_open(child.id() as i32).expect("pidfd of the child");
+        child.wait().expect("reap");
+        let own = Creds::of_thread(me()).expect("own").umask;
+        lock(&c.tables).umasks.insert(
+            std::process::id(),
+            UmaskRecord {
+                mask: own ^ 0o070,
+                process,
+            },
+        );
+        assert_eq!(c.lookup(me()).expect("read").umask, own);
+        assert_eq!(c.recorded_umask(std::process::id()), None);
     }
 
     /// A thread that waits until the returned sender is dropped: its id, the sender, and the
