@@ -205,14 +205,24 @@ pub fn changing_entries_of<T>(
 
 /// Whether an open with `flags` may go without the switch of the effective set: the caller
 /// differs from guard by capabilities only ([`caller_differs_in_capabilities_only`]), and
-/// `flags` neither truncate nor make an unnamed file. Then guard may open an existing file
-/// with its own effective set, provided the result passes [`caller_could_open`], and create
-/// one where [`caller_could_create`] says the kernel's checks come out the same; otherwise
-/// the file is opened as the caller, whose answer is the kernel's. The caller's fsuid.
+/// `flags` make no unnamed file. Then guard may open an existing file with its own effective
+/// set, provided the result passes [`caller_could_open`] and `flags` do not truncate (a
+/// truncation cannot be taken back once made: see [`opens_existing_without_switch`]), and
+/// create one where [`caller_could_create`] says the kernel's checks come out the same, with
+/// O_EXCL (so O_TRUNC, which the kernel ignores for a file the open makes, changes nothing);
+/// otherwise the file is opened as the caller, whose answer is the kernel's. The caller's
+/// fsuid.
 pub fn open_without_switch(flags: i32) -> Option<u32> {
     let fsuid = caller_differs_in_capabilities_only()?;
     let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
-    (flags & libc::O_TRUNC == 0 && !tmpfile).then_some(fsuid)
+    (!tmpfile).then_some(fsuid)
+}
+
+/// Whether an open with `flags` that [`open_without_switch`] allows may open a file that
+/// exists without the switch: not when it truncates, since guard proves the open after it is
+/// made ([`caller_could_open`]) and a truncation cannot be taken back.
+pub fn opens_existing_without_switch(flags: i32) -> bool {
+    flags & libc::O_TRUNC == 0
 }
 
 /// Whether guard's create of a regular file with `mode` in `dir` meets the checks the

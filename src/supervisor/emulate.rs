@@ -574,6 +574,9 @@ fn open(
         let fsuid = creds::open_without_switch(flags)?;
         let creates = flags & libc::O_CREAT != 0;
         let existing = || {
+            if !creds::opens_existing_without_switch(flags) {
+                return None;
+            }
             let fd = open_as(ours & !libc::O_CREAT).ok()?;
             let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
             creds::caller_could_open(&st, fsuid, flags).then_some((fd, false))
@@ -594,6 +597,9 @@ fn open(
             }
         };
         if at.kind.is_some() && flags & libc::O_EXCL == 0 {
+            if !creds::opens_existing_without_switch(flags) {
+                return None;
+            }
             // Gone since the walk (ENOENT): created, as the caller's O_CREAT would.
             return existing().or_else(|| creates.then(create).and_then(Result::ok));
         }

@@ -265,13 +265,25 @@ def main():
     show("open O_WRONLY|O_CREAT m600 (there)", lambda: opened("m600", W | C))
     show("open O_CREAT|O_EXCL m600 (there)", lambda: opened("m600", C | X | W))
     show("open O_WRONLY|O_TRUNC m444", lambda: opened("m444", W | os.O_TRUNC))
+    # Creates that truncate: a root guard makes a new file itself, exclusively (the kernel
+    # ignores O_TRUNC for a file the open makes); a file there is truncated only as the caller.
+    with open("t444", "w") as f:
+        f.write("keep")
+    os.chmod("t444", 0o444)
+    show("open O_WRONLY|O_CREAT|O_TRUNC t444 (there, not writable)",
+         lambda: opened("t444", W | C | os.O_TRUNC))
+    show("open O_WRONLY|O_CREAT|O_TRUNC trnew (new)", lambda: opened("trnew", W | C | os.O_TRUNC))
     show("open O_WRONLY ld (a directory)", lambda: opened("ld", W))
     os.mkdir("ro")
     os.chmod("ro", 0o555)
     show("open O_CREAT ro/new (directory not writable)", lambda: opened("ro/new", C | W))
     show("open O_CREAT|O_EXCL ro/new (directory not writable)", lambda: opened("ro/new", C | X | W))
+    show("open O_CREAT|O_TRUNC ro/trnew (directory not writable)",
+         lambda: opened("ro/trnew", C | W | os.O_TRUNC))
     os.chmod("ro", 0o300)
     show("open O_CREAT ro/new2 (directory write and search only)", lambda: opened("ro/new2", C | W))
+    show("open O_CREAT|O_TRUNC ro/trnew2 (directory write and search only)",
+         lambda: opened("ro/trnew2", C | W | os.O_TRUNC))
     os.chmod("ro", 0o555)
     show("mkdir ro/newdir (directory not writable)", lambda: os.mkdir("ro/newdir"))
     show("symlink ro/newlink (directory not writable)", lambda: os.symlink("f", "ro/newlink"))
