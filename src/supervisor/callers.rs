@@ -82,6 +82,15 @@ struct Tables {
     until_sweep: usize,
 }
 
+impl Tables {
+    /// The umask umask(2) set for process `tgid`, while that process lives: a record of a
+    /// process that is gone says nothing of another given its id since.
+    fn umask_of(&self, tgid: u32) -> Option<u32> {
+        let r = self.umasks.get(&tgid)?;
+        task_exists(r.process.as_fd()).then_some(r.mask)
+    }
+}
+
 /// `fixed` with the umask `mask`.
 fn with_umask(fixed: &Arc<Creds>, mask: u32) -> Arc<Creds> {
     if fixed.umask == mask {
@@ -151,9 +160,7 @@ impl Callers {
 
     /// The umask umask(2) set for the process whose leader is `tid`, while that process lives.
     fn recorded_umask(&self, tid: u32) -> Option<u32> {
-        let t = lock(&self.tables);
-        let r = t.umasks.get(&tid)?;
-        task_exists(r.process.as_fd()).then_some(r.mask)
+        lock(&self.tables).umask_of(tid)
     }
 
     fn lookup(&self, tid: u32) -> io::Result<Arc<Creds>> {
@@ -174,11 +181,8 @@ impl Callers {
         let pidfd = pidfd_open_thread(tid).ok().map(Arc::new);
         let mut creds = Creds::of_thread(tid)?;
         let mut t = lock(&self.tables);
-        // A record of a process that is gone says nothing of another given its id since.
-        if let Some(r) = t.umasks.get(&creds.tgid) {
-            if task_exists(r.process.as_fd()) {
-                creds.umask = r.mask;
-            }
+        if let Some(mask) = t.umask_of(creds.tgid) {
+            creds.umask = mask;
         }
         let creds = Arc::new(creds);
         if t.entries.len() >= MAX_ENTRIES {

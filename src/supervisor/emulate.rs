@@ -573,8 +573,10 @@ fn open(
         }
         let fsuid = creds::open_without_switch(flags)?;
         let creates = flags & libc::O_CREAT != 0;
+        // A truncating open of a file that is there is made as the caller (see creds).
+        let may_open_existing = creds::opens_existing_without_switch(flags);
         let existing = || {
-            if !creds::opens_existing_without_switch(flags) {
+            if !may_open_existing {
                 return None;
             }
             let fd = open_as(ours & !libc::O_CREAT).ok()?;
@@ -597,7 +599,8 @@ fn open(
             }
         };
         if at.kind.is_some() && flags & libc::O_EXCL == 0 {
-            if !creds::opens_existing_without_switch(flags) {
+            // There at the walk: an exclusive create would only fail.
+            if !may_open_existing {
                 return None;
             }
             // Gone since the walk (ENOENT): created, as the caller's O_CREAT would.
