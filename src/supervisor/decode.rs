@@ -9,11 +9,12 @@
 //! [`Failure`] and is refused (fail closed); later stages fail with the same type.
 
 use std::io;
+use std::path::PathBuf;
 
 use crate::confine::syscalls::{self, Empty, Follow, MetaArgs, OpenFlags, Shape, Syscall};
 use crate::sys::Notif;
 
-use crate::policy::{Action, Builtin, RuleId, Verdict};
+use crate::policy::{Action, Builtin, Op, RuleId, Verdict};
 
 /// A NUL-terminated string in the caller's memory (a path, a symlink's target).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +273,12 @@ pub struct Failure {
     pub errno: i32,
     pub what: String,
     pub kind: FailureKind,
+    /// The operation the call asked for and the paths it named, as far as guard got before
+    /// it failed (see [`Failure::at`]): for the call's record, so that a failed call is
+    /// found by its path in the audit log like any other.
+    pub op: Option<Op>,
+    pub path: Option<PathBuf>,
+    pub path2: Option<PathBuf>,
 }
 
 /// Why a call could not be judged.
@@ -297,7 +304,24 @@ impl Failure {
             errno: e.raw_os_error().unwrap_or(libc::EPERM),
             what: format!("{what}: {e}"),
             kind: FailureKind::Undecodable,
+            op: None,
+            path: None,
+            path2: None,
         }
+    }
+
+    /// The failed call was operation `op` on `path` (`None` where the path argument could
+    /// not be read).
+    pub fn at(mut self, op: Op, path: Option<PathBuf>) -> Self {
+        self.op = Some(op);
+        self.path = path;
+        self
+    }
+
+    /// The failed call's second path (the destination of a rename or link).
+    pub fn to(mut self, path2: Option<PathBuf>) -> Self {
+        self.path2 = path2;
+        self
     }
 
     /// `e` while resolving a path argument (reading it, or walking it), or reading any other
@@ -374,6 +398,9 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
             errno: libc::ENOSYS,
             what: format!("system call {nr} is not one guard judges"),
             kind: FailureKind::Undecodable,
+            op: None,
+            path: None,
+            path2: None,
         });
     };
     let a = |i: usize| n.args[i];

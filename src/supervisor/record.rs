@@ -58,7 +58,12 @@ impl Record {
     ) -> Record {
         verdict.action = reaction.recorded(verdict.action);
         match judged {
-            Judged::Failed(f) => Record::without_call(n.pid, who, f.syscall, verdict),
+            Judged::Failed(f) => Record {
+                op: f.op.map(|op| op.as_str()),
+                path: f.path,
+                path2: f.path2,
+                ..Record::without_call(n.pid, who, f.syscall, verdict)
+            },
             Judged::Call(r) => {
                 let r = *r;
                 Record {

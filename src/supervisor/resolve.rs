@@ -269,6 +269,26 @@ fn path_of(mem: &mut Memory, at: &PathArg) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Where a path argument that did not resolve points, for the record of the failed call: the
+/// argument as the caller gave it (its `/proc/self` and `/dev/fd` meaning the caller's own),
+/// made absolute from the caller's cwd or dirfd (the base the walk started from, which the
+/// worker keeps), `.` and `..` taken lexically. Asked only when a call fails. `None` for an
+/// empty argument (an fd's own object, or ENOENT) or when the base cannot be found (the
+/// caller is gone).
+fn tried(n: &Notif, at: &PathArg, raw: &[u8]) -> Option<PathBuf> {
+    if raw.is_empty() {
+        return None;
+    }
+    let raw = target::callers_proc(raw, n.pid);
+    let path = Path::new(std::ffi::OsStr::from_bytes(&raw));
+    if path.is_absolute() {
+        return Some(target::lexical(path));
+    }
+    let (base, _) = super::base::base(n.pid, at.dirfd).ok()?;
+    let base = target::dir_path(&base).ok()?;
+    Some(target::lexical(&base.join(path)))
+}
+
 /// Walk path argument `at` (its string already read) to a [`Target`].
 fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
     target::target(n.pid, at.dirfd, raw, last)
@@ -309,15 +329,27 @@ enum On {
     Fd(FdTarget),
 }
 
-fn meta_on(n: &Notif, at: &PathArg, mem: &mut Memory, follow: bool) -> io::Result<On> {
+/// On failure, the error and where the path pointed ([`tried`]).
+fn meta_on(
+    n: &Notif,
+    at: &PathArg,
+    mem: &mut Memory,
+    follow: bool,
+) -> Result<On, (io::Error, Option<PathBuf>)> {
     let Some(p) = at.path else {
-        return meta::fd_target(n.pid, at.dirfd, false).map(On::Fd);
+        return meta::fd_target(n.pid, at.dirfd, false)
+            .map(On::Fd)
+            .map_err(|e| (e, None));
     };
-    let raw = mem.string(p)?;
+    let raw = mem.string(p).map_err(|e| (e, None))?;
     if raw.is_empty() && at.empty_path {
-        return meta::fd_target(n.pid, at.dirfd, true).map(On::Fd);
+        return meta::fd_target(n.pid, at.dirfd, true)
+            .map(On::Fd)
+            .map_err(|e| (e, None));
     }
-    walk(n, at, &raw, lookup(follow)).map(On::Path)
+    walk(n, at, &raw, lookup(follow))
+        .map(On::Path)
+        .map_err(|e| (e, tried(n, at, &raw)))
 }
 
 impl Resolved {
@@ -367,9 +399,11 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
     let unresolved = |e: io::Error, what: &str| Failure::unresolved(name, &e, what);
     let r = match call.args {
         Args::Unlink { at, rmdir } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Delete, None))?;
+            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
+                unresolved(e, "cannot resolve the path").at(Op::Delete, tried(n, &at, &raw))
+            })?;
             let p = t.path.clone();
             let mut r = Resolved::new(
                 name,
@@ -381,12 +415,19 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Rename { from, to, flags } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
-            let (a, raw_a) = raw_a
-                .and_then(|raw| Ok((walk(n, &from, &raw, Last::Entry)?, raw)))
-                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
-            let b = raw_b
-                .and_then(|raw| second(n, (&a, &from, &raw_a, Last::Entry), &to, &raw))
-                .map_err(|e| unresolved(e, "cannot resolve the destination"))?;
+            let raw_a = raw_a
+                .map_err(|e| unresolved(e, "cannot resolve the source").at(Op::Rename, None))?;
+            let a = walk(n, &from, &raw_a, Last::Entry).map_err(|e| {
+                unresolved(e, "cannot resolve the source").at(Op::Rename, tried(n, &from, &raw_a))
+            })?;
+            let to_failed = |e, raw: Option<&[u8]>| {
+                unresolved(e, "cannot resolve the destination")
+                    .at(Op::Rename, Some(a.path.clone()))
+                    .to(raw.and_then(|raw| tried(n, &to, raw)))
+            };
+            let raw_b = raw_b.map_err(|e| to_failed(e, None))?;
+            let b = second(n, (&a, &from, &raw_a, Last::Entry), &to, &raw_b)
+                .map_err(|e| to_failed(e, Some(&raw_b)))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -409,19 +450,24 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             empty_path,
         } => {
             let (raw_a, raw_b) = (path_of(&mut mem, &from), path_of(&mut mem, &to));
-            let (a, raw_a) = raw_a
-                .and_then(|raw| {
-                    let t = if raw.is_empty() && empty_path {
-                        target::descriptor(n.pid, from.dirfd as i32)
-                    } else {
-                        walk(n, &from, &raw, lookup(follow))
-                    };
-                    Ok((t?, raw))
-                })
-                .map_err(|e| unresolved(e, "cannot resolve the source"))?;
-            let b = raw_b
-                .and_then(|raw| second(n, (&a, &from, &raw_a, lookup(follow)), &to, &raw))
-                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
+            let raw_a =
+                raw_a.map_err(|e| unresolved(e, "cannot resolve the source").at(Op::Link, None))?;
+            let a = if raw_a.is_empty() && empty_path {
+                target::descriptor(n.pid, from.dirfd as i32)
+            } else {
+                walk(n, &from, &raw_a, lookup(follow))
+            }
+            .map_err(|e| {
+                unresolved(e, "cannot resolve the source").at(Op::Link, tried(n, &from, &raw_a))
+            })?;
+            let to_failed = |e, raw: Option<&[u8]>| {
+                unresolved(e, "cannot resolve the link name")
+                    .at(Op::Link, Some(a.path.clone()))
+                    .to(raw.and_then(|raw| tried(n, &to, raw)))
+            };
+            let raw_b = raw_b.map_err(|e| to_failed(e, None))?;
+            let b = second(n, (&a, &from, &raw_a, lookup(follow)), &to, &raw_b)
+                .map_err(|e| to_failed(e, Some(&raw_b)))?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
             r.creates = new.then(|| pb.clone());
@@ -432,11 +478,15 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Symlink { target, at } => {
             let content = mem
                 .string(target)
-                .map_err(|e| unresolved(e, "cannot read the link target"))?;
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
-                .map_err(|e| unresolved(e, "cannot resolve the link name"))?;
-            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
+                .map_err(|e| unresolved(e, "cannot read the link target").at(Op::Create, None))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot resolve the link name").at(Op::Create, None))?;
+            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
+                unresolved(e, "cannot resolve the link name").at(Op::Create, tried(n, &at, &raw))
+            })?;
+            exists_already(&t).map_err(|e| {
+                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
+            })?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -451,10 +501,14 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r
         }
         Args::Mkdir { at, mode } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
-            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Create, None))?;
+            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
+                unresolved(e, "cannot resolve the path").at(Op::Create, tried(n, &at, &raw))
+            })?;
+            exists_already(&t).map_err(|e| {
+                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
+            })?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
             r.creates = new.then(|| p.clone());
@@ -462,10 +516,14 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r
         }
         Args::Mknod { at, mode, dev } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, Last::Entry))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
-            exists_already(&t).map_err(|e| unresolved(e, "the name exists"))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Create, None))?;
+            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
+                unresolved(e, "cannot resolve the path").at(Op::Create, tried(n, &at, &raw))
+            })?;
+            exists_already(&t).map_err(|e| {
+                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
+            })?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());
@@ -475,7 +533,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         }
         Args::Chmod { at, mode, follow } => {
             match meta_on(n, &at, &mut mem, follow)
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?
+                .map_err(|(e, p)| unresolved(e, "cannot resolve the path").at(Op::Chmod, p))?
             {
                 On::Fd(on) => Resolved::on_fd(name, on, MetaOp::Chmod { mode }),
                 On::Path(t) => {
@@ -497,7 +555,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             // The kernel clears set-user-id (and set-group-id with group execute) at every
             // chown of a non-directory, root's included: no chown leaves a set-id program.
             match meta_on(n, &at, &mut mem, follow)
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?
+                .map_err(|(e, p)| unresolved(e, "cannot resolve the path").at(Op::Chmod, p))?
             {
                 On::Fd(on) => Resolved::on_fd(name, on, MetaOp::Chown { uid, gid }),
                 On::Path(t) => {
@@ -509,9 +567,11 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             }
         }
         Args::Truncate { at, len } => {
-            let t = path_of(&mut mem, &at)
-                .and_then(|raw| walk(n, &at, &raw, Last::Follow))
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+            let raw = path_of(&mut mem, &at)
+                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Write, None))?;
+            let t = walk(n, &at, &raw, Last::Follow).map_err(|e| {
+                unresolved(e, "cannot resolve the path").at(Op::Write, tried(n, &at, &raw))
+            })?;
             let p = t.path.clone();
             let mut r = Resolved::new(name, Op::Write, Act::Truncate { at: t, len });
             r.path = Some(p);
@@ -520,10 +580,16 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Meta { at, follow, what } => {
             // The path is resolved first, as the kernel looks it up before copying the rest.
             let on = meta_on(n, &at, &mut mem, follow)
-                .map_err(|e| unresolved(e, "cannot resolve the path"))?;
+                .map_err(|(e, p)| unresolved(e, "cannot resolve the path").at(Op::Chmod, p))?;
+            let on_path = match &on {
+                On::Path(t) => Some(t.path.clone()),
+                On::Fd(f) => (!f.unnamed).then(|| f.path.clone()),
+            };
+            let unread = |e, what: &str| unresolved(e, what).at(Op::Chmod, on_path.clone());
             let op = match what {
-                MetaWhat::Times(t) => meta::read_times(&mut mem, t)
-                    .map_err(|e| unresolved(e, "cannot read the times"))?,
+                MetaWhat::Times(t) => {
+                    meta::read_times(&mut mem, t).map_err(|e| unread(e, "cannot read the times"))?
+                }
                 MetaWhat::SetXattr {
                     name: x,
                     value,
@@ -532,11 +598,11 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     name: mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?,
+                        .map_err(|e| unread(e, "cannot read the attribute name"))?,
                     value: match value {
                         Some(v) => mem
                             .block(v)
-                            .map_err(|e| unresolved(e, "cannot read the value"))?,
+                            .map_err(|e| unread(e, "cannot read the value"))?,
                         None => Vec::new(),
                     },
                     flags,
@@ -545,12 +611,12 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     let xname = mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?;
+                        .map_err(|e| unread(e, "cannot read the attribute name"))?;
                     let args = mem
                         .block(args)
-                        .map_err(|e| unresolved(e, "cannot read struct xattr_args"))?;
+                        .map_err(|e| unread(e, "cannot read struct xattr_args"))?;
                     let (value, flags) = meta::xattr_args(n.pid, &args)
-                        .map_err(|e| unresolved(e, "cannot read the value"))?;
+                        .map_err(|e| unread(e, "cannot read the value"))?;
                     MetaOp::SetXattr {
                         name: xname,
                         value,
@@ -561,7 +627,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     name: mem
                         .string(x)
                         .and_then(meta::xattr_name)
-                        .map_err(|e| unresolved(e, "cannot read the attribute name"))?,
+                        .map_err(|e| unread(e, "cannot read the attribute name"))?,
                 },
             };
             match on {
@@ -582,7 +648,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 OpenHow::InMemory(b) => {
                     let how = mem
                         .block(b)
-                        .map_err(|e| unresolved(e, "cannot read open_how"))?;
+                        .map_err(|e| unresolved(e, "cannot read open_how").at(Op::Write, None))?;
                     let word = |k: usize| {
                         let mut w = [0u8; 8];
                         w.copy_from_slice(&how[k * 8..k * 8 + 8]);
@@ -603,20 +669,25 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             }
             let creat = flags & libc::O_CREAT as u64 != 0;
             let excl = flags & libc::O_EXCL as u64 != 0;
+            // What the record of a failed open says it was: a create may make the name.
+            let intended = if creat { Op::Create } else { Op::Write };
             let nofollow = flags & libc::O_NOFOLLOW as u64 != 0;
             let t = if resolve_flags != 0 {
                 // The caller asked the kernel to restrict its lookup: the kernel does it.
-                let raw =
-                    path_of(&mut mem, &at).map_err(|e| unresolved(e, "cannot read the path"))?;
+                let raw = path_of(&mut mem, &at)
+                    .map_err(|e| unresolved(e, "cannot read the path").at(intended, None))?;
                 beneath::target(n.pid, at.dirfd, &raw, flags, resolve_flags).map_err(|e| {
-                    let mut f = unresolved(e, "cannot resolve the path with its resolve flags");
+                    let mut f = unresolved(e, "cannot resolve the path with its resolve flags")
+                        .at(intended, tried(n, &at, &raw));
                     f.kind = FailureKind::Unresolved;
                     f
                 })?
             } else {
-                path_of(&mut mem, &at)
-                    .and_then(|raw| walk(n, &at, &raw, lookup(!(nofollow || (creat && excl)))))
-                    .map_err(|e| unresolved(e, "cannot resolve the path"))?
+                let raw = path_of(&mut mem, &at)
+                    .map_err(|e| unresolved(e, "cannot resolve the path").at(intended, None))?;
+                walk(n, &at, &raw, lookup(!(nofollow || (creat && excl)))).map_err(|e| {
+                    unresolved(e, "cannot resolve the path").at(intended, tried(n, &at, &raw))
+                })?
             };
             let op = if t.kind.is_none() && creat {
                 Op::Create
@@ -650,18 +721,22 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             empty_path,
         } => {
             let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot read the program path"))?;
+                .map_err(|e| unresolved(e, "cannot read the program path").at(Op::Exec, None))?;
             let exe = if raw.is_empty() && empty_path {
-                target::caller_fd_path(n.pid, at.dirfd as i32)
-                    .map_err(|e| unresolved(e, "cannot resolve the descriptor"))?
+                target::caller_fd_path(n.pid, at.dirfd as i32).map_err(|e| {
+                    unresolved(e, "cannot resolve the descriptor").at(Op::Exec, None)
+                })?
             } else {
                 walk(n, &at, &raw, Last::Follow)
-                    .map_err(|e| unresolved(e, "cannot resolve the program"))?
+                    .map_err(|e| {
+                        unresolved(e, "cannot resolve the program")
+                            .at(Op::Exec, tried(n, &at, &raw))
+                    })?
                     .path
             };
             let args = mem
                 .argv(argv)
-                .map_err(|e| unresolved(e, "cannot read argv"))?;
+                .map_err(|e| unresolved(e, "cannot read argv").at(Op::Exec, Some(exe.clone())))?;
             // A program with no file behind it (memfd_create + fexecve, a deleted file reached
             // through /proc/PID/fd): Landlock's execute right does not cover those.
             let via_fd = (raw.is_empty() && empty_path)
@@ -687,7 +762,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
         Args::Connect { sock, addr } => {
             let raw = mem
                 .block(addr)
-                .map_err(|e| unresolved(e, "cannot read the address"))?;
+                .map_err(|e| unresolved(e, "cannot read the address").at(Op::Connect, None))?;
             let decoded =
                 decode_sockaddr(&raw, n.pid).map_err(|e| fail(e, "bad socket address"))?;
             let wire = absolute_unix(&raw, &decoded);
@@ -721,6 +796,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             errno,
             what: "refused by the kernel for its names".to_string(),
             kind: FailureKind::Unresolved,
+            op: Some(r.op),
+            path: r.path,
+            path2: r.path2,
         });
     }
     let mut r = r;

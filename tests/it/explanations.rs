@@ -156,12 +156,21 @@ fn explanations_are_off_with_report_denials_none_and_the_log_keeps_the_refusal()
 
 #[test]
 fn a_path_that_does_not_exist_is_an_error_outcome_not_a_denial() {
-    let w = Workspace::new();
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        error_outcomes_name_their_paths(&w);
+    }
+}
+
+/// Calls whose path does not resolve (or names an entry that exists, for mkdir) fail with
+/// the kernel's errno, are not refusals, and their records name the operation and the path
+/// the caller gave, made absolute from where it stood (`..` taken as written).
+fn error_outcomes_name_their_paths(w: &Workspace) {
     let (out, captured) = piped(
-        &w,
+        w,
         &["agent"],
         "missing.out",
-        "echo x > no/such/dir/file; rm no/such/file; mkdir no/such/dir; true",
+        "echo x > no/such/dir/file; rm no/such/file; mkdir no/such/dir; \
+         mkdir made; mkdir made; cd made && echo y > ../gone/f; true",
     );
     out.expect_code(0);
     assert!(!captured.contains("guard:"), "not explained: {captured}");
@@ -171,19 +180,35 @@ fn a_path_that_does_not_exist_is_an_error_outcome_not_a_denial() {
         .into_iter()
         .filter(|d| d["verdict"] == "error")
         .collect();
-    assert!(errors.len() >= 3, "{errors:?}");
+    assert!(errors.len() >= 5, "{errors:?}");
     for e in &errors {
         assert_eq!(e["rule"], "resolve", "{e}");
-        assert_eq!(e["errno"], "ENOENT", "{e}");
     }
-    let end = run_end(&w);
+    let ws = w.ws.canonicalize().expect("workspace");
+    for (op, rel, errno) in [
+        ("create", "no/such/dir/file", "ENOENT"),
+        ("delete", "no/such/file", "ENOENT"),
+        ("create", "no/such/dir", "ENOENT"),
+        ("create", "made", "EEXIST"),
+        ("create", "gone/f", "ENOENT"),
+    ] {
+        let path = ws.join(rel);
+        assert!(
+            errors.iter().any(|e| e["op"] == op
+                && e["errno"] == errno
+                && e["path"].as_str() == path.to_str()),
+            "no {op} record failing with {errno} names {}: {errors:?}",
+            path.display()
+        );
+    }
+    let end = run_end(w);
     assert_eq!(end["counts"]["deny"], 0, "{end}");
     assert_eq!(
         end["counts"]["error"].as_u64(),
         Some(errors.len() as u64),
         "{end}"
     );
-    assert!(denied_lines(&w).is_empty());
+    assert!(denied_lines(w).is_empty());
 }
 
 #[test]
