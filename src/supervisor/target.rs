@@ -570,6 +570,37 @@ fn walk_alike(
     Ok(with_owner(found, &here, here_owner))
 }
 
+/// The program of an exec named by a plain path, when no symlink lies anywhere on it: the
+/// path itself, which is where [`target`] would end (the parent's real path and the final
+/// name), proved by one `openat2` with `RESOLVE_NO_SYMLINKS`, made as the caller, instead of
+/// the walk's open of the parent, `statx` of the name and `getcwd` of the parent (three
+/// system calls of an exec's dozen). Plain: absolute, without `.`, `..` or empty
+/// components, outside `/proc` and `/dev` (whose entries mean the caller's own objects).
+/// `None` for any other path, and when the open fails (a symlink on the way: ELOOP; a
+/// missing name; a directory the caller may not search): the walk then resolves it, with
+/// the kernel's errors. Nothing is pinned: an exec is let through, and the kernel looks the
+/// path up again. As the walk keeps the final name as spelled, a directory on a
+/// case-folding filesystem is named as spelled too.
+pub fn plain_program(raw: &[u8]) -> Option<PathBuf> {
+    let rest = raw.strip_prefix(b"/")?;
+    let plain = !rest.is_empty()
+        && !rest.starts_with(b"proc/")
+        && !rest.starts_with(b"dev/")
+        && rest
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+    if !plain {
+        return None;
+    }
+    let c = CString::new(raw).ok()?;
+    let how = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    crate::creds::looking_up_as_caller(|| {
+        sys::process::openat2(cwd_fd(), &c, how, 0, RESOLVE_NO_SYMLINKS)
+    })
+    .ok()?;
+    Some(PathBuf::from(OsStr::from_bytes(raw)))
+}
+
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
 fn walk_from(
     mut base: Option<DirFd>,

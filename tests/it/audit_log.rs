@@ -53,6 +53,59 @@ fn the_audit_log_parses_and_names_the_refused_path() {
 }
 
 #[test]
+fn an_execs_record_names_the_program_the_kernel_runs() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        exec_records_name_the_program(&w);
+    }
+}
+
+/// Every spelling of one program (through a symlinked directory, with `.`, `..` and `//`,
+/// through a final symlink, relative) is recorded as the file the kernel runs; a plain path
+/// (no symlink, no dot) is recorded as written. A missing program is recorded as named.
+fn exec_records_name_the_program(w: &Workspace) {
+    let spellings = [
+        "$W/real/prog",
+        "$W/link/prog",
+        "$W/real/./prog",
+        "$W/real//prog",
+        "$W/real/sub/../prog",
+        "$W/real/alias",
+        "./real/prog",
+        "$W/real/nope",
+    ];
+    let script = format!(
+        "mkdir -p real/sub && cp {} real/prog && ln -s real link && ln -s prog real/alias; \
+         W=$(pwd -P); {}; true",
+        crate::util::tool("true").expect("true").display(),
+        spellings.join("; ")
+    );
+    w.exec(&["agent"])
+        .run(&["sh", "-c", &script])
+        .expect_code(0);
+    let ws = w.ws.canonicalize().expect("workspace");
+    let prog = ws.join("real/prog").display().to_string();
+    let execs: Vec<_> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["op"] == "exec")
+        .collect();
+    for spelled in spellings {
+        let argv0 = spelled.replace("$W", &ws.display().to_string());
+        let e = execs
+            .iter()
+            .find(|e| e["argv"][0].as_str() == Some(argv0.as_str()))
+            .unwrap_or_else(|| panic!("no exec record of {argv0}: {execs:?}"));
+        let want = if spelled.ends_with("nope") {
+            ws.join("real/nope").display().to_string()
+        } else {
+            prog.clone()
+        };
+        assert_eq!(e["exe"].as_str(), Some(want.as_str()), "{e}");
+        assert_eq!(e["verdict"], "allow", "{e}");
+    }
+}
+
+#[test]
 fn guard_log_and_runs_show_the_newest_run() {
     let w = Workspace::new();
     let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "x");
