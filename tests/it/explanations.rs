@@ -201,6 +201,20 @@ fn error_outcomes_name_their_paths(w: &Workspace) {
             path.display()
         );
     }
+    // An operator finds the attempts by path.
+    let out = w
+        .guard()
+        .args(["log", "--verdict", "error", "--path", "**/no/such/**"])
+        .output();
+    out.expect_code(0);
+    let listed = out.stdout();
+    for rel in ["no/such/dir/file", "no/such/file", "no/such/dir"] {
+        let path = ws.join(rel).display().to_string();
+        assert!(
+            listed.lines().any(|l| l.contains(&format!(" {path} "))),
+            "guard log --path does not list {path}: {listed}"
+        );
+    }
     let end = run_end(w);
     assert_eq!(end["counts"]["deny"], 0, "{end}");
     assert_eq!(
