@@ -65,6 +65,11 @@ pub(super) fn needs(policy: &Policy, features: &Features, calls: &[Decision]) ->
         }
     };
     for d in calls {
+        // A call that failed with the kernel's own answer (a path that does not resolve, a
+        // mkdir of a name that exists) fails the same whatever a profile grants.
+        if d.verdict == crate::audit::Verdict::Error {
+            continue;
+        }
         let by = describe(d);
         let path = d.path.as_ref().map(|p| PathBuf::from(p.clone()));
         let path2 = d.path2.as_ref().map(|p| PathBuf::from(p.clone()));
@@ -371,6 +376,39 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_call_that_failed_with_the_kernels_answer_needs_nothing() {
+        let vars = crate::policy::Vars {
+            workspace: "/ws".into(),
+            home: Some("/home/u".into()),
+            tmp: "/tmp/guard-run".into(),
+            state: "/var/guard".into(),
+        };
+        let policy = crate::policy::load(&["agent".into()], &vars).expect("agent");
+        let features = Features::of_kernel(
+            &crate::confine::features::Kernel::probe(),
+            &crate::confine::features::Options::default(),
+        );
+        let failed = |op: &str, path: &str, errno: &str| {
+            decision(serde_json::json!({
+                "op": op, "syscall": "mkdir", "path": path, "verdict": "error",
+                "errno": errno, "rule": "resolve",
+            }))
+        };
+        // `mkdir -p /usr/local` and a create in a directory that is not there, both outside
+        // agent's write roots: the kernel refuses them whatever the roots.
+        let calls = [
+            failed("create", "/usr/local", "EEXIST"),
+            failed("create", "/opt/missing/f", "ENOENT"),
+        ];
+        assert!(needs(&policy, &features, &calls).is_empty());
+        // The same call that succeeded is a need.
+        let made = decision(serde_json::json!({
+            "op": "create", "syscall": "mkdir", "path": "/opt/made",
+        }));
+        assert_eq!(needs(&policy, &features, &[made]).len(), 1);
     }
 
     #[test]
