@@ -289,9 +289,52 @@ fn tried(n: &Notif, at: &PathArg, raw: &[u8]) -> Option<PathBuf> {
     Some(target::lexical(&base.join(path)))
 }
 
+/// The path argument `at` of a call of `op` (by `syscall`), read and walked (`last`). A
+/// failure is the call's, and names where the path pointed ([`tried`]).
+fn walked(
+    n: &Notif,
+    mem: &mut Memory,
+    at: &PathArg,
+    last: Last,
+    (syscall, op): (&'static str, Op),
+) -> Result<Target, Failure> {
+    let failed = |e: io::Error, path| {
+        Failure::unresolved(syscall, &e, "cannot resolve the path").at(op, path)
+    };
+    let raw = path_of(mem, at).map_err(|e| failed(e, None))?;
+    walk(n, at, &raw, last).map_err(|e| failed(e, tried(n, at, &raw)))
+}
+
+/// The name a mkdir, mknod or symlink makes, `at`: walked, and EEXIST when it is there
+/// ([`exists_already`]).
+fn new_entry(
+    n: &Notif,
+    mem: &mut Memory,
+    at: &PathArg,
+    syscall: &'static str,
+) -> Result<Target, Failure> {
+    let t = walked(n, mem, at, Last::Entry, (syscall, Op::Create))?;
+    exists_already(&t, syscall)?;
+    Ok(t)
+}
+
 /// Walk path argument `at` (its string already read) to a [`Target`].
 fn walk(n: &Notif, at: &PathArg, raw: &[u8], last: Last) -> io::Result<Target> {
     target::target(n.pid, at.dirfd, raw, last)
+}
+
+/// The second path of a rename or link, `at` (its string `raw` as read with the first's),
+/// walked after the first ([`second`]). `failed` makes the failure of the call, which then
+/// names this path too ([`tried`]).
+fn destination(
+    n: &Notif,
+    first: (&Target, &PathArg, &[u8], Last),
+    at: &PathArg,
+    raw: io::Result<Vec<u8>>,
+    failed: impl Fn(io::Error) -> Failure,
+) -> Result<Target, Failure> {
+    let raw = raw.map_err(&failed)?;
+    second(n, first, at, &raw).map_err(|e| failed(e).to(tried(n, at, &raw)))
 }
 
 /// The walk of the second path of a rename or link (its final name not followed), from the
@@ -384,9 +427,13 @@ fn same_file_on_disk(n: &Notif, at: &PathArg, raw: &[u8], exe: &Path) -> bool {
 /// mkdir, mknod and symlink of a name that exists: the kernel answers EEXIST before it asks
 /// anyone's permission (the name is looked up first), so guard gives the same answer, inside
 /// the write roots or not (`mkdir -p` of an existing path outside them is no refusal).
-fn exists_already(t: &Target) -> io::Result<()> {
+fn exists_already(t: &Target, syscall: &'static str) -> Result<(), Failure> {
     match t.kind {
-        Some(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+        Some(_) => {
+            let e = io::Error::from_raw_os_error(libc::EEXIST);
+            Err(Failure::unresolved(syscall, &e, "the name exists")
+                .at(Op::Create, Some(t.path.clone())))
+        }
         None => Ok(()),
     }
 }
@@ -399,11 +446,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
     let unresolved = |e: io::Error, what: &str| Failure::unresolved(name, &e, what);
     let r = match call.args {
         Args::Unlink { at, rmdir } => {
-            let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Delete, None))?;
-            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
-                unresolved(e, "cannot resolve the path").at(Op::Delete, tried(n, &at, &raw))
-            })?;
+            let t = walked(n, &mut mem, &at, Last::Entry, (name, Op::Delete))?;
             let p = t.path.clone();
             let mut r = Resolved::new(
                 name,
@@ -420,14 +463,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let a = walk(n, &from, &raw_a, Last::Entry).map_err(|e| {
                 unresolved(e, "cannot resolve the source").at(Op::Rename, tried(n, &from, &raw_a))
             })?;
-            let to_failed = |e, raw: Option<&[u8]>| {
-                unresolved(e, "cannot resolve the destination")
-                    .at(Op::Rename, Some(a.path.clone()))
-                    .to(raw.and_then(|raw| tried(n, &to, raw)))
-            };
-            let raw_b = raw_b.map_err(|e| to_failed(e, None))?;
-            let b = second(n, (&a, &from, &raw_a, Last::Entry), &to, &raw_b)
-                .map_err(|e| to_failed(e, Some(&raw_b)))?;
+            let b = destination(n, (&a, &from, &raw_a, Last::Entry), &to, raw_b, |e| {
+                unresolved(e, "cannot resolve the destination").at(Op::Rename, Some(a.path.clone()))
+            })?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -460,14 +498,9 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             .map_err(|e| {
                 unresolved(e, "cannot resolve the source").at(Op::Link, tried(n, &from, &raw_a))
             })?;
-            let to_failed = |e, raw: Option<&[u8]>| {
-                unresolved(e, "cannot resolve the link name")
-                    .at(Op::Link, Some(a.path.clone()))
-                    .to(raw.and_then(|raw| tried(n, &to, raw)))
-            };
-            let raw_b = raw_b.map_err(|e| to_failed(e, None))?;
-            let b = second(n, (&a, &from, &raw_a, lookup(follow)), &to, &raw_b)
-                .map_err(|e| to_failed(e, Some(&raw_b)))?;
+            let b = destination(n, (&a, &from, &raw_a, lookup(follow)), &to, raw_b, |e| {
+                unresolved(e, "cannot resolve the link name").at(Op::Link, Some(a.path.clone()))
+            })?;
             let (pa, pb, new) = (a.path.clone(), b.path.clone(), b.kind.is_none());
             let mut r = Resolved::new(name, Op::Link, Act::Link { from: a, to: b });
             r.creates = new.then(|| pb.clone());
@@ -479,14 +512,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             let content = mem
                 .string(target)
                 .map_err(|e| unresolved(e, "cannot read the link target").at(Op::Create, None))?;
-            let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot resolve the link name").at(Op::Create, None))?;
-            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
-                unresolved(e, "cannot resolve the link name").at(Op::Create, tried(n, &at, &raw))
-            })?;
-            exists_already(&t).map_err(|e| {
-                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
-            })?;
+            let t = new_entry(n, &mut mem, &at, name)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(
                 name,
@@ -501,14 +527,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r
         }
         Args::Mkdir { at, mode } => {
-            let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Create, None))?;
-            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
-                unresolved(e, "cannot resolve the path").at(Op::Create, tried(n, &at, &raw))
-            })?;
-            exists_already(&t).map_err(|e| {
-                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
-            })?;
+            let t = new_entry(n, &mut mem, &at, name)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mkdir { at: t, mode });
             r.creates = new.then(|| p.clone());
@@ -516,14 +535,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r
         }
         Args::Mknod { at, mode, dev } => {
-            let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Create, None))?;
-            let t = walk(n, &at, &raw, Last::Entry).map_err(|e| {
-                unresolved(e, "cannot resolve the path").at(Op::Create, tried(n, &at, &raw))
-            })?;
-            exists_already(&t).map_err(|e| {
-                unresolved(e, "the name exists").at(Op::Create, Some(t.path.clone()))
-            })?;
+            let t = new_entry(n, &mut mem, &at, name)?;
             let (p, new) = (t.path.clone(), t.kind.is_none());
             let mut r = Resolved::new(name, Op::Create, Act::Mknod { at: t, mode, dev });
             r.creates = new.then(|| p.clone());
@@ -567,11 +579,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             }
         }
         Args::Truncate { at, len } => {
-            let raw = path_of(&mut mem, &at)
-                .map_err(|e| unresolved(e, "cannot resolve the path").at(Op::Write, None))?;
-            let t = walk(n, &at, &raw, Last::Follow).map_err(|e| {
-                unresolved(e, "cannot resolve the path").at(Op::Write, tried(n, &at, &raw))
-            })?;
+            let t = walked(n, &mut mem, &at, Last::Follow, (name, Op::Write))?;
             let p = t.path.clone();
             let mut r = Resolved::new(name, Op::Write, Act::Truncate { at: t, len });
             r.path = Some(p);
@@ -683,11 +691,8 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                     f
                 })?
             } else {
-                let raw = path_of(&mut mem, &at)
-                    .map_err(|e| unresolved(e, "cannot resolve the path").at(intended, None))?;
-                walk(n, &at, &raw, lookup(!(nofollow || (creat && excl)))).map_err(|e| {
-                    unresolved(e, "cannot resolve the path").at(intended, tried(n, &at, &raw))
-                })?
+                let last = lookup(!(nofollow || (creat && excl)));
+                walked(n, &mut mem, &at, last, (name, intended))?
             };
             let op = if t.kind.is_none() && creat {
                 Op::Create

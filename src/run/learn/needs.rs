@@ -335,8 +335,8 @@ mod tests {
         serde_json::from_value(base).expect("a decision")
     }
 
-    #[test]
-    fn a_refused_lookup_is_a_name_to_resolve_and_a_refused_bind_is_noted() {
+    /// The `agent` profile for a workspace `/ws`, and this kernel's Landlock plan.
+    fn agent() -> (Policy, Features) {
         let vars = crate::policy::Vars {
             workspace: "/ws".into(),
             home: Some("/home/u".into()),
@@ -348,6 +348,12 @@ mod tests {
             &crate::confine::features::Kernel::probe(),
             &crate::confine::features::Options::default(),
         );
+        (policy, features)
+    }
+
+    #[test]
+    fn a_refused_lookup_is_a_name_to_resolve_and_a_refused_bind_is_noted() {
+        let (policy, features) = agent();
         let calls = [
             // A name agent lists (crates.io), one it does not, and a bind off loopback.
             decision(
@@ -380,17 +386,7 @@ mod tests {
 
     #[test]
     fn a_call_that_failed_with_the_kernels_answer_needs_nothing() {
-        let vars = crate::policy::Vars {
-            workspace: "/ws".into(),
-            home: Some("/home/u".into()),
-            tmp: "/tmp/guard-run".into(),
-            state: "/var/guard".into(),
-        };
-        let policy = crate::policy::load(&["agent".into()], &vars).expect("agent");
-        let features = Features::of_kernel(
-            &crate::confine::features::Kernel::probe(),
-            &crate::confine::features::Options::default(),
-        );
+        let (policy, features) = agent();
         let failed = |op: &str, path: &str, errno: &str| {
             decision(serde_json::json!({
                 "op": op, "syscall": "mkdir", "path": path, "verdict": "error",
