@@ -731,15 +731,10 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 target::caller_fd_path(n.pid, at.dirfd as i32).map_err(|e| {
                     unresolved(e, "cannot resolve the descriptor").at(Op::Exec, None)
                 })?
-            } else if let Some(exe) = target::plain_program(&raw) {
-                exe
             } else {
-                walk(n, &at, &raw, Last::Follow)
-                    .map_err(|e| {
-                        unresolved(e, "cannot resolve the program")
-                            .at(Op::Exec, tried(n, &at, &raw))
-                    })?
-                    .path
+                target::program(n.pid, at.dirfd, &raw).map_err(|e| {
+                    unresolved(e, "cannot resolve the program").at(Op::Exec, tried(n, &at, &raw))
+                })?
             };
             let args = mem
                 .argv(argv)

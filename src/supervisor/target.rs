@@ -570,35 +570,39 @@ fn walk_alike(
     Ok(with_owner(found, &here, here_owner))
 }
 
-/// The program of an exec named by a plain path, when no symlink lies anywhere on it: the
-/// path itself, which is where [`target`] would end (the parent's real path and the final
-/// name), proved by one `openat2` with `RESOLVE_NO_SYMLINKS`, made as the caller, instead of
-/// the walk's open of the parent, `statx` of the name and `getcwd` of the parent (three
-/// system calls of an exec's dozen). Plain: absolute, without `.`, `..` or empty
-/// components, outside `/proc` and `/dev` (whose entries mean the caller's own objects).
-/// `None` for any other path, and when the open fails (a symlink on the way: ELOOP; a
-/// missing name; a directory the caller may not search): the walk then resolves it, with
-/// the kernel's errors. Nothing is pinned: an exec is let through, and the kernel looks the
-/// path up again. As the walk keeps the final name as spelled, a directory on a
-/// case-folding filesystem is named as spelled too.
-pub fn plain_program(raw: &[u8]) -> Option<PathBuf> {
-    let rest = raw.strip_prefix(b"/")?;
-    let plain = !rest.is_empty()
-        && !rest.starts_with(b"proc/")
-        && !rest.starts_with(b"dev/")
-        && rest
-            .split(|&b| b == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+/// The program an exec of `raw` (relative to the caller's `dirfd`) runs, as [`target`]
+/// following the last component finds it. A plain path (absolute, without `.`, `..` or
+/// empty components, outside `/proc` and `/dev`, whose entries mean the caller's own
+/// objects) with no symlink anywhere on it is that path itself: one `openat2` with
+/// `RESOLVE_NO_SYMLINKS` proves it, instead of the walk's open of the parent, `statx` of the
+/// name and `getcwd` of the parent (three system calls of an exec's dozen). When it fails (a
+/// symlink on the way: ELOOP; a missing name; a directory the caller may not search), the
+/// walk resolves the path, with the kernel's errors, in the same switch of credentials:
+/// `/bin/sh` through a symlinked `/bin` costs one `openat2` more than the walk alone, not a
+/// second switch. Nothing is pinned: an exec is let through, and the kernel looks the path
+/// up again. As the walk keeps the final name as spelled, a directory on a case-folding
+/// filesystem is named as spelled too.
+pub fn program(pid: u32, dirfd: u64, raw: &[u8]) -> io::Result<PathBuf> {
+    let plain = raw.strip_prefix(b"/").is_some_and(|rest| {
+        !rest.is_empty()
+            && !rest.starts_with(b"proc/")
+            && !rest.starts_with(b"dev/")
+            && rest
+                .split(|&b| b == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b"..")
+    });
     if !plain {
-        return None;
+        return target(pid, dirfd, raw, Last::Follow).map(|t| t.path);
     }
-    let c = CString::new(raw).ok()?;
+    let c = CString::new(raw).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let how = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    // What `target` does for an absolute path outside /proc, once the proof fails.
     crate::creds::looking_up_as_caller(|| {
-        sys::process::openat2(cwd_fd(), &c, how, 0, RESOLVE_NO_SYMLINKS)
+        match sys::process::openat2(cwd_fd(), &c, how, 0, RESOLVE_NO_SYMLINKS) {
+            Ok(_) => Ok(PathBuf::from(OsStr::from_bytes(raw))),
+            Err(_) => walk_from(None, Cow::Borrowed(raw), Last::Follow, pid).map(|t| t.path),
+        }
     })
-    .ok()?;
-    Some(PathBuf::from(OsStr::from_bytes(raw)))
 }
 
 /// The walk of [`target`] from `base`, with whatever credentials the thread has.
