@@ -297,17 +297,28 @@ pub enum FailureKind {
 }
 
 impl Failure {
-    /// `e` while reading or making sense of an argument.
-    pub fn undecodable(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+    /// A failure of `syscall` with `errno`, `what` saying why; what the call was about is
+    /// added by [`Failure::at`] and [`Failure::to`].
+    pub fn new(syscall: &'static str, errno: i32, what: String, kind: FailureKind) -> Self {
         Failure {
             syscall,
-            errno: e.raw_os_error().unwrap_or(libc::EPERM),
-            what: format!("{what}: {e}"),
-            kind: FailureKind::Undecodable,
+            errno,
+            what,
+            kind,
             op: None,
             path: None,
             path2: None,
         }
+    }
+
+    /// `e` while reading or making sense of an argument.
+    pub fn undecodable(syscall: &'static str, e: &io::Error, what: &str) -> Self {
+        Self::new(
+            syscall,
+            e.raw_os_error().unwrap_or(libc::EPERM),
+            format!("{what}: {e}"),
+            FailureKind::Undecodable,
+        )
     }
 
     /// The failed call was operation `op` on `path` (`None` where the path argument could
@@ -393,15 +404,12 @@ pub fn decode_in(table: &'static [Syscall], n: &Notif) -> Result<Call, Failure> 
     let Some((row, shape)) =
         syscalls::trapped(table, nr).and_then(|s| Some((s, s.trapped_shape()?)))
     else {
-        return Err(Failure {
-            syscall: "unknown",
-            errno: libc::ENOSYS,
-            what: format!("system call {nr} is not one guard judges"),
-            kind: FailureKind::Undecodable,
-            op: None,
-            path: None,
-            path2: None,
-        });
+        return Err(Failure::new(
+            "unknown",
+            libc::ENOSYS,
+            format!("system call {nr} is not one guard judges"),
+            FailureKind::Undecodable,
+        ));
     };
     let a = |i: usize| n.args[i];
     let a32 = |i: usize| n.args[i] as u32;

@@ -599,7 +599,8 @@ fn open(
             }
         };
         if at.kind.is_some() && flags & libc::O_EXCL == 0 {
-            // There at the walk: an exclusive create would only fail.
+            // There at the walk, to be truncated: opened as the caller, without first trying
+            // a create that the name's being there would most likely fail.
             if !may_open_existing {
                 return None;
             }

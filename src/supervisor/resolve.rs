@@ -793,15 +793,10 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
     };
     if let Some(errno) = names::refused(&r.act) {
         // The kernel refuses it for its names alone (a trailing slash, `.`, `..`).
-        return Err(Failure {
-            syscall: name,
-            errno,
-            what: "refused by the kernel for its names".to_string(),
-            kind: FailureKind::Unresolved,
-            op: Some(r.op),
-            path: r.path,
-            path2: r.path2,
-        });
+        let what = "refused by the kernel for its names".to_string();
+        return Err(Failure::new(name, errno, what, FailureKind::Unresolved)
+            .at(r.op, r.path)
+            .to(r.path2));
     }
     let mut r = r;
     super::git::inspect(n, &mut r);
