@@ -165,13 +165,14 @@ fn a_path_that_does_not_exist_is_an_error_outcome_not_a_denial() {
 /// the kernel's errno, are not refusals, and their records name the operation and the path
 /// the caller gave, made absolute from where it stood (`..` taken as written).
 fn error_outcomes_name_their_paths(w: &Workspace) {
-    let (out, captured) = piped(
-        w,
-        &["agent"],
-        "missing.out",
+    let script = format!(
         "echo x > no/such/dir/file; rm no/such/file; mkdir no/such/dir; \
-         mkdir made; mkdir made; cd made && echo y > ../gone/f; true",
+         mkdir made; mkdir made; echo z > made/f; \
+         {probe} rename made/f gone/x; \
+         {probe} link made/f gone/l; cd made && echo y > ../gone/f; true",
+        probe = w.probe()
     );
+    let (out, captured) = piped(w, &["agent"], "missing.out", &script);
     out.expect_code(0);
     assert!(!captured.contains("guard:"), "not explained: {captured}");
     assert!(!out.stderr().contains("refused"), "{}", out.stderr());
@@ -213,6 +214,19 @@ fn error_outcomes_name_their_paths(w: &Workspace) {
         assert!(
             listed.lines().any(|l| l.contains(&format!(" {path} "))),
             "guard log --path does not list {path}: {listed}"
+        );
+    }
+    // A rename or link names both of its paths, the one that does not resolve included.
+    for (op, from, to) in [("rename", "made/f", "gone/x"), ("link", "made/f", "gone/l")] {
+        let (from, to) = (ws.join(from), ws.join(to));
+        assert!(
+            errors.iter().any(|e| e["op"] == op
+                && e["errno"] == "ENOENT"
+                && e["path"].as_str() == from.to_str()
+                && e["path2"].as_str() == to.to_str()),
+            "no {op} record failing with ENOENT names {} -> {}: {errors:?}",
+            from.display(),
+            to.display()
         );
     }
     let end = run_end(w);
