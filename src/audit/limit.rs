@@ -34,7 +34,13 @@ impl RateLimit {
 
     /// Takes one token if there is one.
     pub(crate) fn admit(&self) -> bool {
-        self.admit_at(u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        self.admit_by(Instant::now())
+    }
+
+    /// [`admit`](Self::admit) at `now`, a reading of the clock the caller made already.
+    pub(crate) fn admit_by(&self, now: Instant) -> bool {
+        let since = now.saturating_duration_since(self.base);
+        self.admit_at(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
     }
 
     fn admit_at(&self, now: u64) -> bool {

@@ -330,28 +330,35 @@ impl AuditHandle {
     }
 
     /// [`decision`](Self::decision) for a caller on a hot path: `verdict` is counted and
-    /// rate-limited now, and `build` makes the event on the writer thread, with the time
-    /// stamped now. The caller hands over what it holds instead of converting it (names to
-    /// text, numbers to names) while a sandboxed call waits.
+    /// rate-limited as of `at` (a reading of the monotonic clock the caller made already, the
+    /// time of the decision or a moment before it), and `build` makes the event on the writer
+    /// thread, with the time stamped now. The caller hands over what it holds instead of
+    /// converting it (names to text, numbers to names) while a sandboxed call waits.
     pub fn decision_with(
         &self,
         verdict: Verdict,
+        at: std::time::Instant,
         build: impl FnOnce() -> Decision + Send + 'static,
     ) {
-        if self.admit(verdict) {
+        if self.admit_by(verdict, at) {
             self.send_msg(|time| Msg::Decision(time, Box::new(build)));
         }
     }
 
     /// Counts a decision under `verdict`; whether the rate limit for it lets it be written.
     fn admit(&self, verdict: Verdict) -> bool {
+        self.admit_by(verdict, std::time::Instant::now())
+    }
+
+    /// [`admit`](Self::admit) as of `at`.
+    fn admit_by(&self, verdict: Verdict, at: std::time::Instant) -> bool {
         self.shared.counts[verdict as usize].fetch_add(1, Ordering::Relaxed);
         let limit = if verdict.is_denial() {
             &self.shared.denials
         } else {
             &self.shared.decisions
         };
-        let admitted = limit.admit();
+        let admitted = limit.admit_by(at);
         if !admitted {
             self.shared.rate_limited.fetch_add(1, Ordering::Relaxed);
         }

@@ -227,7 +227,7 @@ impl Kept {
     fn cwd(&mut self, tid: u32, epoch: u64) -> Option<DirFd> {
         let at = self.cwds.iter().position(|c| c.tid == tid)?;
         let c = &self.cwds[at];
-        if c.epoch != epoch || c.at.elapsed() >= CWD_TTL {
+        if c.epoch != epoch || super::answer::received().duration_since(c.at) >= CWD_TTL {
             self.cwds.remove(at);
             return None;
         }
@@ -241,7 +241,8 @@ impl Kept {
             Cwd {
                 tid,
                 epoch,
-                at: Instant::now(),
+                // No later than the statx that found it, which the call made after.
+                at: super::answer::received(),
                 id,
                 fd,
             },

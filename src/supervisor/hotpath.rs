@@ -94,7 +94,7 @@ impl PerCall {
         if last == Stage::Decide {
             return Reached::Stage(last);
         }
-        let who = self.procs.get(n.pid);
+        let who = self.procs.get(n.pid, std::time::Instant::now());
         let record = Record::of(who, n, judged, verdict, reaction);
         self.seq += 1;
         let seq = self.seq;

@@ -89,7 +89,7 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     if verdict.action == Action::Allow {
         // A delete the policy allows may still be the one that makes a mass deletion.
         // The executable from the cache the call's record reads next (`Record::who`).
-        let exe = || lock(&core.procs).get(pid).exe;
+        let exe = || lock(&core.procs).get(pid, super::answer::received()).exe;
         // The run's root only for a delete that counts (the root's first exec, judged
         // before its pid may be known, is none: `RootPid::for_call`).
         let root = || core.root();

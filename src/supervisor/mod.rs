@@ -544,9 +544,9 @@ impl Judged {
 /// answer, record. The resolve and perform stages act with the caller's credentials where
 /// they act for it (see `crate::creds`). A refused call is explained to the caller before it
 /// is answered; a repeat of a process's refused exec (a shell trying each `PATH` entry) is
-/// answered like the first but neither explained nor recorded again.
-fn handle(core: &Core, n: Notif, inject: Inject) {
-    let start = Instant::now();
+/// answered like the first but neither explained nor recorded again. `start`: when the
+/// notification was received.
+fn handle(core: &Core, n: Notif, inject: Inject, start: Instant) {
     // A call of a thread whose chdir guard let through: that chdir is done.
     base::settle(n.pid);
     let call = decode::decode(&n);

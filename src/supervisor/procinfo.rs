@@ -29,10 +29,10 @@ pub struct ProcCache {
 }
 
 impl ProcCache {
-    /// The caller's name and executable. Call before answering the notification: afterwards
-    /// the process may be gone.
-    pub fn get(&mut self, pid: u32) -> ProcInfo {
-        let now = Instant::now();
+    /// The caller's name and executable, `now` (a cached answer is taken while it is younger
+    /// than [`TTL`]). Call before answering the notification: afterwards the process may be
+    /// gone.
+    pub fn get(&mut self, pid: u32, now: Instant) -> ProcInfo {
         if let Some((at, info)) = self.entries.get(&pid) {
             if now.duration_since(*at) < TTL {
                 return info.clone();
@@ -58,11 +58,11 @@ impl ProcCache {
     /// `pid` is about to exec: its name and executable change, so its entry goes. The record
     /// of the exec names the program being started as its executable, so only the name is
     /// needed: `comm` when the caller already read it, else the cached one, else it is read.
-    pub fn before_exec(&mut self, pid: u32, comm: Option<&[u8]>) -> ProcInfo {
+    pub fn before_exec(&mut self, pid: u32, comm: Option<&[u8]>, now: Instant) -> ProcInfo {
         let cached = self.entries.remove(&pid);
         let comm = match (comm, cached) {
             (Some(c), _) => Arc::from(OsStr::from_bytes(c)),
-            (None, Some((at, info))) if at.elapsed() < TTL => return info,
+            (None, Some((at, info))) if now.duration_since(at) < TTL => return info,
             (None, _) => comm_of(pid),
         };
         ProcInfo { comm, exe: None }
@@ -89,16 +89,16 @@ mod tests {
     fn reads_our_own_name_and_forgets_it_before_an_exec() {
         let mut c = ProcCache::default();
         let me = std::process::id();
-        let info = c.get(me);
+        let info = c.get(me, Instant::now());
         assert!(!info.comm.is_empty());
         assert_eq!(info.exe.as_deref(), std::env::current_exe().ok().as_deref());
-        let before = c.before_exec(me, None);
+        let before = c.before_exec(me, None, Instant::now());
         assert_eq!(before.comm, info.comm);
         assert!(c.entries.is_empty());
-        let uncached = c.before_exec(me, None);
+        let uncached = c.before_exec(me, None, Instant::now());
         assert_eq!(uncached.comm, info.comm);
         assert_eq!(uncached.exe, None);
-        let told = c.before_exec(me, Some(b"told"));
+        let told = c.before_exec(me, Some(b"told"), Instant::now());
         assert_eq!(&*told.comm, OsStr::new("told"));
     }
 }

@@ -210,7 +210,7 @@ pub(super) fn worker(core: &Core, me: usize) {
             let n = receive(core);
             drop(turn);
             if let Some(n) = n {
-                handle(core, n, inject);
+                handle(core, n, inject, std::time::Instant::now());
             }
             core.busy_since[me].store(0, Ordering::Release);
             after_call(core);
@@ -226,11 +226,11 @@ pub(super) fn worker(core: &Core, me: usize) {
 /// [`super::handle`], with a panic in it contained: its caller is answered EIO (unless it was
 /// answered already), the audit log gets a record of the call, and the worker goes on. A worker that unwound would leave its caller,
 /// and with worker 0 every later caller, waiting for good.
-fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
+fn handle(core: &Core, n: Notif, inject: emulate::Inject, start: std::time::Instant) {
     let (id, pid, nr) = (n.id, n.pid, n.nr);
-    let start = std::time::Instant::now();
+    super::answer::receiving(Some(start));
     let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        super::handle(core, n, inject)
+        super::handle(core, n, inject, start)
     }));
     if handled.is_err() {
         tracing::error!("guard failed while judging a call (a bug); the call fails with EIO");
@@ -238,6 +238,7 @@ fn handle(core: &Core, n: Notif, inject: emulate::Inject) {
         let record = super::record::Record::guard_failed(core, pid, nr);
         super::record::record(core, record, start);
     }
+    super::answer::receiving(None);
 }
 
 /// Worker 0: take the receiving turn, wait in RECV for a notification, give the turn back and
@@ -255,10 +256,11 @@ fn receiver(core: &Core, inject: emulate::Inject) {
         drop(turn);
         match received {
             Some(n) => {
-                core.busy_since[0].store(now_us(core), Ordering::Release);
+                let start = std::time::Instant::now();
+                core.busy_since[0].store(us_since_t0(core, start), Ordering::Release);
                 core.calls.fetch_add(1, Ordering::SeqCst);
                 core.doze.call_taken();
-                handle(core, n, inject);
+                handle(core, n, inject, start);
                 core.busy_since[0].store(0, Ordering::Release);
                 after_call(core);
             }
@@ -331,7 +333,12 @@ pub(super) fn end_of_run(core: &Core, limit: Duration) -> bool {
 
 /// Microseconds since the supervisor started, plus one (0 in `busy_since` means idle).
 fn now_us(core: &Core) -> u64 {
-    core.t0.elapsed().as_micros() as u64 + 1
+    us_since_t0(core, std::time::Instant::now())
+}
+
+/// [`now_us`] for a time read already.
+fn us_since_t0(core: &Core, at: std::time::Instant) -> u64 {
+    at.duration_since(core.t0).as_micros() as u64 + 1
 }
 
 /// Whether a worker other than `me` has had a call in hand for longer than [`SLOW`].

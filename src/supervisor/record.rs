@@ -36,12 +36,13 @@ impl Record {
     /// answering: afterwards the process may be gone.
     pub(super) fn who(core: &Core, n: &Notif, judged: &Judged) -> ProcInfo {
         let mut procs = lock(&core.procs);
+        let now = super::answer::received();
         match judged {
             // Its name and executable are about to change; its record names the program.
             Judged::Call(r) if r.op == policy::Op::Exec => {
-                procs.before_exec(n.pid, r.comm.as_deref())
+                procs.before_exec(n.pid, r.comm.as_deref(), now)
             }
-            _ => procs.get(n.pid),
+            _ => procs.get(n.pid, now),
         }
     }
 
@@ -87,7 +88,7 @@ impl Record {
     /// The record of a read-only open of `path` that the run records without judging it
     /// (`guard learn`): allowed, by rule `observe`.
     pub(super) fn read(core: &Core, n: &Notif, syscall: &'static str, path: PathBuf) -> Record {
-        let who = lock(&core.procs).get(n.pid);
+        let who = lock(&core.procs).get(n.pid, super::answer::received());
         let verdict = Verdict {
             action: Action::Allow,
             errno: 0,
@@ -104,7 +105,7 @@ impl Record {
     /// The record of a call guard failed while judging (a bug, contained by the worker):
     /// refused with EIO, by the rule that refuses what guard cannot make sense of.
     pub(super) fn guard_failed(core: &Core, pid: u32, nr: i32) -> Record {
-        let who = lock(&core.procs).get(pid);
+        let who = lock(&core.procs).get(pid, super::answer::received());
         let verdict = Verdict {
             action: Action::Deny,
             errno: libc::EIO,
@@ -186,8 +187,9 @@ impl Record {
 pub(super) fn record(core: &Core, r: Record, start: Instant) {
     let seq = core.seq.fetch_add(1, Ordering::Relaxed) + 1;
     let latency_us = super::answer::since(start).as_micros() as u64;
-    core.audit
-        .decision_with(r.audit_verdict(), move || r.into_event(seq, latency_us));
+    core.audit.decision_with(r.audit_verdict(), start, move || {
+        r.into_event(seq, latency_us)
+    });
 }
 
 pub(super) fn format_addr(a: &policy::NetAddr) -> String {
