@@ -148,3 +148,44 @@ fn non_utf8_paths_are_recorded_losslessly() {
         .expect("base64");
     assert!(raw.ends_with(b"/bad\xffname"), "{raw:?}");
 }
+
+/// The log is written while the command runs, not only at its end: the record of a create is
+/// in the file while the command that made it still waits (the writer's thread starts once the
+/// command has exec'd; before, the records wait in its queue).
+#[test]
+fn the_audit_log_is_written_while_the_command_runs() {
+    use std::time::{Duration, Instant};
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        // The create comes a moment after the command's start, where no end of the start's
+        // own (the queue written once the command has exec'd) writes it.
+        let script = "sleep 0.2; echo x > made.txt; while [ ! -e go ]; do sleep 0.02; done";
+        let mut g = w.exec(&["agent"]);
+        g.args(["--", "sh", "-c", script]);
+        g.cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut guard = g.cmd.spawn().expect("spawn guard");
+        let made = w.ws.join("made.txt").display().to_string();
+        let logged = || {
+            let runs = std::fs::read_dir(w.state.join("runs")).ok()?;
+            runs.flatten().find_map(|run| {
+                let text = std::fs::read_to_string(run.path().join("audit.jsonl")).ok()?;
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .find(|e| e["type"] == "decision" && e["path"] == made.as_str())
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = None;
+        while seen.is_none() && Instant::now() < deadline {
+            seen = logged();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The command ends either way, and then so does guard.
+        std::fs::write(w.ws.join("go"), "").expect("write go");
+        let status = guard.wait().expect("wait for guard");
+        let seen = seen.expect("the create's record, in the log while the command ran");
+        assert_eq!(seen["verdict"], "allow", "{seen}");
+        assert!(status.success(), "{status:?}");
+    }
+}
