@@ -1,7 +1,8 @@
 //! Pruning the journals of older runs while the command runs: a thread of its own starts once
 //! the command has exec'd (a thread started while the command is being set up takes a CPU
-//! from that), and the run joins it at its end, where the pruning used to happen. The run's own journal is the newest, so it is
-//! always among those kept; a run still going (or rolling back) is never pruned.
+//! from that), and the run joins it at its end, where the pruning used to happen. The run's
+//! own journal is the newest, so it is always among those kept; a run still going (or rolling
+//! back) is never pruned.
 
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;

@@ -232,7 +232,8 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         return Err(e.into());
     }
 
-    // 7. Threads: audit writer, then the supervisor.
+    // 7. The audit writer (its thread starts once the command has exec'd), then the
+    // supervisor's threads.
     let mut sinks = vec![d.run_dir.audit_log()];
     sinks.extend(b.audit_log.clone());
     // Its thread starts once the command runs (below): started here, it took this CPU from
