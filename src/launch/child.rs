@@ -1,7 +1,7 @@
 //! The child side of the launch (steps 8-15 of `docs/launch.md`): confine this process, hand
 //! the seccomp listener to guard, and become the sandbox's init. A failed step is reported on
 //! the launch channel as its [`Stage`] (see `message.rs`); the parent side reads the channel
-//! with [`receive_listener`], [`receive_command_pid`] and [`wait_exec`].
+//! with [`receive_listener`], [`go_ahead`], [`receive_command_pid`] and [`wait_exec`].
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -220,24 +220,31 @@ fn close_all_but(keep: impl Iterator<Item = u32>) -> io::Result<()> {
 pub(super) fn receive_listener(
     sock: BorrowedFd<'_>,
     pidfd: BorrowedFd<'_>,
-    file: &std::fs::File,
-    command: &super::CommandLine,
 ) -> Result<(OwnedFd, ShareGranted), LaunchError> {
     sys::process::spin_until_readable(sock, super::HANDSHAKE_SPIN);
     match message::receive(sock).map_err(LaunchError::Channel)? {
         Message::Listener(Some(n), granted) => {
             let fd = sys::process::pidfd_getfd(pidfd, n).map_err(LaunchError::Channel)?;
-            let bytes = ExecImage::encode(&command.program, &command.argv, &command.envp);
-            file.write_all_at(&bytes, 0).map_err(LaunchError::Channel)?;
-            let mut ack = [b'A', 0, 0, 0, 0, 0, 0, 0, 0];
-            ack[1..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-            send(sock.as_raw_fd(), &ack, MsgFlags::empty())
-                .map_err(|e| LaunchError::Channel(e.into()))?;
             Ok((fd, granted))
         }
         Message::Failed { stage, source } => Err(LaunchError::Child { stage, source }),
         _ => Err(LaunchError::ChildVanished),
     }
+}
+
+/// Parent side, after [`receive_listener`]: write `command` to `file` for the child and
+/// acknowledge with `A` and its length; the child then forks the command.
+pub(super) fn go_ahead(
+    sock: BorrowedFd<'_>,
+    file: &std::fs::File,
+    command: &super::CommandLine,
+) -> Result<(), LaunchError> {
+    let bytes = ExecImage::encode(&command.program, &command.argv, &command.envp);
+    file.write_all_at(&bytes, 0).map_err(LaunchError::Channel)?;
+    let mut ack = [b'A', 0, 0, 0, 0, 0, 0, 0, 0];
+    ack[1..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+    send(sock.as_raw_fd(), &ack, MsgFlags::empty()).map_err(|e| LaunchError::Channel(e.into()))?;
+    Ok(())
 }
 
 /// Parent side: the command's pid (`P`), sent by the command itself before it execs, or the

@@ -45,7 +45,7 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub const EXIT_POLICY_STOP: i32 = 120;
 
 /// What the child needs to confine itself, prepared in the parent before the fork. The
-/// command line comes later ([`Spawned::receive_listener`]).
+/// command line comes later ([`Spawned::go_ahead`]).
 pub struct LaunchSpec {
     /// The seccomp program (already built and checked).
     pub filter: Vec<libc::sock_filter>,
@@ -82,7 +82,7 @@ pub struct Spawned {
     /// it.
     pub listener: Option<OwnedFd>,
     status: OwnedFd,
-    /// Where the command line goes for the child to read ([`Spawned::receive_listener`]).
+    /// Where the command line goes for the child to read ([`Spawned::go_ahead`]).
     command: std::fs::File,
     /// The command's working directory, to name it should the child fail to enter it.
     cwd: Option<std::path::PathBuf>,
@@ -226,13 +226,12 @@ pub fn spawn(mut spec: LaunchSpec) -> Result<Spawned, LaunchError> {
 }
 
 impl Spawned {
-    /// Waits for the child to confine itself and hand over its seccomp listener, keeps it in
-    /// [`Spawned::listener`], and gives the child `command` to fork and exec; returns what the
-    /// child's share of the Landlock rules ([`LaunchSpec::share`]) granted. Until then the
-    /// child is on its own (Landlock, the filter), so whatever the caller does between
-    /// [`spawn`] and this call runs alongside; once it returns, the init may fork the command,
-    /// which enforces the ruleset: every rule of the caller's must be in by then. When the child failed or vanished, it is killed
-    /// and reaped, and the error says at which step.
+    /// Waits for the child to confine itself and hand over its seccomp listener, and keeps it
+    /// in [`Spawned::listener`]; returns what the child's share of the Landlock rules
+    /// ([`LaunchSpec::share`]) granted. Until then the child is on its own (Landlock, the
+    /// filter), so whatever the caller does between [`spawn`] and this call runs alongside.
+    /// The child then waits for [`Spawned::go_ahead`]. When the child failed or vanished, it
+    /// is killed and reaped, and the error says at which step.
     ///
     /// # Errors
     ///
@@ -240,14 +239,8 @@ impl Spawned {
     /// [`LaunchError::ChildVanished`], or [`LaunchError::Channel`].
     pub fn receive_listener(
         &mut self,
-        command: &CommandLine,
     ) -> Result<crate::confine::landlock::ShareGranted, LaunchError> {
-        let sent = child::receive_listener(
-            self.status.as_fd(),
-            self.tree.pidfd(),
-            &self.command,
-            command,
-        );
+        let sent = child::receive_listener(self.status.as_fd(), self.tree.pidfd());
         match sent {
             Ok((fd, granted)) => {
                 self.listener = Some(fd);
@@ -271,6 +264,24 @@ impl Spawned {
                 })
             }
         }
+    }
+
+    /// Gives the child, once its listener is here ([`Spawned::receive_listener`]), `command`
+    /// to fork and exec. Once it returns, the init may fork the command, which enforces the
+    /// ruleset and execs, a judged call: every rule of the caller's must be in by then, and a
+    /// supervisor should be answering the listener. On failure the child is killed and
+    /// reaped.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::Channel`].
+    pub fn go_ahead(&mut self, command: &CommandLine) -> Result<(), LaunchError> {
+        let sent = child::go_ahead(self.status.as_fd(), &self.command, command);
+        if sent.is_err() {
+            self.tree.kill();
+            let _ = self.tree.reap();
+        }
+        sent
     }
 
     /// The pid of the command itself (the sandbox's init forked it): the run's root process.

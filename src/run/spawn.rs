@@ -66,7 +66,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     let protect_init = plan.ruleset.is_some() && features.available(Feature::LandlockScopeSignal);
     // Who adds the rules. Where the init is fenced off by a layer of its own, the run's
     // ruleset is enforced by the command alone, which the init forks only after guard's
-    // go-ahead (`receive_listener`): guard adds its rules after the fork, through a descriptor
+    // go-ahead (`go_ahead`): guard adds its rules after the fork, through a descriptor
     // of its own, while the child adds one root that `fs.hide` expands entry by entry (for a
     // root guard, `/etc`'s 150 entries) and sets itself up. Otherwise every rule is in before
     // the fork.
@@ -139,7 +139,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         let _ = tree.reap();
     };
     // guard's share of the rules, while the child adds its own; both are in before guard's
-    // go-ahead to the child (`receive_listener`).
+    // go-ahead to the child (`go_ahead`).
     if let (Some(mut ruleset), Some(grants)) = (after_fork, grants) {
         match grants.grant(&mut ruleset, &mut plan.report) {
             Ok(n) => hidden = n,
@@ -150,7 +150,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         }
     }
     // 3. The command and its environment, made while the child confines itself: it reads
-    // them once guard has its listener (`receive_listener`).
+    // them once guard has its listener and its supervisor runs (`go_ahead`).
     let command = (|| -> Result<_, RunError> {
         let base_env: Vec<(OsString, OsString)> = match b.environment.take() {
             Some(env) => env,
@@ -251,7 +251,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     // match), so the supervisor's first calls find them ready.
     policy.compile_matchers();
     // The child is confined once its listener is here (or says which step failed).
-    let granted = match spawned.receive_listener(&command) {
+    let granted = match spawned.receive_listener() {
         Ok(granted) => granted,
         Err(launch::LaunchError::Child {
             stage: launch::Stage::LandlockShare,
@@ -307,9 +307,10 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             });
         }
     };
-    // Started before the command's pid is here: the sandbox's init reports it once it has
-    // forked the command, which then enforces its Landlock layer and execs, a judged call
-    // the supervisor must be there for. Made meanwhile, the supervisor is off that path.
+    // Started before the init is told to fork the command (below), whose exec, a judged call,
+    // follows at once: made after that go-ahead, the supervisor's thread was still being
+    // created when the exec came, which then waited for it (about 150 µs, by a temporary
+    // timer). The init reports the command's pid once it has forked it.
     let root = RootPid::pending();
     let supervisor = Supervisor::new(Setup {
         listener,
@@ -335,6 +336,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
             });
         }
     };
+    // Every rule of guard's is in, and the supervisor answers: the init may fork the command.
+    if let Err(e) = spawned.go_ahead(&command) {
+        root.set(0);
+        return Err(e.into());
+    }
     // The command's pid: the sandbox's init forked it (launch/init.rs).
     let command_pid = match spawned.command_pid() {
         Ok(pid) => {
