@@ -106,6 +106,50 @@ fn exec_records_name_the_program(w: &Workspace) {
 }
 
 #[test]
+fn an_execs_record_names_its_cwd_and_argv_rules_resolve_against_it() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        exec_cwd_is_recorded_and_judged(&w);
+    }
+}
+
+/// guard reads an exec's cwd after answering unless a rule may resolve an argument against
+/// it: the record names the cwd either way, and the agent profile's `no-rm-workspace`
+/// (`{workspace}` as a path element) still sees `..` from a subdirectory as the workspace.
+/// `rm` itself refuses to remove `..`, so a rule that missed would leave status 1, not 126.
+fn exec_cwd_is_recorded_and_judged(w: &Workspace) {
+    std::fs::create_dir_all(w.ws.join("sub/deeper")).expect("mkdir");
+    w.write("sub/keep.txt", "kept");
+    let t = crate::util::tool("true").expect("true").display().to_string();
+    let script = format!("cd sub/deeper && {t}; cd .. && rm -rf ..; echo rm-status $?; {t}");
+    let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    out.expect_code(0);
+    assert!(out.stdout().contains("rm-status 126"), "{}", out.stderr());
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("sub/keep.txt")).expect("kept"),
+        "kept"
+    );
+    let ws = w.ws.canonicalize().expect("workspace");
+    let execs: Vec<_> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["op"] == "exec")
+        .collect();
+    let cwd_of = |argv0: &str, verdict: &str| {
+        execs
+            .iter()
+            .filter(|e| e["argv"][0] == argv0 && e["verdict"] == verdict)
+            .map(|e| e["cwd"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    let sub = ws.join("sub").display().to_string();
+    let deeper = ws.join("sub/deeper").display().to_string();
+    assert_eq!(cwd_of(&t, "allow"), [deeper, sub.clone()], "{execs:?}");
+    assert_eq!(cwd_of("rm", "deny"), [sub], "{execs:?}");
+    let rm = execs.iter().find(|e| e["argv"][0] == "rm").expect("rm");
+    assert_eq!(rm["rule"], "no-rm-workspace", "{rm}");
+}
+
+#[test]
 fn guard_log_and_runs_show_the_newest_run() {
     let w = Workspace::new();
     let victim = w.write(&w.outside.join("keep.txt").display().to_string(), "x");
