@@ -144,6 +144,9 @@ pub fn perform(
     if let Some(seen) = act.removed_dir().and_then(|t| t.seen.as_ref()) {
         super::base::forget(seen);
     }
+    if act.may_bring_a_symlink() {
+        super::target::programs_may_change();
+    }
     let Some((j, since)) = journal else {
         return perform_plain(act, n, listener, inject);
     };

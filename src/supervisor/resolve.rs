@@ -128,6 +128,21 @@ impl Act {
 
     /// The directory performing it removes, as the walk found it: an `rmdir`'s, or the one a
     /// rename replaces (RENAME_EXCHANGE removes nothing).
+    /// Whether performing this can put a symlink where a directory or a file was on some
+    /// path: an rmdir (a symlink may take the directory's name next), a new symlink, a rename
+    /// that moves anything but a regular file (exchanging: anything but two). Program paths
+    /// proved free of symlinks are proved again after one ([`target::program`]).
+    pub fn may_bring_a_symlink(&self) -> bool {
+        let file = |t: &Target| t.kind == Some(Kind::File);
+        match self {
+            Act::Rmdir(_) | Act::Symlink { .. } => true,
+            Act::Rename { from, to, flags } => {
+                !file(from) || (flags & libc::RENAME_EXCHANGE != 0 && !file(to))
+            }
+            _ => false,
+        }
+    }
+
     pub fn removed_dir(&self) -> Option<&Target> {
         let dir = |t: &Target| t.kind == Some(Kind::Dir) && t.pinned.is_none();
         match self {

@@ -106,6 +106,42 @@ fn exec_records_name_the_program(w: &Workspace) {
 }
 
 #[test]
+fn a_program_path_is_proved_again_once_a_symlink_may_have_taken_a_place_on_it() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        proved_program_paths_follow_changes(&w);
+    }
+}
+
+/// guard keeps, for a moment, that a program path has no symlink on it (a shell loop runs
+/// the same programs over and over); a directory on the path moved away and a symlink put
+/// in its place, or the program itself replaced by a symlink, must show in the next exec's
+/// record as the file the kernel runs.
+fn proved_program_paths_follow_changes(w: &Workspace) {
+    let t = crate::util::tool("true").expect("true");
+    let real_true = t.canonicalize().expect("true's real path");
+    let t = t.display();
+    let script = format!(
+        "W=$(pwd -P); mkdir d && cp {t} d/prog && $W/d/prog && $W/d/prog && mv d d2 && \
+         ln -s d2 d && $W/d/prog && rm d2/prog && ln -s {t} d2/prog && $W/d/prog && echo done"
+    );
+    let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+    out.expect_code(0);
+    assert!(out.stdout().contains("done"), "{}", out.stderr());
+    let ws = w.ws.canonicalize().expect("workspace");
+    let argv0 = ws.join("d/prog").display().to_string();
+    let exes: Vec<String> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["op"] == "exec" && d["argv"][0] == argv0.as_str())
+        .map(|d| d["exe"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let copy = ws.join("d/prog").display().to_string();
+    let moved = ws.join("d2/prog").display().to_string();
+    let real = real_true.display().to_string();
+    assert_eq!(exes, [copy.clone(), copy, moved, real]);
+}
+
+#[test]
 fn an_execs_record_names_its_cwd_and_argv_rules_resolve_against_it() {
     for w in [Workspace::new(), Workspace::unprivileged()] {
         exec_cwd_is_recorded_and_judged(&w);
@@ -119,7 +155,10 @@ fn an_execs_record_names_its_cwd_and_argv_rules_resolve_against_it() {
 fn exec_cwd_is_recorded_and_judged(w: &Workspace) {
     std::fs::create_dir_all(w.ws.join("sub/deeper")).expect("mkdir");
     w.write("sub/keep.txt", "kept");
-    let t = crate::util::tool("true").expect("true").display().to_string();
+    let t = crate::util::tool("true")
+        .expect("true")
+        .display()
+        .to_string();
     let script = format!("cd sub/deeper && {t}; cd .. && rm -rf ..; echo rm-status $?; {t}");
     let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
     out.expect_code(0);
