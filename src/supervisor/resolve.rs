@@ -764,7 +764,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.argv = args.into_iter().map(OsString::from_vec).collect();
             r.exe = Some(exe);
             r.exe_anonymous = anonymous;
-            r.cwd = target::caller_cwd(n.pid).ok();
+            r.cwd = target::cwd_of(n.pid);
             if n.pid != root {
                 if let Some((parent, comm)) = txn::stat_of(n.pid) {
                     r.new_command = parent == root;

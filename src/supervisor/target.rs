@@ -30,6 +30,15 @@ pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd"))
 }
 
+/// The caller's current directory, found as a call relative to it finds it: the directory
+/// this worker keeps for it, or opens and keeps ([`base::base`]), whose path `getcwd` reads.
+/// Found this way, it is remembered for the thread's next call: the first call of a program
+/// the caller is about to start needs no lookup of its own. `None` when it cannot be told.
+pub fn cwd_of(pid: u32) -> Option<PathBuf> {
+    let (dir, _) = base::base(pid, libc::AT_FDCWD as u64).ok()?;
+    dir_path(&dir).ok()
+}
+
 /// What descriptor `fd` of the caller refers to.
 pub fn caller_fd_path(pid: u32, fd: i32) -> io::Result<PathBuf> {
     if fd < 0 {
