@@ -424,7 +424,7 @@ fixed_ms() {   # fixed_ms NAME: median ms of that row of section 2, or "-"
 # 3. Cost of one call. Each cell: REPS runs of guard-callloop OP CALLS, median (and range) of
 # the ns/call each run reports. Repetitions are interleaved across modes so drift on this
 # shared machine hits every column alike.
-OPS=(getpid open-read unlink-missing open-write unlink-existing unlink-made create-new)
+OPS=(getpid umask open-read unlink-missing open-write unlink-existing unlink-made create-new)
 MODES=(bare guard guard-nospin guard-nosync guard-noaddfd)
 avail strace && MODES+=(strace)
 declare -A MODE_TITLE=([bare]="bare" [guard]="guard exec (SYNC_WAKE_UP)"
@@ -518,7 +518,8 @@ JUDGED_MD="$WORK/judged.md"
     for op in "${OPS[@]}"; do
         for mode in guard guard-nospin guard-nosync guard-noaddfd; do
             lat="not trapped"
-            [[ $op != getpid && $op != open-read ]] && lat=$(med_col "$op" "$mode" 5)
+            [[ $op == umask ]] && lat="let through unjudged"
+            [[ $op != getpid && $op != open-read && $op != umask ]] && lat=$(med_col "$op" "$mode" 5)
             echo "| $op | ${MODE_TITLE[$mode]} | $(med_col "$op" "$mode" 4) | $lat |"
         done
     done
@@ -540,6 +541,8 @@ ADD_CREATE_NOSPIN=$(added create-new guard-nospin)
 ADD_OPENW_NOSYNC=$(added open-write guard-nosync)
 ADD_OPENR=$(added open-read guard)
 ADD_GETPID=$(added getpid guard)
+ADD_UMASK=$(added umask guard)
+ADD_UMASK_NOSYNC=$(added umask guard-nosync)
 ADD_OPENW_NOADDFD=$(added open-write guard-noaddfd)
 ADD_UNLINKX=$(added unlink-existing guard)
 ADD_UNLINKX_NOADDFD=$(added unlink-existing guard-noaddfd)
@@ -850,6 +853,10 @@ smallest and largest in brackets; repetitions are interleaved across calls and m
 it runs with the default \`agent\` profile, in the workspace.
 
 - \`getpid\`: never trapped; the baseline.
+- \`umask\` (new): \`umask(2)\`, 077 and 022 in turn: trapped, and let through by guard as soon
+  as it is received, unjudged (guard notes the process's mask after answering, for the files
+  it creates on the process's behalf): the floor of any trapped call, the notification's round
+  trip with guard's receive and answer and nothing else.
 - \`open-read\`: \`openat(O_RDONLY)\` + \`close\` of a workspace file: never trapped (reads are
   left to Landlock).
 - \`unlink-missing\`: \`unlinkat\` of a missing name in the workspace: trapped, judged, performed
@@ -875,8 +882,10 @@ $(cat "$CALLS_MD")
 What guard adds (median under guard minus median bare), with the default settings / with
 \`GUARD_NO_ADDFD=1\`: unlink-missing +$ADD_UNLINK µs; open-write +$ADD_OPENW / +$ADD_OPENW_NOADDFD µs;
 unlink-existing +$ADD_UNLINKX / +$ADD_UNLINKX_NOADDFD µs; unlink-made +$ADD_UNLINKM µs; create-new +$ADD_CREATE / +$ADD_CREATE_NOADDFD µs;
-open-read +$ADD_OPENR µs, getpid +$ADD_GETPID µs. Without SYNC_WAKE_UP: unlink-missing
-+$ADD_UNLINK_NOSYNC µs, open-write +$ADD_OPENW_NOSYNC µs. strace -f adds +$ADD_UNLINK_STRACE µs to
+open-read +$ADD_OPENR µs, getpid +$ADD_GETPID µs. The floor, a trapped call let through at once
+(umask): +$ADD_UMASK µs; every judged call pays it, so a workload that makes N judged calls
+cannot cost less than N times this. Without SYNC_WAKE_UP: umask +$ADD_UMASK_NOSYNC µs,
+unlink-missing +$ADD_UNLINK_NOSYNC µs, open-write +$ADD_OPENW_NOSYNC µs. strace -f adds +$ADD_UNLINK_STRACE µs to
 unlink-missing.
 
 guard's own view of the same runs (its summary counts every judged call; the audit log's

@@ -16,7 +16,7 @@ def row(prefix):
     raise SystemExit("no row " + prefix)
 def first(x): return x.split(" ")[0]
 s1 = {k: row(k)[3] for k in ["true (bare)", "guard -p strict", "guard (agent)", "guard -p observe", "bwrap", "strace -f", "firejail", "sandlock", "nono"]}
-calls = {k: row(k) for k in ["getpid", "open-read", "unlink-missing", "open-write", "unlink-existing", "unlink-made", "create-new"]}
+calls = {k: row(k) for k in ["getpid", "umask", "open-read", "unlink-missing", "open-write", "unlink-existing", "unlink-made", "create-new"]}
 # columns: name, bare, guard, nospin, nosync, noaddfd, strace
 c = lambda k, i: first(calls[k][i])
 s2_1 = row("guard, 1-file ws")[2]; s2_10k = row("guard, 10k-file ws")[2]
@@ -62,6 +62,7 @@ Per system call, from the same run (µs, median; `docs/benchmarks.md` section 3)
 | call | bare | under guard | under `strace -f` |
 |---|---:|---:|---:|
 | `getpid`, `open` for reading (never judged) | {c('getpid',1)} / {c('open-read',1)} | {c('getpid',2)} / {c('open-read',2)} | {f(c('getpid',6),0)} / {f(c('open-read',6),0)} |
+| `umask` (trapped, let through at once unjudged: the floor of every trapped call) | {c('umask',1)} | {f(c('umask',2))} | {f(c('umask',6),0)} |
 | `unlinkat` of a missing file (judged, performed by guard) | {c('unlink-missing',1)} | {f(c('unlink-missing',2))} | {f(c('unlink-missing',6),0)} |
 | `unlinkat` of a file that existed before the run (judged, journaled: moved into the store) | {f(c('unlink-existing',1))} | {f(c('unlink-existing',2))} | {f(c('unlink-existing',6),0)} |
 | `unlinkat` of a file the run made since the last checkpoint (judged, journaled, nothing kept) | {f(c('unlink-made',1))} | {f(c('unlink-made',2))} | {f(c('unlink-made',6),0)} |

@@ -256,6 +256,26 @@ impl Callers {
         self.umask_calling();
         let mask = mask & 0o777;
         let cached = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
+        // The process's record, while it still names the process, takes the new mask: one
+        // look at its pidfd, where a new record costs an open, a look at every other record
+        // and a close (`sed -i`'s second umask(2), which puts the mask back). A record under
+        // the caller's own id that names a live process names the caller's: no two live
+        // tasks share an id.
+        {
+            let mut t = lock(&self.tables);
+            let Tables {
+                entries, umasks, ..
+            } = &mut *t;
+            let tgid = cached.unwrap_or(tid);
+            if let Some(r) = umasks
+                .get_mut(&tgid)
+                .filter(|r| task_exists(r.process.as_fd()))
+            {
+                r.mask = mask;
+                set_umask(entries, tgid, mask);
+                return;
+            }
+        }
         // pidfd_open without PIDFD_THREAD opens only a thread group leader, whose id is its
         // process's: a single-threaded process (a shell's `sed -i`) is found without reading
         // /proc/TID/status.
@@ -273,13 +293,18 @@ impl Callers {
         let mut t = lock(&self.tables);
         t.umasks.retain(|_, r| task_exists(r.process.as_fd()));
         t.umasks.insert(tgid, UmaskRecord { mask, process });
-        for e in t.entries.values_mut().filter(|e| e.creds.tgid == tgid) {
-            if e.creds.umask != mask {
-                e.creds = Arc::new(Creds {
-                    umask: mask,
-                    ..Creds::clone(&e.creds)
-                });
-            }
+        set_umask(&mut t.entries, tgid, mask);
+    }
+}
+
+/// The cached credentials of process `tgid`'s threads take the umask `mask`.
+fn set_umask(entries: &mut HashMap<u32, Entry>, tgid: u32, mask: u32) {
+    for e in entries.values_mut().filter(|e| e.creds.tgid == tgid) {
+        if e.creds.umask != mask {
+            e.creds = Arc::new(Creds {
+                umask: mask,
+                ..Creds::clone(&e.creds)
+            });
         }
     }
 }

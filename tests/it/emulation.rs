@@ -356,6 +356,17 @@ fn the_umask_a_process_set_outlives_its_exec() {
     gives_under_guard(SCRIPT, &expected);
 }
 
+/// A process that sets its umask again and again (guard takes each new mask into the record
+/// it keeps of the process) creates with the mask of the moment, files and directories alike.
+#[test]
+fn each_umask_a_process_sets_shapes_its_next_creates() {
+    const SCRIPT: &str = "umask 077; echo > a; umask 022; echo > b; mkdir c; umask 027; \
+        echo > d; umask 002; mkdir e; echo > f; stat -c '%n %a' a b c d e f";
+    let expected = bare_transcript(SCRIPT);
+    assert_eq!(expected, "a 600\nb 644\nc 755\nd 640\ne 775\nf 664\n");
+    gives_under_guard(SCRIPT, &expected);
+}
+
 /// A run whose command starts with a umask of its own (077, set before guard starts) and in
 /// which no process calls umask(2): the creates of every process, the shell's and those of the
 /// processes it starts, get that mask, as bare. (guard takes it from the command's credentials

@@ -13,6 +13,8 @@
 //!   `guard-callloop-PID/`, then close: the open is trapped and judged (close is not).
 //! - `open-read`: openat(O_RDONLY) of the same file, then close: never trapped, for contrast.
 //! - `getpid`: the raw getpid system call, never trapped: the baseline.
+//! - `umask`: umask(2), setting 077 and 022 in turn: trapped, and let through by guard at
+//!   once, unjudged (it notes the mask after answering): the floor of a trapped call.
 //! - `prepare`: creates the N files (plus the warm-up's) that `unlink-existing` deletes, in
 //!   `guard-callloop-files/` (run it before `guard exec`, so they exist before the run).
 //! - `unlink-existing`: unlinks the files `prepare` made one by one: under guard each unlinkat
@@ -224,6 +226,15 @@ fn send_connected() -> Result<(), &'static str> {
     Ok(())
 }
 
+fn umask() -> Result<(), &'static str> {
+    static FLIP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let tight = FLIP.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+    let mask = if tight { 0o077 } else { 0o022 };
+    // Each call returns the mask the one before set (the first, the inherited one).
+    black_box(unsafe { libc::umask(mask) });
+    Ok(())
+}
+
 fn getpid() -> Result<(), &'static str> {
     // The raw system call: no libc caching can hide it.
     black_box(unsafe { libc::syscall(libc::SYS_getpid) });
@@ -234,7 +245,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
         eprintln!(
-            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|prepare|unlink-existing|unlink-made|create-new|sendmsg-connected|send-connected N"
+            "usage: guard-callloop unlink-missing|open-write|open-read|getpid|umask|prepare|unlink-existing|unlink-made|create-new|sendmsg-connected|send-connected N"
         );
         exit(2);
     }
@@ -261,6 +272,7 @@ fn main() {
         "open-write" => || open_close(libc::O_WRONLY | libc::O_CREAT),
         "open-read" => || open_close(libc::O_RDONLY),
         "getpid" => getpid,
+        "umask" => umask,
         "sendmsg-connected" => sendmsg_connected,
         "send-connected" => send_connected,
         _ => {
