@@ -40,7 +40,8 @@ impl Record {
         match judged {
             // Its name and executable are about to change; its record names the program.
             Judged::Call(r) if r.op == policy::Op::Exec => {
-                procs.before_exec(n.pid, r.comm.as_deref(), now)
+                let after = r.comm_after.as_deref().zip(r.exe.as_deref());
+                procs.before_exec(n.pid, r.comm.as_deref(), after, now)
             }
             _ => procs.get(n.pid, now),
         }

@@ -28,6 +28,9 @@ use super::sockaddr::{absolute_unix, decode_sockaddr};
 use super::target::{self, Kind, Last, Target};
 use super::txn;
 
+/// The longest name the kernel gives a task (TASK_COMM_LEN less its NUL).
+const TASK_COMM_MAX: usize = 15;
+
 const O_WRITE_FLAGS: u64 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
 
 /// What the supervisor does with an allowed call: perform it itself on the resolved targets
@@ -179,6 +182,10 @@ pub struct Resolved {
     pub new_command: bool,
     /// exec: the caller's name, read with its parent (for its record: the exec changes it).
     pub comm: Option<Vec<u8>>,
+    /// exec: the name the kernel gives the process once the exec is done: the last component
+    /// of the path as given, cut to a task name's 15 bytes (not foretold for an exec through
+    /// a descriptor, which the kernel names otherwise).
+    pub comm_after: Option<Vec<u8>>,
     /// The call would leave a set-id file (see `Request::sets_id`).
     pub sets_id: bool,
     /// A descriptor's object with no name (see `Request::unnamed`).
@@ -209,6 +216,7 @@ impl Resolved {
             exe_anonymous: false,
             new_command: false,
             comm: None,
+            comm_after: None,
             sets_id: false,
             unnamed: false,
             git: Vec::new(),
@@ -764,6 +772,10 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
             r.argv = args.into_iter().map(OsString::from_vec).collect();
             r.exe = Some(exe);
             r.exe_anonymous = anonymous;
+            if !via_fd {
+                let last = raw.rsplit(|&b| b == b'/').next().unwrap_or_default();
+                r.comm_after = Some(last[..last.len().min(TASK_COMM_MAX)].to_vec());
+            }
             r.cwd = target::cwd_of(n.pid);
             if n.pid != root {
                 if let Some((parent, comm)) = txn::stat_of(n.pid) {

@@ -1,6 +1,8 @@
 //! The audit log and summary: JSONL that parses, run-start/run-end, denials named with their
 //! path, the extra --audit-log copy, `guard log` and `guard runs`.
 
+use std::os::unix::fs::PermissionsExt;
+
 use crate::util::{probe_result, Workspace};
 
 #[test]
@@ -139,6 +141,65 @@ fn proved_program_paths_follow_changes(w: &Workspace) {
     let moved = ws.join("d2/prog").display().to_string();
     let real = real_true.display().to_string();
     assert_eq!(exes, [copy.clone(), copy, moved, real]);
+}
+
+#[test]
+fn the_first_call_after_an_exec_names_the_new_program_as_the_kernel_does() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        first_call_after_exec_names_the_new_program(&w);
+    }
+}
+
+/// guard foretells the name an exec gives its process and takes it once the process's
+/// executable is seen to be the program: a long name cut to 15 bytes as the kernel cuts it,
+/// a script named by its file but run by its interpreter, and an exec the kernel refused
+/// (Landlock: a program outside the read roots) after guard let it through, which leaves
+/// the shell its own name.
+fn first_call_after_exec_names_the_new_program(w: &Workspace) {
+    let touch = crate::util::tool("touch").expect("touch");
+    let sh = crate::util::tool("sh").expect("sh");
+    let bash = crate::util::tool("bash").expect("bash");
+    std::fs::create_dir_all(w.ws.join("bin")).expect("mkdir");
+    let long = w.ws.join("bin/a-long-touch-program-name");
+    std::fs::copy(&touch, &long).expect("copy touch");
+    let run_sh = w.ws.join("bin/run.sh");
+    std::fs::write(&run_sh, "#!/bin/sh\necho > by-script\n").expect("script");
+    std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let outside = w.outside.join("prog");
+    std::fs::copy(crate::util::tool("true").expect("true"), &outside).expect("copy true");
+    let script = format!(
+        "{long} by-long; ./bin/run.sh; \
+         {bash} -c 'shopt -s execfail; exec {outside}; echo > after-refused'; echo done",
+        long = long.display(),
+        bash = bash.display(),
+        outside = outside.display()
+    );
+    let out = w
+        .exec(&["agent"])
+        .run(&[sh.to_str().expect("utf8"), "-c", &script]);
+    out.expect_code(0);
+    assert!(out.stdout().contains("done"), "{}", out.stderr());
+    let ws = w.ws.canonicalize().expect("workspace");
+    let creates = w.decisions();
+    let who = |name: &str| {
+        let path = ws.join(name).display().to_string();
+        let d = creates
+            .iter()
+            .find(|d| d["op"] == "create" && d["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no create of {path}: {}", out.stderr()));
+        (
+            d["comm"].as_str().unwrap_or_default().to_string(),
+            d["exe"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let real = |p: &std::path::Path| p.canonicalize().expect("real path").display().to_string();
+    let long_real = ws
+        .join("bin/a-long-touch-program-name")
+        .display()
+        .to_string();
+    assert_eq!(who("by-long"), ("a-long-touch-pr".to_string(), long_real));
+    assert_eq!(who("by-script"), ("run.sh".to_string(), real(&sh)));
+    assert_eq!(who("after-refused"), ("bash".to_string(), real(&bash)));
 }
 
 #[test]
