@@ -49,6 +49,16 @@ pub struct Creds {
 }
 
 impl Creds {
+    /// Whether a path lookup made with `other` meets the same permission checks as one made
+    /// with these: the file-system ids, the groups and the effective capabilities agree (the
+    /// umask and the process do not matter to a lookup).
+    pub fn looks_up_as(&self, other: &Creds) -> bool {
+        self.fsuid() == other.fsuid()
+            && self.fsgid() == other.fsgid()
+            && self.cap_effective == other.cap_effective
+            && *self.groups == *other.groups
+    }
+
     pub fn fsuid(&self) -> u32 {
         self.uids[3]
     }

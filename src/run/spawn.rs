@@ -232,12 +232,11 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
         return Err(e.into());
     }
 
-    // 7. The audit writer (its thread starts once the command has exec'd), then the
-    // supervisor's threads.
+    // 7. The audit writer, then the supervisor's threads. The writer's files are opened now (a
+    // log that cannot be opened stops the run before the command starts); its thread starts
+    // once the command runs (below): started here, it took this CPU from the launch.
     let mut sinks = vec![d.run_dir.audit_log()];
     sinks.extend(b.audit_log.clone());
-    // Its thread starts once the command runs (below): started here, it took this CPU from
-    // the launch.
     let mut writer =
         match AuditWriter::open_with(sinks, d.run_dir.id.clone(), audit::Limits::default(), otlp) {
             Ok(w) => w,
@@ -338,6 +337,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     };
     // Every rule of guard's is in, and the supervisor answers: the init may fork the command.
     if let Err(e) = spawned.go_ahead(&command) {
+        // The tree is killed and reaped (`go_ahead`); no worker waits for a pid.
         root.set(0);
         return Err(e.into());
     }

@@ -255,17 +255,17 @@ impl Callers {
     pub fn umask_set(&self, tid: u32, mask: u32) {
         self.umask_calling();
         let mask = mask & 0o777;
-        let cached = lock(&self.tables).entries.get(&tid).map(|e| e.creds.tgid);
         // The process's record, while it still names the process, takes the new mask: one
         // look at its pidfd, where a new record costs an open, a look at every other record
         // and a close (`sed -i`'s second umask(2), which puts the mask back). A record under
         // the caller's own id that names a live process names the caller's: no two live
         // tasks share an id.
-        {
+        let cached = {
             let mut t = lock(&self.tables);
             let Tables {
                 entries, umasks, ..
             } = &mut *t;
+            let cached = entries.get(&tid).map(|e| e.creds.tgid);
             let tgid = cached.unwrap_or(tid);
             if let Some(r) = umasks
                 .get_mut(&tgid)
@@ -275,7 +275,8 @@ impl Callers {
                 set_umask(entries, tgid, mask);
                 return;
             }
-        }
+            cached
+        };
         // pidfd_open without PIDFD_THREAD opens only a thread group leader, whose id is its
         // process's: a single-threaded process (a shell's `sed -i`) is found without reading
         // /proc/TID/status.

@@ -129,16 +129,16 @@ impl Act {
         matches!(self, Act::Unlink(t) | Act::Rmdir(t) if t.kind.is_none() && t.pinned.is_none())
     }
 
-    /// The directory performing it removes, as the walk found it: an `rmdir`'s, or the one a
-    /// rename replaces (RENAME_EXCHANGE removes nothing).
     /// Whether performing this can put a symlink where a directory or a file was on some
-    /// path: an rmdir (a symlink may take the directory's name next), a new symlink, a rename
-    /// that moves anything but a regular file (exchanging: anything but two). Program paths
-    /// proved free of symlinks are proved again after one ([`target::program`]).
+    /// path: an rmdir (a symlink may take the directory's name next), a new symlink, a hard
+    /// link or a rename of anything but a regular file (a symlink's inode takes a name that
+    /// way too; exchanging: anything but two). Program paths proved free of symlinks are
+    /// proved again after one ([`target::program`]).
     pub fn may_bring_a_symlink(&self) -> bool {
         let file = |t: &Target| t.kind == Some(Kind::File);
         match self {
             Act::Rmdir(_) | Act::Symlink { .. } => true,
+            Act::Link { from, .. } => !file(from),
             Act::Rename { from, to, flags } => {
                 !file(from) || (flags & libc::RENAME_EXCHANGE != 0 && !file(to))
             }
@@ -146,6 +146,8 @@ impl Act {
         }
     }
 
+    /// The directory performing it removes, as the walk found it: an `rmdir`'s, or the one a
+    /// rename replaces (RENAME_EXCHANGE removes nothing).
     pub fn removed_dir(&self) -> Option<&Target> {
         let dir = |t: &Target| t.kind == Some(Kind::Dir) && t.pinned.is_none();
         match self {
@@ -776,7 +778,7 @@ pub fn resolve(n: &Notif, call: &Call, mut mem: Memory, root: u32) -> Result<Res
                 let last = raw.rsplit(|&b| b == b'/').next().unwrap_or_default();
                 r.comm_after = Some(last[..last.len().min(TASK_COMM_MAX)].to_vec());
             }
-            r.cwd = target::cwd_of(n.pid);
+            r.cwd = target::caller_cwd(n.pid).ok();
             if n.pid != root {
                 if let Some((parent, comm)) = txn::stat_of(n.pid) {
                     r.new_command = parent == root;

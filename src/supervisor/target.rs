@@ -20,23 +20,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::base::{self, DirFd, Owner};
+use crate::creds::Creds;
 use crate::sys;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// The caller's current directory.
-pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/cwd"))
-}
-
 /// The caller's current directory, found as a call relative to it finds it: the directory
 /// this worker keeps for it, or opens and keeps ([`base::base`]), whose path `getcwd` reads.
 /// Found this way, it is remembered for the thread's next call: the first call of a program
-/// the caller is about to start needs no lookup of its own. `None` when it cannot be told.
-pub fn cwd_of(pid: u32) -> Option<PathBuf> {
-    let (dir, _) = base::base(pid, libc::AT_FDCWD as u64).ok()?;
-    dir_path(&dir).ok()
+/// the caller is about to start (an exec's record names its cwd) needs no lookup of its own.
+pub fn caller_cwd(pid: u32) -> io::Result<PathBuf> {
+    let (dir, _) = base::base(pid, libc::AT_FDCWD as u64)?;
+    dir_path(&dir)
 }
 
 /// What descriptor `fd` of the caller refers to.
@@ -666,44 +662,34 @@ thread_local! {
     static PROVED: RefCell<Proved> = RefCell::default();
 }
 
-/// Program paths proved plain, each with the epoch and time of its proof and the caller's
-/// credentials as far as a lookup uses them (another caller may not search where this one
-/// could).
+/// Program paths proved plain, each with the epoch and time of its proof and the
+/// credentials it was made with (another caller may not search where this one could).
 #[derive(Default)]
 struct Proved(HashMap<Vec<u8>, Proof>);
 
 struct Proof {
     epoch: u64,
     at: Instant,
-    fsuid: u32,
-    fsgid: u32,
-    caps: u64,
-    groups: Arc<[u32]>,
+    by: Arc<Creds>,
 }
 
 impl Proved {
-    fn holds(&self, raw: &[u8], who: &crate::creds::Creds, now: Instant) -> bool {
+    fn holds(&self, raw: &[u8], who: &Creds, now: Instant) -> bool {
         self.0.get(raw).is_some_and(|p| {
             p.epoch == PROGRAMS_EPOCH.load(Ordering::SeqCst)
                 && now.saturating_duration_since(p.at) < PROVED_TTL
-                && p.fsuid == who.fsuid()
-                && p.fsgid == who.fsgid()
-                && p.caps == who.cap_effective
-                && *p.groups == *who.groups
+                && p.by.looks_up_as(who)
         })
     }
 
-    fn note(&mut self, raw: &[u8], who: &crate::creds::Creds, epoch: u64, at: Instant) {
+    fn note(&mut self, raw: &[u8], by: &Arc<Creds>, epoch: u64, at: Instant) {
         if self.0.len() >= PROVED_MAX {
             self.0.clear();
         }
         let proof = Proof {
             epoch,
             at,
-            fsuid: who.fsuid(),
-            fsgid: who.fsgid(),
-            caps: who.cap_effective,
-            groups: who.groups.clone(),
+            by: Arc::clone(by),
         };
         self.0.insert(raw.to_vec(), proof);
     }

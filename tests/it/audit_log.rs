@@ -116,15 +116,16 @@ fn a_program_path_is_proved_again_once_a_symlink_may_have_taken_a_place_on_it() 
 
 /// guard keeps, for a moment, that a program path has no symlink on it (a shell loop runs
 /// the same programs over and over); a directory on the path moved away and a symlink put
-/// in its place, or the program itself replaced by a symlink, must show in the next exec's
-/// record as the file the kernel runs.
+/// in its place, the program itself replaced by a symlink, or by a hard link to a symlink
+/// made before, must show in the next exec's record as the file the kernel runs.
 fn proved_program_paths_follow_changes(w: &Workspace) {
     let t = crate::util::tool("true").expect("true");
     let real_true = t.canonicalize().expect("true's real path");
     let t = t.display();
     let script = format!(
-        "W=$(pwd -P); mkdir d && cp {t} d/prog && $W/d/prog && $W/d/prog && mv d d2 && \
-         ln -s d2 d && $W/d/prog && rm d2/prog && ln -s {t} d2/prog && $W/d/prog && echo done"
+        "W=$(pwd -P); ln -s {t} s; mkdir d && cp {t} d/prog && $W/d/prog && $W/d/prog && \
+         mv d d2 && ln -s d2 d && $W/d/prog && rm d2/prog && ln -s {t} d2/prog && $W/d/prog && \
+         cp {t} e && $W/e && rm e && ln -P s e && $W/e && echo done"
     );
     let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
     out.expect_code(0);
@@ -140,7 +141,15 @@ fn proved_program_paths_follow_changes(w: &Workspace) {
     let copy = ws.join("d/prog").display().to_string();
     let moved = ws.join("d2/prog").display().to_string();
     let real = real_true.display().to_string();
-    assert_eq!(exes, [copy.clone(), copy, moved, real]);
+    assert_eq!(exes, [copy.clone(), copy, moved, real.clone()]);
+    let e = ws.join("e").display().to_string();
+    let linked: Vec<String> = w
+        .decisions()
+        .into_iter()
+        .filter(|d| d["op"] == "exec" && d["argv"][0] == e.as_str())
+        .map(|d| d["exe"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(linked, [e, real]);
 }
 
 #[test]
