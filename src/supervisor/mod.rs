@@ -144,10 +144,13 @@ struct Core {
     t0: Instant,
     /// Set when a worker saw the end (the listener hung up, or stop): standbys leave.
     finished: AtomicBool,
-    /// Set before the standbys are started: from then on every worker goes home after each
-    /// call (`sys::fs::leave`), so that none holds a directory another may remove (see
-    /// `base::forget`).
+    /// Set before the standbys are started: from then on a standby goes home after each call
+    /// (`sys::fs::leave`), and so does worker 0 unless no standby can have taken a call
+    /// during its own (`receive::after_call`), so that none holds a directory another may
+    /// remove (see `base::forget`).
     standbys: AtomicBool,
+    /// Calls the standbys have taken off the listener, counted as each is taken.
+    standby_calls: AtomicU64,
     /// Worker 0 waits in RECV and is woken with `sys::process::wake_signal` at the end; false
     /// when that signal already has a handler of the embedding program's: worker 0 then polls
     /// the listener and the stop pipe, as the standbys do.
@@ -393,6 +396,7 @@ impl Supervisor {
                 t0: Instant::now(),
                 finished: AtomicBool::new(false),
                 standbys: AtomicBool::new(false),
+                standby_calls: AtomicU64::new(0),
                 waits_in_recv: match crate::sys::process::install_wake_handler() {
                     Ok(()) => true,
                     Err(e) => {

@@ -158,12 +158,14 @@ pub(super) fn worker(core: &Core, me: usize) {
     if me == 0 && core.waits_in_recv {
         return receiver(core, inject);
     }
+    // Worker 0's receiving turn, kept from the end of its last call (see `after_call`).
+    let mut held = None;
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
         }
         let turn = if me == 0 {
-            lock(&core.receiving)
+            held.take().unwrap_or_else(|| lock(&core.receiving))
         } else {
             if !someone_slow() {
                 // Woken by the coordinating thread when a call is slow, or when the run ends;
@@ -209,11 +211,15 @@ pub(super) fn worker(core: &Core, me: usize) {
             core.doze.call_taken();
             let n = receive(core);
             drop(turn);
+            if n.is_some() && me != 0 {
+                core.standby_calls.fetch_add(1, Ordering::SeqCst);
+            }
+            let before = core.standby_calls.load(Ordering::SeqCst);
             if let Some(n) = n {
                 handle(core, n, inject, std::time::Instant::now());
             }
             core.busy_since[me].store(0, Ordering::Release);
-            after_call(core);
+            held = after_call(core, me, before);
             continue;
         }
         if hup || stop {
@@ -247,11 +253,13 @@ fn receiver(core: &Core, inject: emulate::Inject) {
     if let Err(e) = crate::sys::process::accept_wake_signal() {
         tracing::warn!("cannot unblock the wake-up signal in the receiving thread: {e}");
     }
+    // The receiving turn, kept from the end of the last call (see `after_call`).
+    let mut held = None;
     loop {
         if core.finished.load(Ordering::Relaxed) {
             break;
         }
-        let turn = lock(&core.receiving);
+        let turn = held.take().unwrap_or_else(|| lock(&core.receiving));
         let received = receive(core);
         drop(turn);
         match received {
@@ -260,9 +268,10 @@ fn receiver(core: &Core, inject: emulate::Inject) {
                 core.busy_since[0].store(us_since_t0(core, start), Ordering::Release);
                 core.calls.fetch_add(1, Ordering::SeqCst);
                 core.doze.call_taken();
+                let before = core.standby_calls.load(Ordering::SeqCst);
                 handle(core, n, inject, start);
                 core.busy_since[0].store(0, Ordering::Release);
-                after_call(core);
+                held = after_call(core, 0, before);
             }
             // Woken to look at `finished` (EINTR), a caller gone before its call was taken,
             // or no process holding the filter any more (RECV returns at once from then on).
@@ -276,16 +285,38 @@ fn receiver(core: &Core, inject: emulate::Inject) {
 }
 
 /// A worker between calls stays in the directory whose path it read last (one `getcwd` for
-/// the next call about it, see `sys::fs::dir_path_staying_in`) only while it is the only
-/// worker: a standby takes calls only while the receiving worker is in the middle of one (it
-/// holds `receiving` while it waits), and the receiving worker removes what it removes
-/// itself, going home first (`base::forget`). Once standbys are started, each worker goes
-/// home after each call, so a directory another worker removes is held past its removal
-/// only by a worker still in a call.
-fn after_call(core: &Core) {
-    if core.standbys.load(Ordering::SeqCst) {
+/// the next call about it, see `sys::fs::dir_path_staying_in`) only while no other worker can
+/// remove it meanwhile: a worker removes what it removes itself going home first
+/// (`base::forget`), and before the standbys are started worker 0 is the only one. Once they
+/// are, a standby goes home after each call, and so does worker 0 unless it can tell that none
+/// took a call while its own was in hand (`before`: the standbys' count of calls as that call
+/// began) and none can take one before its next: it takes the receiving turn now and keeps it
+/// (returned, for its next receive), and no standby is in a call. A standby takes calls only
+/// while another worker is slow, so after one slow call the rest of the run does not pay two
+/// `fchdir`s a call. A directory another worker removes is held past its removal only by a
+/// worker still in a call, as a concurrent call would hold it bare.
+fn after_call(core: &Core, me: usize, before: u64) -> Option<std::sync::MutexGuard<'_, ()>> {
+    if !core.standbys.load(Ordering::SeqCst) {
+        return None;
+    }
+    if me != 0 {
+        crate::sys::fs::leave();
+        return None;
+    }
+    let turn = match core.receiving.try_lock() {
+        Ok(t) => Some(t),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    let quiet = turn.is_some()
+        && core.standby_calls.load(Ordering::SeqCst) == before
+        && core.busy_since[1..]
+            .iter()
+            .all(|b| b.load(Ordering::Acquire) == 0);
+    if !quiet {
         crate::sys::fs::leave();
     }
+    turn
 }
 
 /// Whether the listener has hung up (no process holds the filter), without waiting.

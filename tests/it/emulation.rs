@@ -233,6 +233,86 @@ fn removed_directories_are_freed(w: Workspace) {
     }
 }
 
+/// Once a slow call has started the standby workers, the receiving worker still stays, between
+/// calls, in the directory its last call was about (it goes home only when a standby may have
+/// taken a call meanwhile, which none did here), and a directory it stays in is still freed by
+/// its removal. Fails when every worker goes home after each call once standbys exist.
+#[test]
+fn after_a_slow_call_the_receiving_worker_still_stays_where_it_was() {
+    stays_after_a_slow_call(Workspace::new());
+}
+
+/// The same for an unprivileged guard (when the tests run as root).
+#[test]
+fn after_a_slow_call_the_receiving_worker_still_stays_where_it_was_unprivileged() {
+    stays_after_a_slow_call(Workspace::unprivileged());
+}
+
+fn stays_after_a_slow_call(w: Workspace) {
+    w.write("d/x", "data\n");
+    // Under the pre-image cap, so the write-open below copies it: longer than the 5 ms after
+    // which the standbys are started.
+    w.sh("head -c 60000000 /dev/zero > big");
+    if w.unprivileged {
+        w.sh(&format!("chown -R {}: .", crate::util::UNPRIV_USER));
+    }
+    // Builtins only between `d/ready` and `go`: a judged call elsewhere would move the worker.
+    let script = format!(
+        r#"
+exec 3>>big && exec 3>&-
+rm d/x && : > d/ready
+while [ ! -e go ]; do :; done
+{probe} watch-rmdir e
+{probe} watch-replace g
+"#,
+        probe = w.probe()
+    );
+    let child = w
+        .exec(&["agent"])
+        .cmd
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn guard");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !w.ws.join("d/ready").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let task = format!("/proc/{}/task", child.id());
+    let workers: Vec<_> = std::fs::read_dir(&task)
+        .expect("guard's threads")
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "guard-superviso")
+        })
+        .map(|t| std::fs::read_link(t.path().join("cwd")).ok())
+        .collect();
+    std::fs::write(w.ws.join("go"), "").expect("go");
+    let out = child.wait_with_output().expect("wait guard");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The receiving worker, its coordinator and the two standbys.
+    assert!(
+        workers.len() >= 4,
+        "the standbys were not started: {workers:?}"
+    );
+    assert!(
+        workers.contains(&Some(w.ws.join("d"))),
+        "no supervisor thread stays in d: {workers:?}"
+    );
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["deleted", "deleted"]);
+}
+
 fn judged_where_the_caller_is_now(w: Workspace) {
     for f in [
         "one/x",
