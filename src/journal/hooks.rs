@@ -16,7 +16,7 @@ use std::os::fd::{AsFd as _, BorrowedFd};
 use std::path::Path;
 
 use super::copy;
-use super::fsops::{self, stat_at};
+use super::fsops;
 use super::journal::{Journal, JournalError, Saved};
 use super::keep::Way;
 use super::log::{FileId, Kind, Op, Stat};
@@ -301,11 +301,20 @@ impl Journal {
     ///
     /// The kernel's error for the rmdir as the caller should see it (ENOTDIR, ENOTEMPTY, ...),
     /// or an error when the directory's metadata cannot be read or recorded.
-    pub fn remove_dir(&mut self, dir: BorrowedFd<'_>, name: &OsStr, abs: &Path) -> io::Result<()> {
+    pub fn remove_dir(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        abs: &Path,
+        looked: Looked<'_>,
+    ) -> io::Result<()> {
         let Some(path) = self.covered_rel(abs) else {
             return as_caller_creating_nothing(|| fsops::unlink_at(dir, name, true));
         };
-        let st = stat_at(dir, name)?.ok_or_else(|| errno(libc::ENOENT))?;
+        let st = looked
+            .or_stat(dir, name)?
+            .map(|st| Stat::from_nix(&st))
+            .ok_or_else(|| errno(libc::ENOENT))?;
         if st.kind != Kind::Dir {
             return Err(errno(libc::ENOTDIR));
         }

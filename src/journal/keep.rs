@@ -145,19 +145,20 @@ impl Journal {
             .inspect_err(|_| self.clear_object(seq))
     }
 
-    /// Keeps the non-directory `dir/name` (`st`), about to be replaced by the caller's own
-    /// call, as `store/<seq>`. Returns the content hash of a copy.
+    /// Keeps the non-directory `dir/name` (`st`, made from the stat `raw` when the caller has
+    /// it at hand: no stat of its own then), about to be replaced by the caller's own call, as
+    /// `store/<seq>`. Returns the content hash of a copy.
     pub(crate) fn keep(
         &self,
         dir: BorrowedFd<'_>,
         name: &OsStr,
-        st: &Stat,
+        (st, raw): (&Stat, Option<&libc::stat>),
         seq: u64,
     ) -> io::Result<Option<String>> {
         self.make_room(seq)?;
         let obj = self.object_name(seq);
         let obj = OsStr::new(&obj);
-        if self.way(dir, name, st, None, false) == Way::Inode
+        if self.way(dir, name, st, raw, false) == Way::Inode
             && fsops::link_at(dir, name, self.store()?, obj).is_ok()
         {
             return Ok(None);

@@ -121,9 +121,8 @@ impl Journal {
             .or_stat(a.dir, a.name)?
             .map(|st| Stat::from_nix(&st))
             .ok_or_else(|| errno(libc::ENOENT))?;
-        let dst = to_look
-            .or_stat(b.dir, b.name)?
-            .map(|st| Stat::from_nix(&st));
+        let dst_raw = to_look.or_stat(b.dir, b.name)?;
+        let dst = dst_raw.as_ref().map(Stat::from_nix);
         // The undo of a rename needs the inode back where the rename left it: a file made
         // since the checkpoint is kept like any other from now on.
         self.made.remove(&src.id());
@@ -158,12 +157,28 @@ impl Journal {
         let seq = self.next_seq();
         let result = match (fs, ts) {
             (Side::Covered(f), Side::Covered(t)) => {
-                self.record_rename(b, f, t, &src, dst.as_ref(), None, whiteout)?;
+                self.record_rename(
+                    b,
+                    f,
+                    t,
+                    &src,
+                    dst.as_ref().map(|d| (d, dst_raw.as_ref())),
+                    None,
+                    whiteout,
+                )?;
                 call()
             }
             (Side::Excluded(f), Side::Covered(t)) => {
                 let boundary = Some(Boundary::FromExcluded);
-                self.record_rename(b, f, t, &src, dst.as_ref(), boundary, whiteout)?;
+                self.record_rename(
+                    b,
+                    f,
+                    t,
+                    &src,
+                    dst.as_ref().map(|d| (d, dst_raw.as_ref())),
+                    boundary,
+                    whiteout,
+                )?;
                 call()
             }
             (Side::Covered(f), Side::Excluded(t)) => {
@@ -214,12 +229,12 @@ impl Journal {
         from: PathText,
         to: PathText,
         src: &Stat,
-        dst: Option<&Stat>,
+        dst: Option<(&Stat, Option<&libc::stat>)>,
         boundary: Option<Boundary>,
         whiteout: bool,
     ) -> io::Result<()> {
         let seq = self.next_seq();
-        if let Some(d) = dst.filter(|d| d.kind != Kind::Dir) {
+        if let Some(d) = dst.filter(|(d, _)| d.kind != Kind::Dir) {
             self.keep(b.dir, b.name, d, seq)
                 .map_err(|source| save_failed(b.abs, source))?;
         }
@@ -227,7 +242,7 @@ impl Journal {
             from: from.clone(),
             to,
             src: src.id(),
-            replaced: dst.cloned(),
+            replaced: dst.map(|(d, _)| d.clone()),
             boundary,
         };
         if let Err(e) = self.append(op) {
@@ -242,7 +257,7 @@ impl Journal {
             };
             self.append(op).map_err(|e| journal_failed(&e))?;
         }
-        if let Some(d) = dst {
+        if let Some((d, _)) = dst {
             self.content_saved.remove(&d.id());
             self.meta_saved.remove(&d.id());
         }
@@ -292,7 +307,7 @@ impl Journal {
             Some(d) => {
                 let seq = self.next_seq();
                 let sha256 = self
-                    .keep(b.dir, b.name, d, seq)
+                    .keep(b.dir, b.name, (d, None), seq)
                     .map_err(|source| save_failed(b.abs, source))?;
                 self.content_saved.remove(&d.id());
                 self.meta_saved.remove(&d.id());

@@ -84,7 +84,7 @@ fn del(j: &mut Journal, abs: &Path) -> std::io::Result<()> {
 
 fn rmd(j: &mut Journal, abs: &Path) -> std::io::Result<()> {
     let (d, n) = parent(abs);
-    j.remove_dir(d.as_fd(), &n, abs)
+    j.remove_dir(d.as_fd(), &n, abs, Looked::Not)
 }
 
 fn ren(j: &mut Journal, a: &Path, b: &Path, flags: u32) -> std::io::Result<()> {
@@ -315,7 +315,7 @@ fn a_kept_link_the_log_never_named_is_dropped_by_the_rollback() {
     let st = stat_at(d.as_fd(), &n).expect("stat").expect("there");
     let seq = j.next_seq();
     assert_eq!(
-        j.keep(d.as_fd(), &n, &st, seq).expect("keep"),
+        j.keep(d.as_fd(), &n, (&st, None), seq).expect("keep"),
         None,
         "kept as a link"
     );
@@ -366,7 +366,7 @@ fn a_rename_the_log_names_but_the_kernel_never_did_leaves_no_link_in_the_store()
     let dst = stat_at(d.as_fd(), &n).expect("stat").expect("there");
     let seq = j.next_seq();
     assert_eq!(
-        j.keep(d.as_fd(), &n, &dst, seq).expect("keep"),
+        j.keep(d.as_fd(), &n, (&dst, None), seq).expect("keep"),
         None,
         "kept as a link"
     );

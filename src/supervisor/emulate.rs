@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{Mode, SFlag};
-use nix::unistd::{Gid, Uid, UnlinkatFlags};
+use nix::unistd::UnlinkatFlags;
 
 use super::resolve::Act;
 use super::target::{Kind, Target};
@@ -90,6 +90,11 @@ fn as_caller_creating_nothing(call: impl FnOnce() -> nix::Result<()>) -> Outcome
     io_done(creds::as_caller_creating_nothing(|| {
         call().map_err(io::Error::from)
     }))
+}
+
+/// `name` as a C string (a name from a walk has no NUL in it).
+fn c_name(name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 fn raw(t: &Target) -> Option<i32> {
@@ -215,7 +220,9 @@ fn perform_journaled(
                 looked(t, since),
             ));
         }
-        Act::Rmdir(t) => return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path)),
+        Act::Rmdir(t) => {
+            return io_done(j.remove_dir(t.parent.as_fd(), &t.name, &t.path, looked(t, since)))
+        }
         Act::Rename { from, to, flags } => {
             return io_done(j.rename(
                 from.parent.as_fd(),
@@ -381,43 +388,26 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                 // Linux cannot change a symlink's mode.
                 return Outcome::Failed(libc::EOPNOTSUPP);
             }
-            as_caller(|| {
-                let own;
-                let fd = match &at.pinned {
-                    Some(pinned) => pinned.as_raw_fd(),
-                    None => {
-                        own = open_path(at)?;
-                        own.as_raw_fd()
-                    }
-                };
-                let proc_path = format!("/proc/self/fd/{fd}");
-                nix::sys::stat::fchmodat(
-                    None,
-                    proc_path.as_str(),
-                    Mode::from_bits_truncate(mode & 0o7777),
-                    nix::sys::stat::FchmodatFlags::FollowSymlink,
-                )
-            })
+            let mode = mode & 0o7777;
+            io_done(creds::as_caller_creating_nothing(|| match &at.pinned {
+                Some(pinned) => crate::sys::meta::chmod_object(pinned.as_fd(), mode),
+                None => crate::sys::meta::chmod_entry(at.parent.as_fd(), &c_name(&at.name)?, mode),
+            }))
         }
         Act::Chown { at, uid, gid } => {
-            let id = |v: u32| (v != u32::MAX).then_some(v);
-            as_caller(|| match &at.pinned {
-                // The object itself, through guard's own magic link to it.
-                Some(pinned) => nix::unistd::fchownat(
-                    None,
-                    format!("/proc/self/fd/{}", pinned.as_raw_fd()).as_str(),
-                    id(*uid).map(Uid::from_raw),
-                    id(*gid).map(Gid::from_raw),
-                    AtFlags::empty(),
+            io_done(creds::as_caller_creating_nothing(|| match &at.pinned {
+                // The object itself: the descriptor with AT_EMPTY_PATH (an O_PATH one too).
+                Some(pinned) => {
+                    crate::sys::meta::fchownat(pinned.as_fd(), c"", *uid, *gid, libc::AT_EMPTY_PATH)
+                }
+                None => crate::sys::meta::fchownat(
+                    at.parent.as_fd(),
+                    &c_name(&at.call_name())?,
+                    *uid,
+                    *gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
                 ),
-                None => nix::unistd::fchownat(
-                    raw(at),
-                    &*at.call_name(),
-                    id(*uid).map(Uid::from_raw),
-                    id(*gid).map(Gid::from_raw),
-                    AtFlags::AT_SYMLINK_NOFOLLOW,
-                ),
-            })
+            }))
         }
         Act::Truncate { at, len } => truncate(at, *len, n),
         Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject, None),
@@ -436,7 +426,7 @@ fn truncate(at: &Target, len: i64, n: &Notif) -> Outcome {
     // guard's own credentials read it (the caller's may not be enough to look at itself).
     let limit = crate::sys::creds::fsize_limit(n.pid).unwrap_or(u64::MAX);
     let mut too_big = false;
-    let outcome = as_caller(|| {
+    let outcome = as_caller_creating_nothing(|| {
         let pinned = open_path(at)?;
         let st = nix::sys::stat::fstat(pinned.as_raw_fd())?;
         match st.st_mode & libc::S_IFMT {

@@ -135,6 +135,75 @@ pub fn fchmodat2(dir: BorrowedFd<'_>, path: &CStr, mode: u32, flags: u32) -> io:
     check(rc)
 }
 
+/// Whether fchmodat2(2) (Linux 6.6) with the flags guard gives it is known to be missing: set
+/// by the first ENOSYS or EINVAL, after which [`chmod_entry`] and [`chmod_object`] go through
+/// `/proc/self/fd` at once.
+static NO_FCHMODAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// fchmodat2 with `flags`, or `None` when the kernel lacks the call or those flags (the caller
+/// then takes the older way).
+fn try_fchmodat2(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    mode: u32,
+    flags: u32,
+) -> Option<io::Result<()>> {
+    use std::sync::atomic::Ordering;
+    if NO_FCHMODAT2.load(Ordering::Relaxed) {
+        return None;
+    }
+    match fchmodat2(dir, path, mode, flags) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL)) => {
+            NO_FCHMODAT2.store(true, Ordering::Relaxed);
+            None
+        }
+        done => Some(done),
+    }
+}
+
+/// chmod of the entry `name` of `dir` itself, not following it: one fchmodat2 with
+/// AT_SYMLINK_NOFOLLOW (a symlink answers EOPNOTSUPP, as Linux cannot change a symlink's
+/// mode). Before Linux 6.6, an O_PATH open of the entry and a chmod through its
+/// `/proc/self/fd` link ([`chmod_via_proc`]), which is three calls and a walk of procfs.
+pub fn chmod_entry(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    if let Some(done) = try_fchmodat2(dir, name, mode, libc::AT_SYMLINK_NOFOLLOW as u32) {
+        return done;
+    }
+    // SAFETY: `name` is NUL-terminated; openat returns a new descriptor or -1.
+    let rc = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `rc` is a descriptor just opened and owned by nobody else.
+    let object = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(rc) };
+    chmod_via_proc(std::os::fd::AsFd::as_fd(&object), mode)
+}
+
+/// chmod of the object behind `fd` (an O_PATH descriptor included): fchmodat2 with
+/// AT_EMPTY_PATH, or before Linux 6.6 through its `/proc/self/fd` link.
+pub fn chmod_object(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    if let Some(done) = try_fchmodat2(fd, c"", mode, libc::AT_EMPTY_PATH as u32) {
+        return done;
+    }
+    chmod_via_proc(fd, mode)
+}
+
+/// chmod through this process's `/proc/self/fd` link to `fd`, which reaches the object itself
+/// (O_PATH descriptors refuse fchmod): the way before fchmodat2.
+pub fn chmod_via_proc(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let link = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `link` is NUL-terminated; the kernel only reads it.
+    let rc = unsafe { libc::fchmodat(libc::AT_FDCWD, link.as_ptr(), mode as libc::mode_t, 0) };
+    check(rc.into())
+}
+
 /// utimensat(2): `dir`/`path` (`None`: the descriptor itself, as futimens), `times` (`None`:
 /// both now), `flags` (AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH).
 pub fn utimensat(
@@ -192,5 +261,66 @@ mod tests {
         let e = fchownat(f.as_fd(), empty, u32::MAX, u32::MAX, 0).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "no AT_EMPTY_PATH");
         fchownat(f.as_fd(), empty, u32::MAX, u32::MAX, libc::AT_EMPTY_PATH).expect("no-op chown");
+    }
+
+    /// chmod of an entry and of an O_PATH descriptor gives what the way through
+    /// `/proc/self/fd` gives (the way kernels before 6.6 take): the mode set on a file, the
+    /// entry itself and not a symlink's target, EOPNOTSUPP for a symlink, ENOENT for a
+    /// missing name. Both ways are run here, whatever the kernel.
+    #[test]
+    fn chmod_of_an_entry_or_an_object_matches_the_way_through_proc() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), b"x").expect("write");
+        std::os::unix::fs::symlink("f", dir.path().join("l")).expect("symlink");
+        let d = std::fs::File::open(dir.path()).expect("open dir");
+        let mode = |name: &str| {
+            std::fs::symlink_metadata(dir.path().join(name))
+                .expect("stat")
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        let opath = |name: &CStr| {
+            // SAFETY: `name` is NUL-terminated; a new descriptor or -1 comes back.
+            let fd = unsafe {
+                libc::openat(
+                    d.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
+            assert!(fd >= 0, "open {name:?}");
+            // SAFETY: just opened, owned here.
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+        };
+        let err = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        for (entry, object, want) in [(0o600, 0o640, 0o640), (0o755, 0o4711, 0o4711)] {
+            chmod_entry(d.as_fd(), c"f", entry).expect("chmod entry");
+            assert_eq!(mode("f"), entry);
+            chmod_object(opath(c"f").as_fd(), object).expect("chmod object");
+            assert_eq!(mode("f"), want);
+            chmod_via_proc(opath(c"f").as_fd(), entry).expect("chmod via proc");
+            assert_eq!(mode("f"), entry);
+        }
+        let link = mode("l");
+        assert_eq!(
+            err(chmod_entry(d.as_fd(), c"l", 0o600)),
+            Some(libc::EOPNOTSUPP)
+        );
+        assert_eq!(
+            err(chmod_object(opath(c"l").as_fd(), 0o600)),
+            Some(libc::EOPNOTSUPP)
+        );
+        assert_eq!(
+            err(chmod_via_proc(opath(c"l").as_fd(), 0o600)),
+            Some(libc::EOPNOTSUPP)
+        );
+        assert_eq!(mode("l"), link, "the symlink is untouched");
+        assert_eq!(mode("f"), 0o755, "and so is its target");
+        assert_eq!(
+            err(chmod_entry(d.as_fd(), c"gone", 0o600)),
+            Some(libc::ENOENT)
+        );
     }
 }

@@ -457,7 +457,10 @@ fn rename(
             "a rename over a repository's config with flags",
         ));
     }
-    let from_st = stat_at(from.parent.as_fd(), &from.name);
+    // What the walk found there a moment ago; a stat of its own only for a target no walk found.
+    let from_st = from
+        .seen
+        .or_else(|| stat_at(from.parent.as_fd(), &from.name));
     let from_mode = from_st.map_or(0, |st| st.st_mode);
     if in_hooks(to) && runnable(from_mode) {
         facts.push(GitFacts::Hook {
