@@ -70,6 +70,29 @@ impl Entry {
 struct UmaskRecord {
     mask: u32,
     process: OwnedFd,
+    /// When the process was last seen alive (its pidfd asked, or the record made).
+    seen: Instant,
+}
+
+/// How long a umask record's process, once seen alive, is taken to live without asking its
+/// pidfd again: a record names another process only once the whole pid space has wrapped
+/// (ids are handed out in turn), which takes far longer, as for entries without a thread pidfd
+/// ([`TTL`]). A burst of creates (git writing its objects, a `sed -i` setting its mask back)
+/// asks once, not at every call.
+const SEEN_FOR: Duration = Duration::from_millis(100);
+
+impl UmaskRecord {
+    /// Whether the process the record was made for still lives, as of `now`.
+    fn lives(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.seen) < SEEN_FOR {
+            return true;
+        }
+        let lives = task_exists(self.process.as_fd());
+        if lives {
+            self.seen = now;
+        }
+        lives
+    }
 }
 
 #[derive(Default)]
@@ -85,9 +108,9 @@ struct Tables {
 impl Tables {
     /// The umask umask(2) set for process `tgid`, while that process lives: a record of a
     /// process that is gone says nothing of another given its id since.
-    fn umask_of(&self, tgid: u32) -> Option<u32> {
-        let r = self.umasks.get(&tgid)?;
-        task_exists(r.process.as_fd()).then_some(r.mask)
+    fn umask_of(&mut self, tgid: u32) -> Option<u32> {
+        let r = self.umasks.get_mut(&tgid)?;
+        r.lives(super::answer::received()).then_some(r.mask)
     }
 }
 
@@ -267,10 +290,11 @@ impl Callers {
             } = &mut *t;
             let cached = entries.get(&tid).map(|e| e.creds.tgid);
             let tgid = cached.unwrap_or(tid);
-            if let Some(r) = umasks
+            let now = super::answer::received();
+            let live = umasks
                 .get_mut(&tgid)
-                .filter(|r| task_exists(r.process.as_fd()))
-            {
+                .and_then(|r| r.lives(now).then_some(r));
+            if let Some(r) = live {
                 r.mask = mask;
                 set_umask(entries, tgid, mask);
                 return;
@@ -293,7 +317,14 @@ impl Callers {
         };
         let mut t = lock(&self.tables);
         t.umasks.retain(|_, r| task_exists(r.process.as_fd()));
-        t.umasks.insert(tgid, UmaskRecord { mask, process });
+        t.umasks.insert(
+            tgid,
+            UmaskRecord {
+                mask,
+                process,
+                seen: super::answer::received(),
+            },
+        );
         set_umask(&mut t.entries, tgid, mask);
     }
 }
@@ -440,6 +471,10 @@ mod tests {
             UmaskRecord {
                 mask: own ^ 0o070,
                 process,
+                // Seen alive long enough ago for its pidfd to be asked again.
+                seen: Instant::now()
+                    .checked_sub(SEEN_FOR * 2)
+                    .expect("an instant before"),
             },
         );
         assert_eq!(c.lookup(me()).expect("read").umask, own);
