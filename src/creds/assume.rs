@@ -250,9 +250,37 @@ pub fn caller_could_open(st: &libc::stat, fsuid: u32, flags: i32) -> bool {
 }
 
 /// Runs `call` with the caller's umask alone ([`for_caller`]'s caller; guard's credentials
-/// otherwise): for a create that [`caller_could_create`] lets guard make.
-pub fn with_callers_umask<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+/// otherwise): for a create of a new entry of mode `mode` that [`caller_could_create`] lets
+/// guard make. Where the caller's umask and guard's clear the same bits of `mode` (git makes
+/// its objects 0444; any umask of the group and other write bits leaves that as it is), the
+/// mode comes out the same either way, and so it does where a default ACL applies instead of
+/// any umask: the umask is not switched then (two `umask` calls fewer).
+pub fn with_callers_umask<T>(mode: u32, call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    if umask_changes_nothing(mode) {
+        return call();
+    }
     with_callers(call, Taking::UmaskOnly)
+}
+
+/// [`as_caller`] for a call that makes a new entry of mode `mode` (0 for one whose mode no
+/// umask shapes: a symlink, an open that makes nothing): the caller's umask is taken on only
+/// where it gives `mode` another value than guard's would ([`with_callers_umask`]).
+pub fn as_caller_making<T>(mode: u32, call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let taking = if umask_changes_nothing(mode) {
+        Taking::AllButUmask
+    } else {
+        Taking::Everything
+    };
+    with_callers(call, taking)
+}
+
+/// Whether the caller's umask and guard's clear the same bits of `mode`: then a new entry
+/// made with either has the same mode (and with a default ACL, neither applies).
+fn umask_changes_nothing(mode: u32) -> bool {
+    match (current(), own()) {
+        (Some(caller), Ok(own)) => mode & (caller.creds.umask ^ own.umask) & 0o777 == 0,
+        _ => false,
+    }
 }
 
 /// A caller like the calling thread but without an effective capability: a root guard's

@@ -12,9 +12,9 @@ use std::io;
 use std::sync::Arc;
 
 pub use assume::{
-    as_caller, as_caller_creating_nothing, caller_could_create, caller_could_open,
-    caller_differs_in_capabilities_only, caller_owns_as, caller_owns_with, changing_entries_of,
-    for_caller, knowing_dir, looking_up_as_caller, open_without_switch,
+    as_caller, as_caller_creating_nothing, as_caller_making, caller_could_create,
+    caller_could_open, caller_differs_in_capabilities_only, caller_owns_as, caller_owns_with,
+    changing_entries_of, for_caller, knowing_dir, looking_up_as_caller, open_without_switch,
     opens_existing_without_switch, with_callers_umask, Caller,
 };
 

@@ -60,32 +60,32 @@ pub fn init_thread() -> io::Result<()> {
     Ok(())
 }
 
-/// Performs `call`, the caller's own mutation, with the caller's credentials (see
-/// `crate::creds`): the kernel judges it as it would have judged the caller.
-fn as_caller(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
-    io_done(creds::as_caller(|| call().map_err(io::Error::from)))
-}
-
-/// [`as_caller`] for a call that makes the new entry `at` (mkdir with `Some(mode)`, symlink
-/// with `None`): made with guard's own effective set where the caller could make it
-/// ([`creds::caller_could_create`]: one `fstat` instead of two `capset`s), with the caller's
-/// umask for a mode; a failure there (the name is taken, the directory changed meanwhile) is
-/// made again as the caller, whose answer is the kernel's.
+/// Performs `call`, the caller's own mutation making the new entry `at` (mkdir with
+/// `Some(mode)`, symlink with `None`), with the caller's credentials (see `crate::creds`): the
+/// kernel judges it as it would have judged the caller. It is made with guard's own effective
+/// set where the caller could make it ([`creds::caller_could_create`]: one `fstat` instead of
+/// two `capset`s), with the caller's umask where that shapes the mode
+/// ([`creds::with_callers_umask`]); a failure there (the name is taken, the directory changed
+/// meanwhile) is made again as the caller, whose answer is the kernel's.
 fn making_as_caller(at: &Target, mode: Option<u32>, call: impl Fn() -> nix::Result<()>) -> Outcome {
     let unswitched = || {
         creds::caller_could_create(at.parent.as_fd(), mode.unwrap_or(0))
             && match mode {
-                Some(_) => creds::with_callers_umask(|| call().map_err(io::Error::from)).is_ok(),
+                Some(mode) => {
+                    creds::with_callers_umask(mode, || call().map_err(io::Error::from)).is_ok()
+                }
                 None => call().is_ok(),
             }
     };
     if unswitched() {
         return Outcome::Done(0);
     }
-    as_caller(call)
+    io_done(creds::as_caller_making(mode.unwrap_or(0), || {
+        call().map_err(io::Error::from)
+    }))
 }
 
-/// [`as_caller`] for a call that makes no new inode: the caller's umask plays no part.
+/// [`creds::as_caller`] for a call that makes no new inode: the caller's umask plays no part.
 fn as_caller_creating_nothing(call: impl FnOnce() -> nix::Result<()>) -> Outcome {
     io_done(creds::as_caller_creating_nothing(|| {
         call().map_err(io::Error::from)
@@ -373,7 +373,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
         }),
         Act::Mknod { at, mode, dev } => {
             let kind = SFlag::from_bits_truncate(mode & libc::S_IFMT);
-            as_caller(|| {
+            io_done(creds::as_caller_making(mode & 0o7777, || {
                 nix::sys::stat::mknodat(
                     raw(at),
                     &*at.call_name(),
@@ -381,7 +381,8 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                     Mode::from_bits_truncate(mode & 0o7777),
                     *dev,
                 )
-            })
+                .map_err(io::Error::from)
+            }))
         }
         Act::Chmod { at, mode } => {
             if at.kind == Some(Kind::Symlink) {
@@ -580,7 +581,7 @@ fn open(
             if !creds::caller_could_create(at.parent.as_fd(), mode) {
                 return Err(None);
             }
-            match creds::with_callers_umask(|| {
+            match creds::with_callers_umask(mode, || {
                 open_as(ours | libc::O_EXCL).map_err(io::Error::from)
             }) {
                 Ok(fd) => Ok((fd, true)),
@@ -611,7 +612,7 @@ fn open(
     };
     let opened = match unswitched() {
         Some(opened) => Ok(opened),
-        None => creds::as_caller(|| {
+        None => creds::as_caller_making(mode, || {
             if !exclusive || flags & libc::O_EXCL != 0 {
                 return open_as(ours)
                     .map(|fd| (fd, exclusive))

@@ -447,6 +447,34 @@ fn each_umask_a_process_sets_shapes_its_next_creates() {
     gives_under_guard(SCRIPT, &expected);
 }
 
+/// New entries whose mode the umask leaves as it is (git's objects are 0444 under 022) and
+/// ones it changes, files and directories, under four masks: the modes bare and under guard
+/// are the same (guard takes the caller's umask on only where it changes the mode).
+#[test]
+fn modes_the_umask_leaves_alone_and_those_it_changes_come_out_as_bare() {
+    let w = Workspace::new();
+    let mut script = String::new();
+    for mask in ["022", "027", "077", "000"] {
+        // (A set-id file is the agent profile's to refuse: directories only.)
+        for mode in ["444", "640", "666", "700", "4755"] {
+            if mode != "4755" {
+                script.push_str(&format!(
+                    "umask {mask}; {p} create-mode f{mask}-{mode} {mode} >/dev/null; ",
+                    p = w.probe()
+                ));
+            }
+            script.push_str(&format!(
+                "umask {mask}; {p} mkdir-mode d{mask}-{mode} {mode} >/dev/null; ",
+                p = w.probe()
+            ));
+        }
+    }
+    script.push_str("stat -c '%n %a' f* d*");
+    let expected = bare_transcript(&script);
+    assert!(expected.contains("f022-444 444\n") && expected.contains("d077-666 600\n"));
+    gives_under_guard(&script, &expected);
+}
+
 /// A run whose command starts with a umask of its own (077, set before guard starts) and in
 /// which no process calls umask(2): the creates of every process, the shell's and those of the
 /// processes it starts, get that mask, as bare. (guard takes it from the command's credentials

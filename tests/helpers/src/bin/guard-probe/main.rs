@@ -121,6 +121,24 @@ fn main() {
             "unlink" => libc::unlink(c(a(1)).as_ptr()) as i64,
             "rmdir" => libc::rmdir(c(a(1)).as_ptr()) as i64,
             "mkdir" => libc::mkdir(c(a(1)).as_ptr(), 0o755) as i64,
+            // `create-mode PATH OCTAL` and `mkdir-mode PATH OCTAL`: a new entry of that mode,
+            // which the umask then shapes.
+            "create-mode" | "mkdir-mode" => {
+                let mode = u32::from_str_radix(&s(2), 8).unwrap_or(0o644);
+                if s(0) == "mkdir-mode" {
+                    libc::mkdir(c(a(1)).as_ptr(), mode) as i64
+                } else {
+                    let fd = libc::open(
+                        c(a(1)).as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                        mode,
+                    );
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                    fd.min(0) as i64
+                }
+            }
             "rename" => libc::rename(c(a(1)).as_ptr(), c(a(2)).as_ptr()) as i64,
             "exchange" => libc::renameat2(
                 libc::AT_FDCWD,
