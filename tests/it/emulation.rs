@@ -236,16 +236,13 @@ fn removed_directories_are_freed(w: Workspace) {
 /// Once a slow call has started the standby workers, the receiving worker still stays, between
 /// calls, in the directory its last call was about (it goes home only when a standby may have
 /// taken a call meanwhile, which none did here), and a directory it stays in is still freed by
-/// its removal. Fails when every worker goes home after each call once standbys exist.
+/// its removal; for root and for an unprivileged guard. Fails when every worker goes home after
+/// each call once standbys exist.
 #[test]
 fn after_a_slow_call_the_receiving_worker_still_stays_where_it_was() {
-    stays_after_a_slow_call(Workspace::new());
-}
-
-/// The same for an unprivileged guard (when the tests run as root).
-#[test]
-fn after_a_slow_call_the_receiving_worker_still_stays_where_it_was_unprivileged() {
-    stays_after_a_slow_call(Workspace::unprivileged());
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        stays_after_a_slow_call(w);
+    }
 }
 
 fn stays_after_a_slow_call(w: Workspace) {
