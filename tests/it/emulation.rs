@@ -264,22 +264,7 @@ while [ ! -e go ]; do :; done
 "#,
         probe = w.probe()
     );
-    let child = w
-        .exec(&["agent"])
-        .cmd
-        .args(["--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn guard");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !w.ws.join("d/ready").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never got ready"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let child = started_until(&w, &["agent"], &script, &w.ws.join("d/ready"));
     let task = format!("/proc/{}/task", child.id());
     let workers: Vec<_> = std::fs::read_dir(&task)
         .expect("guard's threads")
@@ -291,13 +276,7 @@ while [ ! -e go ]; do :; done
         .map(|t| std::fs::read_link(t.path().join("cwd")).ok())
         .collect();
     std::fs::write(w.ws.join("go"), "").expect("go");
-    let out = child.wait_with_output().expect("wait guard");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(child);
     // The receiving worker, its coordinator and the two standbys.
     assert!(
         workers.len() >= 4,
@@ -308,6 +287,45 @@ while [ ! -e go ]; do :; done
         "no supervisor thread stays in d: {workers:?}"
     );
     assert_eq!(stdout.lines().collect::<Vec<_>>(), ["deleted", "deleted"]);
+}
+
+/// `script` under guard with `profiles`, started and left running once it has made `ready`
+/// (within 30 s); its output is piped.
+fn started_until(
+    w: &Workspace,
+    profiles: &[&str],
+    script: &str,
+    ready: &std::path::Path,
+) -> std::process::Child {
+    let child = w
+        .exec(profiles)
+        .cmd
+        .args(["--", "sh", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn guard");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
+/// The output of a command [`started_until`] returned, once it has exited successfully.
+fn succeeded(child: std::process::Child) -> String {
+    let out = child.wait_with_output().expect("wait guard");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 fn judged_where_the_caller_is_now(w: Workspace) {
@@ -346,35 +364,14 @@ cd ../free && {{ rm sub/q 2>/dev/null || echo q-refused; }}
 "#,
         flags = flags.display()
     );
-    let child = w
-        .exec(&["agent", &rule])
-        .cmd
-        .args(["--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn guard");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !flags.join("ready").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never got ready"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let child = started_until(&w, &["agent", &rule], &script, &flags.join("ready"));
     // The renames happen outside the sandbox: guard sees nothing of them. `free/sub`, whose
     // directory guard has met, becomes a symlink into the protected `two`.
     std::fs::rename(w.ws.join("work"), w.ws.join("kept")).expect("rename work");
     std::fs::rename(w.ws.join("free/sub"), w.ws.join("free/old")).expect("rename sub");
     std::os::unix::fs::symlink("../two", w.ws.join("free/sub")).expect("symlink sub");
     std::fs::write(flags.join("go"), "").expect("go");
-    let out = child.wait_with_output().expect("wait guard");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(child);
     let kept = w.ws.join("kept");
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
