@@ -3,11 +3,10 @@
 //! one directory entry name under a directory fd, so no symlink in a parent can redirect a step.
 //! Copies (sparse-aware, whole trees) live in `copy.rs`.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use nix::fcntl::{AtFlags, OFlag, RenameFlags};
@@ -19,9 +18,7 @@ use sha2::{Digest as _, Sha256};
 use super::log::{Kind, Stat};
 use crate::sys;
 
-pub fn cstr(name: &OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
+pub use crate::sys::fs::cstr;
 
 /// fstatat(AT_SYMLINK_NOFOLLOW); `None` when the entry does not exist.
 pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stat>> {

@@ -92,11 +92,6 @@ fn as_caller_creating_nothing(call: impl FnOnce() -> nix::Result<()>) -> Outcome
     }))
 }
 
-/// `name` as a C string (a name from a walk has no NUL in it).
-fn c_name(name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
-    std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
 fn raw(t: &Target) -> Option<i32> {
     Some(t.parent.as_raw_fd())
 }
@@ -392,7 +387,11 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             let mode = mode & 0o7777;
             io_done(creds::as_caller_creating_nothing(|| match &at.pinned {
                 Some(pinned) => crate::sys::meta::chmod_object(pinned.as_fd(), mode),
-                None => crate::sys::meta::chmod_entry(at.parent.as_fd(), &c_name(&at.name)?, mode),
+                None => crate::sys::meta::chmod_entry(
+                    at.parent.as_fd(),
+                    &crate::sys::fs::cstr(&at.name)?,
+                    mode,
+                ),
             }))
         }
         Act::Chown { at, uid, gid } => {
@@ -403,7 +402,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
                 }
                 None => crate::sys::meta::fchownat(
                     at.parent.as_fd(),
-                    &c_name(&at.call_name())?,
+                    &crate::sys::fs::cstr(&at.call_name())?,
                     *uid,
                     *gid,
                     libc::AT_SYMLINK_NOFOLLOW,

@@ -13,6 +13,13 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use nix::NixPath;
 
+/// `name` as a C string for a system call: EINVAL for a name with a NUL in it, which the
+/// kernel could not be given either.
+pub fn cstr(name: &OsStr) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt as _;
+    std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
 /// openat(2): open `path` relative to `dir` (the current directory when `None`, as `AT_FDCWD`;
 /// ignored for an absolute path) and own the new descriptor. The errno comes back exactly as
 /// the kernel reported it. Add `O_CLOEXEC` to `flags` unless the descriptor is meant to be

@@ -169,19 +169,12 @@ pub fn chmod_entry(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()
     if let Some(done) = try_fchmodat2(dir, name, mode, libc::AT_SYMLINK_NOFOLLOW as u32) {
         return done;
     }
-    // SAFETY: `name` is NUL-terminated; openat returns a new descriptor or -1.
-    let rc = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `rc` is a descriptor just opened and owned by nobody else.
-    let object = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(rc) };
+    let object = super::fs::openat(
+        Some(dir),
+        name,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
     chmod_via_proc(std::os::fd::AsFd::as_fd(&object), mode)
 }
 
@@ -282,17 +275,15 @@ mod tests {
                 & 0o7777
         };
         let opath = |name: &CStr| {
-            // SAFETY: `name` is NUL-terminated; a new descriptor or -1 comes back.
-            let fd = unsafe {
-                libc::openat(
-                    d.as_raw_fd(),
-                    name.as_ptr(),
-                    libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
-            };
-            assert!(fd >= 0, "open {name:?}");
-            // SAFETY: just opened, owned here.
-            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+            crate::sys::fs::openat(
+                Some(d.as_fd()),
+                name,
+                nix::fcntl::OFlag::O_PATH
+                    | nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .expect("open O_PATH")
         };
         let err = |r: io::Result<()>| r.unwrap_err().raw_os_error();
         for (entry, object, want) in [(0o600, 0o640, 0o640), (0o755, 0o4711, 0o4711)] {
