@@ -110,9 +110,13 @@ pub fn plan(policy: &Policy, features: &Features) -> Result<Plan, ConfineError> 
     }
     let write_access = handled_fs;
     report.enforced.push(format!(
-        "fs: read+execute only under {} read root(s), write only under {} write root(s)",
+        "fs: read+execute only under {} read root(s), write only under {} write root(s){}",
         policy.fs.read.len(),
-        policy.fs.write.len()
+        policy.fs.write.len(),
+        match policy.fs.list.len() {
+            0 => String::new(),
+            n => format!(", directories listable under {n} list root(s)"),
+        }
     ));
     for feature in [
         Feature::LandlockFsRefer,
@@ -230,15 +234,17 @@ pub fn plan(policy: &Policy, features: &Features) -> Result<Plan, ConfineError> 
     // hundreds of rules, more than a low `ulimit -n` allows open at once. A root that holds a
     // hidden path is granted entry by entry around it (see `hide.rs`).
     let hidden = super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::of_this_thread());
-    let roots = fs_roots(policy)
-        .map(|(path, list)| {
-            let access = match list {
-                RootList::Read => read_access,
-                RootList::Write => write_access,
-            };
-            (path.to_path_buf(), access)
-        })
-        .collect();
+    // List roots grant one right and are never expanded: `/` must be a rule of its own for
+    // `/` itself to be opened.
+    let mut roots = Vec::new();
+    let mut listed = Vec::new();
+    for (path, list) in fs_roots(policy) {
+        match list {
+            RootList::Read => roots.push((path.to_path_buf(), read_access)),
+            RootList::Write => roots.push((path.to_path_buf(), write_access)),
+            RootList::List => listed.push(path.to_path_buf()),
+        }
+    }
     // The count of hidden paths comes once every share is granted (`note_hidden`).
     let hidden_line = report.enforced.len();
     if hidden.left_to_permissions > 0 {
@@ -259,6 +265,7 @@ pub fn plan(policy: &Policy, features: &Features) -> Result<Plan, ConfineError> 
         report,
         grants: Some(Grants {
             roots,
+            listed,
             hidden: Arc::new(hidden),
             file_access: AccessFs::from_file(abi),
             unix_dirs,
@@ -274,6 +281,8 @@ pub fn plan(policy: &Policy, features: &Features) -> Result<Plan, ConfineError> 
 #[derive(Debug)]
 pub struct Grants {
     roots: Vec<(PathBuf, BitFlags<AccessFs>)>,
+    /// `fs.list` roots: the right to read directories, beneath each.
+    listed: Vec<PathBuf>,
     hidden: Arc<super::hide::Hidden>,
     file_access: BitFlags<AccessFs>,
     unix_dirs: Vec<PathBuf>,
@@ -329,6 +338,12 @@ impl Grants {
             hid += granted.hidden as usize;
             if granted.missing {
                 report.skipped_paths.push(root.clone());
+            }
+        }
+        for root in self.listed {
+            match open_root(&root)? {
+                Some(fd) => add_path_rule(created, fd, AccessFs::ReadDir.into(), &root)?,
+                None => report.skipped_paths.push(root),
             }
         }
         for dir in self.unix_dirs {
@@ -465,13 +480,16 @@ fn add_path_rule(
 }
 
 /// The profile list a filesystem root comes from: `fs.read` roots grant reading and
-/// executing, `fs.write` roots every right the ABI handles.
+/// executing, `fs.write` roots every right the ABI handles, `fs.list` roots the reading of
+/// directories alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RootList {
     /// `fs.read`.
     Read,
     /// `fs.write`.
     Write,
+    /// `fs.list`.
+    List,
 }
 
 impl RootList {
@@ -480,6 +498,7 @@ impl RootList {
         match self {
             RootList::Read => "fs.read",
             RootList::Write => "fs.write",
+            RootList::List => "fs.list",
         }
     }
 }
@@ -492,14 +511,17 @@ pub fn fs_roots(policy: &Policy) -> impl Iterator<Item = (&Path, RootList)> {
         .write
         .iter()
         .map(|p| (p.as_path(), RootList::Write));
-    read.chain(write)
+    let list = policy.fs.list.iter().map(|p| (p.as_path(), RootList::List));
+    read.chain(write).chain(list)
 }
 
 /// The right an access of a file needs from the ruleset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// Open for reading (a file's content, a directory's entries).
+    /// Open a file for reading its content.
     Read,
+    /// Open a directory for reading its entries (what `fs.list` grants too).
+    List,
     /// Run it (execve, and the interpreter or loader the kernel opens for it).
     Execute,
     /// Open for writing, create, remove or rename entries.
@@ -539,6 +561,17 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
                 .describe(Some("the filesystem roots are not enforced by the kernel")),
         );
     }
+    // A list root is granted whole, `fs.hide` or not.
+    if need == Need::List {
+        for (root, real, list) in granting(policy, need) {
+            if list == RootList::List && path.starts_with(&real) {
+                return FsGrant::Granted {
+                    root: root.to_path_buf(),
+                    list,
+                };
+            }
+        }
+    }
     if super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::Anyone).hides(path) {
         return FsGrant::Hidden;
     }
@@ -559,7 +592,11 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
 /// programs it execs resolves the roots only when it needs to (`supervisor::explain`).
 pub fn granting(policy: &Policy, need: Need) -> impl Iterator<Item = (&Path, PathBuf, RootList)> {
     fs_roots(policy)
-        .filter(move |(_, list)| need != Need::Write || *list == RootList::Write)
+        .filter(move |(_, list)| match need {
+            Need::Write => *list == RootList::Write,
+            Need::Read | Need::Execute => *list != RootList::List,
+            Need::List => true,
+        })
         .filter_map(|(root, list)| Some((root, std::fs::canonicalize(root).ok()?, list)))
 }
 
@@ -678,6 +715,7 @@ mod tests {
             fs: FsPolicy {
                 read,
                 write,
+                list: Vec::new(),
                 protect: Vec::new(),
                 protect_set: Default::default(),
                 protect_anchors: Vec::new(),

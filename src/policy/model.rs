@@ -43,6 +43,11 @@ pub struct FsPolicy {
     pub read: Vec<PathBuf>,
     /// Landlock write roots (they are readable too).
     pub write: Vec<PathBuf>,
+    /// Landlock list roots: every directory beneath may be opened and its entries listed (the
+    /// right to read a directory, and no other), so that a program walking up from its
+    /// workspace, or listing `/`, sees the names it sees bare; no file beneath becomes readable.
+    /// `fs.hide` does not apply to them: a hidden directory's names are listable, its files not.
+    pub list: Vec<PathBuf>,
     /// Glob patterns (absolute, expanded) whose existing entries may not be mutated.
     pub protect: Vec<String>,
     /// Compiled form of `protect`, made on first use (see [`FsPolicy::protect_set`]); a

@@ -79,6 +79,10 @@ pub struct RawFs {
     pub read: Vec<String>,
     #[serde(default)]
     pub write: Vec<String>,
+    /// Directories that may be opened and listed, and every directory beneath, without their
+    /// files becoming readable.
+    #[serde(default)]
+    pub list: Vec<String>,
     #[serde(default)]
     pub protect: Vec<String>,
     /// Paths inside the roots that Landlock must not grant (globs).

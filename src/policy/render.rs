@@ -51,6 +51,11 @@ pub fn render(policy: &Policy) -> String {
         "write",
         policy.fs.write.iter().map(|p| p.display().to_string()),
     );
+    list(
+        w,
+        "list",
+        policy.fs.list.iter().map(|p| p.display().to_string()),
+    );
     list(w, "protect", policy.fs.protect.iter().cloned());
     list(
         w,

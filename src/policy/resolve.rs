@@ -2,7 +2,7 @@
 //!
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
-//! - lists (`fs.read`, `fs.write`, `fs.protect`, `net.connect`, `net.resolve`,
+//! - lists (`fs.read`, `fs.write`, `fs.list`, `fs.protect`, `net.connect`, `net.resolve`,
 //!   `transaction.exclude`,
 //!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
 //! - scalars (`mode`, `net.dns`, `net.bind` as a whole (its ports and its addresses), `transaction.on-deny`, `on-failure`,
@@ -41,6 +41,7 @@ const DEFAULT_MAX_PREIMAGE: u64 = 64 << 20;
 const REPLACEABLE: &[&str] = &[
     "fs.read",
     "fs.write",
+    "fs.list",
     "fs.protect",
     "fs.hide",
     "net.connect",
@@ -141,6 +142,7 @@ struct Acc {
     mode: Mode,
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
+    list: Vec<PathBuf>,
     protect: Vec<String>,
     hide: Vec<String>,
     allow_setid: bool,
@@ -178,6 +180,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         mode: Mode::Enforce,
         read: Vec::new(),
         write: Vec::new(),
+        list: Vec::new(),
         protect: Vec::new(),
         hide: Vec::new(),
         allow_setid: false,
@@ -224,6 +227,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         fs: FsPolicy {
             read: acc.read,
             write: acc.write,
+            list: acc.list,
             protect: acc.protect,
             protect_set: OnceLock::new(),
             protect_anchors,
@@ -282,6 +286,7 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
         match name.as_str() {
             "fs.read" => acc.read.clear(),
             "fs.write" => acc.write.clear(),
+            "fs.list" => acc.list.clear(),
             "fs.protect" => acc.protect.clear(),
             "fs.hide" => acc.hide.clear(),
             "git.refuse-keys" => acc.refuse_keys.clear(),
@@ -334,6 +339,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
     for entry in &raw.fs.write {
         if let Some(p) = cx.abs_path("fs.write", entry)? {
             push_unique_path(&mut acc.write, p);
+        }
+    }
+    for entry in &raw.fs.list {
+        if let Some(p) = cx.abs_path("fs.list", entry)? {
+            push_unique_path(&mut acc.list, p);
         }
     }
     for entry in &raw.fs.protect {

@@ -89,6 +89,7 @@ pub(super) fn spawn(mut b: RunBuilder, argv: Vec<OsString>) -> Result<Running, R
     }
     let exec_roots = plan.ruleset.is_some().then(|| {
         confine::landlock::fs_roots(&policy)
+            .filter(|(_, list)| *list != confine::RootList::List)
             .map(|(root, _)| root.to_path_buf())
             .collect::<Vec<_>>()
     });

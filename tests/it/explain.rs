@@ -86,6 +86,10 @@ const CASES: &[Case] = &[
         "landlock",
     ),
     c("agent", "read", "{ws}", "allow", None, "landlock"),
+    // A directory outside the roots is listed by fs.list (base's `/`), but not under strict.
+    c("agent", "read", "{out}", "allow", None, "landlock"),
+    c("agent", "read", "{home}", "allow", None, "landlock"),
+    c("strict", "read", "{out}", "deny", EACCES, "landlock"),
     // Writes: trapped, judged and performed by the supervisor.
     c(
         "agent",

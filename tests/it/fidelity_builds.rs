@@ -247,6 +247,111 @@ fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under
     assert!(report.is_empty(), "cargo differs under guard\n{report}");
 }
 
+/// The source of walkdir 2.5.1 as cargo unpacked it for guard's own build (guard depends on
+/// it), with its dependencies vendored beside it (`cargo vendor`, which fetches its
+/// dev-dependencies from the registry), in `dest`; `Err` says why not.
+fn walkdir_source(sysroot: &Path, dest: &Path) -> Result<(), String> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or("no CARGO_HOME or HOME")?;
+    let src = std::fs::read_dir(cargo_home.join("registry/src"))
+        .map_err(|e| format!("no registry sources in {}: {e}", cargo_home.display()))?
+        .flatten()
+        .map(|d| d.path().join("walkdir-2.5.1"))
+        .find(|p| p.join("Cargo.toml").is_file())
+        .ok_or("walkdir-2.5.1 is not unpacked in the registry")?;
+    let copied = Command::new("cp").arg("-a").arg(&src).arg(dest).status();
+    if !copied.is_ok_and(|s| s.success()) {
+        return Err(format!("cannot copy {}", src.display()));
+    }
+    let vendor = Command::new(sysroot.join("bin/cargo"))
+        .args(["vendor", "-q", "--versioned-dirs", "vendor"])
+        .current_dir(dest)
+        .output()
+        .map_err(|e| format!("cargo vendor: {e}"))?;
+    if !vendor.status.success() {
+        return Err(format!(
+            "cargo vendor failed (the registry unreachable?): {}",
+            String::from_utf8_lossy(&vendor.stderr).trim()
+        ));
+    }
+    write(
+        dest,
+        ".cargo/config.toml",
+        "[source.crates-io]\nreplace-with = \"vendored\"\n[source.vendored]\ndirectory = \"vendor\"\n",
+    );
+    Ok(())
+}
+
+/// walkdir's own test suite (outside material: a directory walker's tests of symlinks, loops,
+/// depths, sorting and file systems) gives the same results under guard as bare. Following a
+/// symlink, walkdir 2.5.1 opens every directory above where its walk began, up to `/`, to
+/// check for a loop; before `fs.list`, Landlock refused the first one outside the read roots
+/// and four of its tests failed with EACCES.
+#[test]
+#[ignore = "builds walkdir's tests (a minute); vendors its dev-dependencies from the registry"]
+fn walkdir_test_suite_gives_the_same_results_bare_and_under_guard() {
+    let Some(sysroot) = sysroot() else {
+        eprintln!("skipped: no rust toolchain (rustc --print sysroot)");
+        return;
+    };
+    if lacks(&["cc", "setpriv", "cp"]) {
+        return;
+    }
+    let w = Workspace::new();
+    let pristine = w.root.join("walkdir");
+    if let Err(why) = walkdir_source(&sysroot, &pristine) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let path = format!("{}/bin:/usr/bin:/bin", sysroot.display());
+    let dir = crate::fidelity::run_dir(&w);
+    let env = [
+        ("CARGO_HOME", dir.join(".cargo-home").display().to_string()),
+        ("CARGO_NET_OFFLINE", "true".to_string()),
+        ("CARGO_TERM_COLOR", "never".to_string()),
+    ];
+    let script = "cargo test --no-fail-fast -- --test-threads=1 >test.out 2>test.err; \
+                  echo \"test exit $?\"; grep -E '^test .* \\.\\.\\. ' test.out | sort";
+    let report = compare(
+        &w,
+        &Workflow {
+            path: &path,
+            env: &env,
+            script,
+            read: &[&sysroot],
+            expect: &[
+                "test exit 0",
+                "test tests::recursive::sym_dir_follow ... ok",
+                "test tests::recursive::same_file_system ... ok",
+            ],
+        },
+        |d| {
+            let copied = Command::new("cp")
+                .arg("-a")
+                .arg(format!("{}/.", pristine.display()))
+                .arg(d)
+                .status();
+            assert!(copied.is_ok_and(|s| s.success()), "copy walkdir");
+        },
+        |p, desc| {
+            // The sources are compared; what the build and the tests left is not.
+            let s = p.display().to_string();
+            (!(s.starts_with("target")
+                || s.starts_with(".cargo-home")
+                || s.ends_with(".err")
+                || s.ends_with(".out")
+                || s == "Cargo.lock"))
+                .then(|| desc.to_string())
+        },
+    );
+    assert!(
+        report.is_empty(),
+        "walkdir's tests differ under guard\n{report}"
+    );
+}
+
 /// Two local npm packages packed into tarballs in `w.bin` (read-only under guard): `fid-a`,
 /// with a command, and `fid-b`, with nested directories.
 fn npm_tarballs(w: &Workspace) -> Vec<PathBuf> {

@@ -215,6 +215,51 @@ fn home_secrets_are_not_readable_under_agent() {
     assert_eq!(probe_result(&out), "ok", "tool caches stay readable");
 }
 
+/// Every directory may be opened and listed under `agent`, as bare, while the files outside
+/// the read roots stay unreadable: a walker that opens each ancestor of where it starts (walkdir
+/// 2.5.1 and ignore 0.4.35 do, following symlinks: `rg -L` under guard missed every linked
+/// directory) finds them all. `strict` takes the listing back. As root and unprivileged.
+#[test]
+fn directories_are_listable_everywhere_and_files_only_in_the_roots() {
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let key = w.write(
+            &w.home.join(".ssh/id_ed25519").display().to_string(),
+            "SECRET KEY\n",
+        );
+        let mut dirs: Vec<String> = w.ws.ancestors().map(|d| d.display().to_string()).collect();
+        dirs.push(w.outside.display().to_string());
+        dirs.push(w.home.join(".ssh").display().to_string());
+        let script = format!(
+            "for d in {}; do ls -a \"$d\" >/dev/null 2>&1 && echo \"list $d\" || echo \"no list $d\"; done
+             ls {ssh}; cat {key} 2>/dev/null || echo 'no read'",
+            dirs.iter()
+                .map(|d| format!("'{d}'"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            ssh = w.home.join(".ssh").display(),
+            key = key.display(),
+        );
+        let listed: String = dirs.iter().map(|d| format!("list {d}\n")).collect();
+        let out = w.exec(&["agent"]).run(&["sh", "-c", &script]);
+        assert_eq!(
+            out.stdout(),
+            format!("{listed}id_ed25519\nno read\n"),
+            "unprivileged: {}; stderr:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+        let out = w
+            .exec(&["strict"])
+            .run(&["sh", "-c", "ls / || echo 'no list'"]);
+        assert_eq!(
+            out.stdout(),
+            "no list\n",
+            "unprivileged: {}",
+            w.unprivileged
+        );
+    }
+}
+
 #[test]
 fn tmpdir_is_private_writable_and_removed_after_the_run() {
     let w = Workspace::new();

@@ -26,7 +26,13 @@ impl Explainer {
         if view.kind.is_none() {
             return self.kernel(libc::ENOENT, "no such file".into(), e);
         }
-        self.landlock(&view.path, Need::Read, e);
+        // A directory is read by listing it, which `fs.list` grants as well.
+        let need = if view.kind == Some(EntryKind::Dir) {
+            Need::List
+        } else {
+            Need::Read
+        };
+        self.landlock(&view.path, need, e);
     }
 
     pub(super) fn write(&self, p: &Path, e: &mut Explanation) {

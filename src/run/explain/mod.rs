@@ -367,6 +367,7 @@ impl Explainer {
     fn landlock(&self, path: &Path, need: Need, e: &mut Explanation) -> bool {
         let what = match need {
             Need::Read => "reading",
+            Need::List => "listing",
             Need::Execute => "executing",
             Need::Write => "writing",
         };
@@ -399,10 +400,10 @@ impl Explainer {
                     layer: Layer::Landlock,
                     says: format!(
                         "refuses {what} with EACCES: no {} root holds {}",
-                        if need == Need::Write {
-                            "fs.write"
-                        } else {
-                            "fs.read or fs.write"
+                        match need {
+                            Need::Write => "fs.write",
+                            Need::List => "fs.read, fs.write or fs.list",
+                            Need::Read | Need::Execute => "fs.read or fs.write",
                         },
                         path.display()
                     ),

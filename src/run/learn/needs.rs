@@ -76,8 +76,13 @@ pub(super) fn needs(policy: &Policy, features: &Features, calls: &[Decision]) ->
         match d.op.as_str() {
             "read" => {
                 let Some(path) = path else { continue };
-                if refused(policy, features, &path, landlock::Need::Read) {
-                    let dir = path.is_dir();
+                let dir = path.is_dir();
+                let need = if dir {
+                    landlock::Need::List
+                } else {
+                    landlock::Need::Read
+                };
+                if refused(policy, features, &path, need) {
                     push(Need::Read { path, dir }, &by, "fs.read".into());
                 }
             }
