@@ -150,6 +150,20 @@ fn sysroot() -> Option<PathBuf> {
     p.join("bin/cargo").is_file().then_some(p)
 }
 
+/// PATH (the toolchain's own cargo and rustc first) and the environment of an offline cargo
+/// run in `w`'s run directory, with a cargo home of its own there.
+fn offline_cargo(w: &Workspace, sysroot: &Path) -> (String, [(&'static str, String); 3]) {
+    let dir = crate::fidelity::run_dir(w);
+    (
+        format!("{}/bin:/usr/bin:/bin", sysroot.display()),
+        [
+            ("CARGO_HOME", dir.join(".cargo-home").display().to_string()),
+            ("CARGO_NET_OFFLINE", "true".to_string()),
+            ("CARGO_TERM_COLOR", "never".to_string()),
+        ],
+    )
+}
+
 /// A small crate with a build script, a library, a binary, unit and integration tests, one of
 /// which fails on purpose (so "same failures" is checked, not only "all pass").
 fn write_crate(d: &Path) {
@@ -199,13 +213,7 @@ fn cargo_build_and_test_of_a_fresh_checkout_give_the_same_results_bare_and_under
         return;
     }
     let w = Workspace::new();
-    let path = format!("{}/bin:/usr/bin:/bin", sysroot.display());
-    let dir = crate::fidelity::run_dir(&w);
-    let env = [
-        ("CARGO_HOME", dir.join(".cargo-home").display().to_string()),
-        ("CARGO_NET_OFFLINE", "true".to_string()),
-        ("CARGO_TERM_COLOR", "never".to_string()),
-    ];
+    let (path, env) = offline_cargo(&w, &sysroot);
     let script =
         "cargo build -q 2>build.err; s=$?; echo \"build exit $s\"; \
                   [ $s = 0 ] || sed 's/^/build.err: /' build.err >&2; ./target/debug/fidelity-crate; \
@@ -305,13 +313,7 @@ fn walkdir_test_suite_gives_the_same_results_bare_and_under_guard() {
         eprintln!("skipped: {why}");
         return;
     }
-    let path = format!("{}/bin:/usr/bin:/bin", sysroot.display());
-    let dir = crate::fidelity::run_dir(&w);
-    let env = [
-        ("CARGO_HOME", dir.join(".cargo-home").display().to_string()),
-        ("CARGO_NET_OFFLINE", "true".to_string()),
-        ("CARGO_TERM_COLOR", "never".to_string()),
-    ];
+    let (path, env) = offline_cargo(&w, &sysroot);
     let script = "cargo test --no-fail-fast -- --test-threads=1 >test.out 2>test.err; \
                   echo \"test exit $?\"; grep -E '^test .* \\.\\.\\. ' test.out | sort";
     let report = compare(
