@@ -561,29 +561,26 @@ pub fn grants(policy: &Policy, features: &Features, path: &Path, need: Need) -> 
                 .describe(Some("the filesystem roots are not enforced by the kernel")),
         );
     }
+    let holding: Vec<_> = granting(policy, need)
+        .filter(|(_, real, _)| path.starts_with(real))
+        .collect();
     // A list root is granted whole, `fs.hide` or not.
-    if need == Need::List {
-        for (root, real, list) in granting(policy, need) {
-            if list == RootList::List && path.starts_with(&real) {
-                return FsGrant::Granted {
-                    root: root.to_path_buf(),
-                    list,
-                };
-            }
-        }
+    if let Some((root, _, list)) = holding.iter().find(|(_, _, l)| *l == RootList::List) {
+        return FsGrant::Granted {
+            root: root.to_path_buf(),
+            list: *list,
+        };
     }
     if super::hide::Hidden::new(&policy.fs.hide, super::hide::Reach::Anyone).hides(path) {
         return FsGrant::Hidden;
     }
-    for (root, real, list) in granting(policy, need) {
-        if path.starts_with(&real) {
-            return FsGrant::Granted {
-                root: root.to_path_buf(),
-                list,
-            };
-        }
+    match holding.into_iter().next() {
+        Some((root, _, list)) => FsGrant::Granted {
+            root: root.to_path_buf(),
+            list,
+        },
+        None => FsGrant::Refused,
     }
-    FsGrant::Refused
 }
 
 /// The roots of `policy` whose rights include `need`, each with the directory it resolves to

@@ -179,11 +179,13 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
          ls -la >/dev/null; wc -l notes.txt >/dev/null; sort notes.txt >/dev/null; \
          head -n 1 notes.txt >/dev/null; echo more >> notes.txt; \
          rm -f scratch.txt; echo scratch > scratch.txt; {probe} connect 127.0.0.1:{port} >/dev/null; \
+         ls {outside} >/dev/null; \
          mkdir -p \"$HOME/.config/tool\"; echo state > \"$HOME/.config/tool/state\"; \
          printf 'echo hi\\n' >> .git/hooks/pre-commit; touch \"$PWD/stamp\"; \
          test -s \"$HOME/.config/tool/state\" && grep -q hi .git/hooks/pre-commit && \
          test -e stamp && grep -q setting \"$HOME/.toolrc\" && echo done",
-        probe = w.probe()
+        probe = w.probe(),
+        outside = w.outside.display(),
     );
     let (text, base, agreed) = round_trip(
         &w,
@@ -229,6 +231,9 @@ fn a_learned_profile_lets_a_shell_session_run_with_no_refusal() {
     ] {
         assert!(text.contains(expected), "missing {expected}:\n{text}");
     }
+    // A directory only listed needs no read root: fs.list grants the listing.
+    let outside = w.outside.display().to_string();
+    assert!(!text.contains(&outside), "{outside} learned:\n{text}");
 }
 
 /// The toolchain's own directory (the sysroot: cargo and rustc, not rustup's proxies).
