@@ -713,6 +713,7 @@ mod tests {
                 read,
                 write,
                 list: Vec::new(),
+                shared: Vec::new(),
                 protect: Vec::new(),
                 protect_set: Default::default(),
                 protect_anchors: Vec::new(),

@@ -156,13 +156,47 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
     let paths = [Some(path), req.path2];
     let present = || paths.iter().flatten().copied();
 
+    // A name the call makes: a new entry is judged by the directory it lands in.
+    let new_entry = match (req.creates, req.op) {
+        (true, Op::Create) => Some(path),
+        (true, Op::Rename | Op::Link) => req.path2,
+        _ => None,
+    };
     let under_roots = |p: &Path| policy.fs.write.iter().any(|root| is_within(p, root));
+    // Beneath a shared directory (not the directory itself): a new entry may be made there,
+    // and what the run made there changed (`Request::own_shared`).
+    let in_shared = |p: &Path| {
+        policy
+            .fs
+            .shared
+            .iter()
+            .any(|root| p != root && is_within(p, root))
+    };
+    let mut shared = false;
     if !present().all(under_roots) {
-        return deny(
-            libc::EACCES,
-            Builtin::WriteRoots,
-            "path outside the write roots",
-        );
+        if req.op == Op::Write && !req.creates && present().all(is_thread_name) {
+            return allow(
+                Builtin::ThreadName,
+                Some("a thread's name: the kernel lets the writer rename only its own threads"),
+            );
+        }
+        if !present().all(|p| under_roots(p) || in_shared(p)) {
+            return deny(
+                libc::EACCES,
+                Builtin::WriteRoots,
+                "path outside the write roots",
+            );
+        }
+        // A new name needs nothing; any other entry there must be the run's.
+        let needs_own = present().any(|p| !under_roots(p) && Some(p) != new_entry);
+        if needs_own && !req.own_shared {
+            return deny(
+                libc::EACCES,
+                Builtin::Shared,
+                "an entry of a shared directory that this run did not make",
+            );
+        }
+        shared = true;
     }
 
     // guard's own configuration, new or old: an agent that edits the profile it runs under
@@ -189,11 +223,6 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         // A new entry is judged by the directory it lands in: a name that matches `protect`
         // may found a new protected tree (`git init` making `.git`), but may not be added
         // inside a protected directory (a new hook in an existing `.git/hooks`).
-        let new_entry = match (req.creates, req.op) {
-            (true, Op::Create) => Some(path),
-            (true, Op::Rename | Op::Link) => req.path2,
-            _ => None,
-        };
         let refused = |p: &Path| {
             if Some(p) == new_entry {
                 protected(p) && p.parent().is_some_and(protected)
@@ -229,7 +258,39 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
     if let Some(v) = decide_git(policy, req) {
         return v;
     }
+    if shared {
+        return allow(
+            Builtin::Shared,
+            Some("a new entry of a shared directory, or one this run made"),
+        );
+    }
     allow(Builtin::WriteRoots, None)
+}
+
+/// `/proc/PID/comm` or `/proc/PID/task/TID/comm`: a thread's name. A write through it renames
+/// the thread only when the writer is in the same thread group (the kernel checks the writer at
+/// `write(2)`, and fails anyone else's write with EINVAL), so opening one gives nothing that
+/// `prctl(PR_SET_NAME)`, never judged, does not.
+pub fn is_thread_name(p: &Path) -> bool {
+    let number = |c: &std::ffi::OsStr| {
+        let b = c.as_bytes();
+        !b.is_empty() && b.iter().all(u8::is_ascii_digit)
+    };
+    let parts: Vec<_> = p.iter().collect();
+    match parts.as_slice() {
+        [root, proc, pid, comm] => {
+            *root == "/" && *proc == "proc" && number(pid) && *comm == "comm"
+        }
+        [root, proc, pid, task, tid, comm] => {
+            *root == "/"
+                && *proc == "proc"
+                && number(pid)
+                && *task == "task"
+                && number(tid)
+                && *comm == "comm"
+        }
+        _ => false,
+    }
 }
 
 /// The judgement of what a call does to git's own files (see `policy::git`).
@@ -615,6 +676,93 @@ mod tests {
         );
         assert_eq!(fs(&p, Op::Write, "/tmp/guard-run/x").action, Action::Allow);
         assert_eq!(fs(&p, Op::Write, "relative/x").action, Action::Deny);
+    }
+
+    #[test]
+    fn shared_directories_take_new_entries_and_changes_to_the_runs_own() {
+        for p in [agent(), load(&["ci".into()], &vars()).unwrap()] {
+            let shm = PathBuf::from("/dev/shm/sem.x");
+            let ws = PathBuf::from("/ws/x");
+            let etc = PathBuf::from("/etc/x");
+            let judge = |op, creates, own_shared, path2: Option<&PathBuf>| {
+                let v = decide(
+                    &p,
+                    &Request {
+                        path: Some(&shm),
+                        path2: path2.map(PathBuf::as_path),
+                        creates,
+                        own_shared,
+                        ..Request::new(op)
+                    },
+                );
+                (v.action, v.errno, v.rule.as_str().to_string())
+            };
+            let allowed = (Action::Allow, 0, "fs.shared".to_string());
+            let refused = (Action::Deny, libc::EACCES, "fs.shared".to_string());
+            assert_eq!(judge(Op::Create, true, false, None), allowed, "a new entry");
+            for op in [Op::Write, Op::Delete, Op::Chmod, Op::Create] {
+                assert_eq!(
+                    judge(op, false, false, None),
+                    refused,
+                    "{op:?}: not the run's"
+                );
+                assert_eq!(judge(op, false, true, None), allowed, "{op:?}: the run's");
+            }
+            let new = PathBuf::from("/dev/shm/new");
+            assert_eq!(
+                judge(Op::Link, true, false, Some(&new)),
+                refused,
+                "their file"
+            );
+            assert_eq!(
+                judge(Op::Link, true, true, Some(&new)),
+                allowed,
+                "the run's"
+            );
+            assert_eq!(judge(Op::Rename, true, true, Some(&ws)), allowed);
+            // Beyond the write roots the other end decides, whoever made the first.
+            let beyond = (Action::Deny, libc::EACCES, "fs.write-roots".to_string());
+            assert_eq!(judge(Op::Rename, true, true, Some(&etc)), beyond);
+            // The directory itself is the machine's, and a name that merely starts the same
+            // is no part of it.
+            assert_eq!(
+                fs(&p, Op::Chmod, "/dev/shm").rule.as_str(),
+                "fs.write-roots"
+            );
+            assert_eq!(
+                fs(&p, Op::Create, "/dev/shmx/a").rule.as_str(),
+                "fs.write-roots"
+            );
+        }
+    }
+
+    #[test]
+    fn a_threads_name_may_be_opened_for_writing_and_nothing_else_in_proc() {
+        let p = agent();
+        for path in ["/proc/12/comm", "/proc/12/task/13/comm"] {
+            let v = fs(&p, Op::Write, path);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Allow, "fs.thread-name")
+            );
+            assert_eq!(fs(&p, Op::Delete, path).action, Action::Deny, "{path}");
+            assert_eq!(fs(&p, Op::Chmod, path).action, Action::Deny, "{path}");
+        }
+        for path in [
+            "/proc/12/oom_score_adj",
+            "/proc/self/comm",
+            "/proc/12/task/13/x/comm",
+            "/proc/1x/comm",
+            "/proc/12/task/comm",
+            "/sys/12/comm",
+        ] {
+            let v = fs(&p, Op::Write, path);
+            assert_eq!(
+                (v.action, v.rule.as_str()),
+                (Action::Deny, "fs.write-roots"),
+                "{path}"
+            );
+        }
     }
 
     #[test]

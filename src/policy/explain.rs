@@ -26,7 +26,10 @@ impl Builtin {
             Builtin::GitHook => "a git hook",
             Builtin::GitPush => "a push that deletes or rewrites remote refs",
             Builtin::MassDelete => "the command deletes much of the workspace",
-            Builtin::Observe | Builtin::FdReopen | Builtin::Resolve => "refused",
+            Builtin::Shared => "an entry of a shared directory that this run did not make",
+            Builtin::Observe | Builtin::FdReopen | Builtin::ThreadName | Builtin::Resolve => {
+                "refused"
+            }
         }
     }
 
@@ -60,6 +63,9 @@ impl Builtin {
             }
             Builtin::MassDelete => {
                 "raise [transaction] mass-delete's min-entries or share (in a profile layered with -p)"
+            }
+            Builtin::Shared => {
+                "make the change outside the sandbox, or add the directory to [fs] write (in a profile layered with -p)"
             }
             Builtin::ExecAnonymous if op == Some(Op::Exec) => {
                 "run the program from a file under the read roots"

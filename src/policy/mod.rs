@@ -28,7 +28,7 @@ pub mod volume;
 
 pub use argv::ArgvPattern;
 pub use builtin::{builtin_names, builtin_source};
-pub use decide::decide;
+pub use decide::{decide, is_thread_name};
 pub use diagnose::Problem;
 pub use error::PolicyError;
 pub use explain::{explain, explain_landlock_exec};

@@ -48,6 +48,10 @@ pub struct FsPolicy {
     /// workspace, or listing `/`, sees the names it sees bare; no file beneath becomes readable.
     /// `fs.hide` does not apply to them: a hidden directory's names are listable, its files not.
     pub list: Vec<PathBuf>,
+    /// Shared directories (`/dev/shm`): world-shared places where the command may make new
+    /// entries and change only the entries it made (the supervisor performs every such call;
+    /// Landlock grants nothing here). Another process's file there stays as it is.
+    pub shared: Vec<PathBuf>,
     /// Glob patterns (absolute, expanded) whose existing entries may not be mutated.
     pub protect: Vec<String>,
     /// Compiled form of `protect`, made on first use (see [`FsPolicy::protect_set`]); a
@@ -505,6 +509,10 @@ pub struct Request<'a> {
     /// A metadata call through a descriptor whose object has no name anywhere (a pipe, a
     /// socket, a memfd, an unlinked file): no path rule applies (set-id bits still do).
     pub unnamed: bool,
+    /// Every target of the call that lies in a shared directory (`fs.shared`) and is there
+    /// already is an entry this run made (new names need nothing). The supervisor finds it
+    /// out only when asked: after a verdict of `fs.shared`.
+    pub own_shared: bool,
 }
 
 impl<'a> Request<'a> {
@@ -531,6 +539,7 @@ impl<'a> Request<'a> {
             sets_id: false,
             git: &[],
             unnamed: false,
+            own_shared: false,
         }
     }
 }
@@ -598,11 +607,17 @@ pub enum Builtin {
     /// A change to guard's own configuration (a profile file in use, any `.guard.toml`, the
     /// user's configuration directory), or to an ancestor of one.
     GuardConfig,
+    /// A change in a shared directory (`fs.shared`): new entries are allowed, and changes to
+    /// the entries this run made there; anything else there is refused.
+    Shared,
+    /// A write-open of a thread's name (`/proc/PID/comm`, `/proc/PID/task/TID/comm`): the
+    /// kernel lets a write through it rename only the writer's own threads, as `prctl` does.
+    ThreadName,
 }
 
 impl Builtin {
     /// Every built-in rule.
-    pub const ALL: [Builtin; 17] = [
+    pub const ALL: [Builtin; 19] = [
         Builtin::WriteRoots,
         Builtin::Protect,
         Builtin::ExecAnonymous,
@@ -620,6 +635,8 @@ impl Builtin {
         Builtin::GitPush,
         Builtin::MassDelete,
         Builtin::GuardConfig,
+        Builtin::Shared,
+        Builtin::ThreadName,
     ];
 
     /// The id in the audit log (a stable wire format: docs/audit-format.md).
@@ -642,6 +659,8 @@ impl Builtin {
             Builtin::GitPush => "git.push",
             Builtin::MassDelete => "fs.mass-delete",
             Builtin::GuardConfig => "fs.guard-config",
+            Builtin::Shared => "fs.shared",
+            Builtin::ThreadName => "fs.thread-name",
         }
     }
 }

@@ -83,6 +83,10 @@ pub struct RawFs {
     /// files becoming readable.
     #[serde(default)]
     pub list: Vec<String>,
+    /// Directories shared with processes outside the sandbox, where the command may make new
+    /// entries and change only the ones it made.
+    #[serde(default)]
+    pub shared: Vec<String>,
     #[serde(default)]
     pub protect: Vec<String>,
     /// Paths inside the roots that Landlock must not grant (globs).

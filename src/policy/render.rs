@@ -56,6 +56,11 @@ pub fn render(policy: &Policy) -> String {
         "list",
         policy.fs.list.iter().map(|p| p.display().to_string()),
     );
+    list(
+        w,
+        "shared",
+        policy.fs.shared.iter().map(|p| p.display().to_string()),
+    );
     list(w, "protect", policy.fs.protect.iter().cloned());
     list(
         w,

@@ -2,7 +2,7 @@
 //!
 //! Merge semantics, applied from the base of the chain to the most derived profile (and, for
 //! several specs, from the leftmost to the rightmost):
-//! - lists (`fs.read`, `fs.write`, `fs.list`, `fs.protect`, `net.connect`, `net.resolve`,
+//! - lists (`fs.read`, `fs.write`, `fs.list`, `fs.shared`, `fs.protect`, `net.connect`, `net.resolve`,
 //!   `transaction.exclude`,
 //!   `env.keep`, `env.drop`, `env.allow`) are appended to the parent's, exact duplicates removed;
 //! - scalars (`mode`, `net.dns`, `net.bind` as a whole (its ports and its addresses), `transaction.on-deny`, `on-failure`,
@@ -42,6 +42,7 @@ const REPLACEABLE: &[&str] = &[
     "fs.read",
     "fs.write",
     "fs.list",
+    "fs.shared",
     "fs.protect",
     "fs.hide",
     "net.connect",
@@ -143,6 +144,7 @@ struct Acc {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     list: Vec<PathBuf>,
+    shared: Vec<PathBuf>,
     protect: Vec<String>,
     hide: Vec<String>,
     allow_setid: bool,
@@ -181,6 +183,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
         read: Vec::new(),
         write: Vec::new(),
         list: Vec::new(),
+        shared: Vec::new(),
         protect: Vec::new(),
         hide: Vec::new(),
         allow_setid: false,
@@ -228,6 +231,7 @@ fn resolve(specs: &[String], units: &[Unit], vars: &Vars) -> Result<Policy, Poli
             read: acc.read,
             write: acc.write,
             list: acc.list,
+            shared: acc.shared,
             protect: acc.protect,
             protect_set: OnceLock::new(),
             protect_anchors,
@@ -287,6 +291,7 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
             "fs.read" => acc.read.clear(),
             "fs.write" => acc.write.clear(),
             "fs.list" => acc.list.clear(),
+            "fs.shared" => acc.shared.clear(),
             "fs.protect" => acc.protect.clear(),
             "fs.hide" => acc.hide.clear(),
             "git.refuse-keys" => acc.refuse_keys.clear(),
@@ -344,6 +349,11 @@ fn apply(acc: &mut Acc, unit: &Unit, vars: &Vars) -> Result<(), PolicyError> {
     for entry in &raw.fs.list {
         if let Some(p) = cx.abs_path("fs.list", entry)? {
             push_unique_path(&mut acc.list, p);
+        }
+    }
+    for entry in &raw.fs.shared {
+        if let Some(p) = cx.abs_path("fs.shared", entry)? {
+            push_unique_path(&mut acc.shared, p);
         }
     }
     for entry in &raw.fs.protect {

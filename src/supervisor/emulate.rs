@@ -171,6 +171,48 @@ pub fn perform(
     perform_journaled(act, n, listener, inject, j, since, oversize, note)
 }
 
+/// [`perform`] of a call without a journal that changes a shared directory (see
+/// [`super::shared`]): an open there is checked, or its new file noted, on the descriptor
+/// guard opened, before the caller gets it.
+pub fn perform_shared(
+    act: &Act,
+    n: &Notif,
+    listener: &Arc<Listener>,
+    inject: Inject,
+    made: &super::shared::Made,
+) -> Outcome {
+    if !matches!(act, Act::Open { .. } | Act::Rename { .. }) {
+        return perform(act, n, listener, inject, None, Oversize::Deny, &mut None);
+    }
+    if let Some(seen) = act.removed_dir().and_then(|t| t.seen.as_ref()) {
+        super::base::forget(seen);
+    }
+    if act.may_bring_a_symlink() {
+        super::target::programs_may_change();
+    }
+    match act {
+        Act::Open { at, flags, mode } => {
+            open(at, *flags, *mode, n, listener, inject, None, Some(made))
+        }
+        // A rename to a name that was free when judged replaces nothing that appeared since
+        // (another process's file): it fails with EEXIST instead.
+        Act::Rename { from, to, flags }
+            if to.kind.is_none() && to.pinned.is_none() && flags & libc::RENAME_EXCHANGE == 0 =>
+        {
+            as_caller_creating_nothing(|| {
+                nix::fcntl::renameat2(
+                    raw(from),
+                    &*from.call_name(),
+                    raw(to),
+                    &*to.call_name(),
+                    RenameFlags::from_bits_retain(flags | libc::RENAME_NOREPLACE),
+                )
+            })
+        }
+        _ => perform_plain(act, n, listener, inject),
+    }
+}
+
 /// [`perform`] with a journal.
 #[allow(clippy::too_many_arguments)]
 fn perform_journaled(
@@ -260,7 +302,7 @@ fn perform_journaled(
         },
         Act::Open { at, flags, mode } if flags & libc::O_CREAT != 0 && at.kind.is_none() => {
             match j.will_create_in(at.parent.as_fd(), &at.name, &at.path, looked(at, since)) {
-                Ok(()) => return open(at, *flags, *mode, n, listener, inject, Some(j)),
+                Ok(()) => return open(at, *flags, *mode, n, listener, inject, Some(j), None),
                 // Made since the walk, by a change that took the lock first: the caller's
                 // open, without O_EXCL, opens it as it is now, its content kept first.
                 Err(JournalError::Exists { .. }) if flags & libc::O_EXCL == 0 => match saved(j, at)
@@ -410,7 +452,7 @@ fn perform_plain(act: &Act, n: &Notif, listener: &Arc<Listener>, inject: Inject)
             }))
         }
         Act::Truncate { at, len } => truncate(at, *len, n),
-        Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject, None),
+        Act::Open { at, flags, mode } => open(at, *flags, *mode, n, listener, inject, None, None),
         Act::Connect { sock, addr } => connect(*sock, addr, n, listener),
         // Performed by the network stage before it comes here (`supervisor::net`).
         Act::Net(_) => Outcome::Failed(libc::ENOSYS),
@@ -512,6 +554,11 @@ fn connect(sock: i32, addr: &[u8], n: &Notif, listener: &Arc<Listener>) -> Outco
 /// `creating`: the journal that recorded this open's name as about to be created. guard then
 /// creates it exclusively (as the kernel would, opening the file instead if one appeared
 /// meanwhile), and tells the journal the inode it made (see [`Journal::made_file`]).
+///
+/// `shared`: the target lies in a shared directory. A new file is made exclusively there too,
+/// and noted as the run's; a file found is handed over only if the run made it (EACCES
+/// otherwise: the name changed hands since it was judged).
+#[allow(clippy::too_many_arguments)]
 fn open(
     at: &Target,
     flags: i32,
@@ -520,6 +567,7 @@ fn open(
     listener: &Arc<Listener>,
     inject: Inject,
     creating: Option<&mut Journal>,
+    shared: Option<&super::shared::Made>,
 ) -> Outcome {
     if inject == Inject::Continue {
         return Outcome::Continue;
@@ -552,7 +600,9 @@ fn open(
         ),
     };
     // Whether this open made the file: only an exclusive create proves it.
-    let exclusive = creating.is_some() && at.pinned.is_none() && flags & libc::O_CREAT != 0;
+    let exclusive = (creating.is_some() || shared.is_some())
+        && at.pinned.is_none()
+        && flags & libc::O_CREAT != 0;
     // A root guard's command differs from guard by capabilities only: where the kernel's
     // checks of its open come out the same for guard, guard opens the file without switching
     // its effective set (two `capset`s) and proves it after (`creds::open_without_switch`):
@@ -629,6 +679,16 @@ fn open(
         Ok(opened) => opened,
         Err(e) => return Outcome::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
     };
+    if let Some(shared) = shared {
+        let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+            return Outcome::Failed(libc::EACCES);
+        };
+        if made {
+            shared.note(&st);
+        } else if !shared.contains(&st) {
+            return Outcome::Failed(libc::EACCES);
+        }
+    }
     let wake = match inject {
         Inject::AddFdSend | Inject::AddFd => super::warm::before_injection(),
         Inject::Continue => None,

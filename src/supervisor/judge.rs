@@ -71,6 +71,15 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
     if verdict.rule == RuleId::Builtin(Builtin::Protect) && is_fresh(&lock(&core.created), r) {
         verdict = policy::decide(&policy, &r.request(true));
     }
+    // Likewise whether the targets in a shared directory are the run's: asked only of a call
+    // refused for not being so.
+    if verdict.rule == RuleId::Builtin(Builtin::Shared) && core.made_shared.owns(&policy, r) {
+        let req = policy::Request {
+            own_shared: true,
+            ..r.request(false)
+        };
+        verdict = policy::decide(&policy, &req);
+    }
     verdict = super::net::judge_more(&policy, r, verdict);
     if verdict.action == Action::Deny {
         // A refusal of a call the kernel fails anyway gets the kernel's own answer, not a

@@ -48,6 +48,7 @@ mod reads;
 mod receive;
 mod record;
 mod resolve;
+mod shared;
 mod sockaddr;
 mod target;
 mod txn;
@@ -115,6 +116,8 @@ struct Core {
     /// Entries this run created that `protect` patterns care about (see `Request::fresh`); its
     /// own lock, so judging a call never waits for a slow journal operation.
     created: Mutex<HashSet<PathBuf>>,
+    /// The entries this run made in shared directories (`fs.shared`).
+    made_shared: shared::Made,
     /// Deletes counted per command, for `transaction.mass-delete`.
     volume: Mutex<volume::Volume>,
     /// What the run's refusals were and what the refused processes were told.
@@ -378,6 +381,7 @@ impl Supervisor {
                 callers: callers::Callers::new(tree.init_pid() as u32),
                 inject,
                 created: Mutex::new(HashSet::new()),
+                made_shared: shared::Made::default(),
                 volume,
                 refusals: Mutex::new(explain::Refusals::default()),
                 root,

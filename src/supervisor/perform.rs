@@ -35,6 +35,10 @@ pub(super) fn perform(
         return (answer, None);
     }
     let mut note = None;
+    // A change in a shared directory: what it removes and makes there, read before it is made.
+    let shared = (!policy.fs.shared.is_empty()
+        && r.paths().any(|p| super::shared::in_shared(policy, p)))
+    .then(|| super::shared::Made::before(policy, r));
     let ws = &policy.vars.workspace;
     let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| core.tx.take()));
     let outcome = match tx {
@@ -60,6 +64,9 @@ pub(super) fn perform(
             }
             outcome
         }
+        None if shared.is_some() => {
+            emulate::perform_shared(&r.act, n, &core.listener, inject, &core.made_shared)
+        }
         None => {
             let outcome = emulate::perform(
                 &r.act,
@@ -73,6 +80,9 @@ pub(super) fn perform(
             reinstall(r, None, outcome)
         }
     };
+    if let (Some(settle), Outcome::Done(_)) = (shared, &outcome) {
+        core.made_shared.settle(settle);
+    }
     let answer = match outcome {
         Outcome::Done(v) => Some(Answer::Value(v)),
         Outcome::Failed(e) => Some(Answer::Errno(e)),

@@ -249,6 +249,7 @@ impl Resolved {
             sets_id: self.sets_id,
             git: &self.git,
             unnamed: self.unnamed,
+            own_shared: false,
         }
     }
 

@@ -798,7 +798,11 @@ fn walk_from(
             continue;
         }
         let real = path_of(&parent)?;
-        if is_other_process(&real, pid) {
+        // A thread's name needs no access to the process: opening one asks only the file's
+        // mode (and the kernel lets only the thread group write it), as for the caller bare.
+        let name_only =
+            kind == Some(Kind::File) && crate::policy::is_thread_name(&real.join(&name));
+        if is_other_process(&real, pid) && !name_only {
             // The caller could not look into another process's /proc entry (Landlock keeps
             // it from ptracing out of its domain); guard must not do it on its behalf.
             return Err(io::Error::from_raw_os_error(libc::EACCES));

@@ -42,6 +42,7 @@ mod profiles;
 mod recovery;
 mod rollback_ops;
 mod secrets;
+mod shared_dirs;
 mod syscalls;
 mod transactions;
 mod unprivileged;
