@@ -163,14 +163,15 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
         _ => None,
     };
     let under_roots = |p: &Path| policy.fs.write.iter().any(|root| is_within(p, root));
-    // Beneath a shared directory (not the directory itself): a new entry may be made there,
-    // and what the run made there changed (`Request::own_shared`).
+    // Beneath a shared directory (not the directory itself, unless a nameless file is made
+    // in it): a new entry may be made there, and what the run made there changed
+    // (`Request::own_shared`).
     let in_shared = |p: &Path| {
         policy
             .fs
             .shared
             .iter()
-            .any(|root| p != root && is_within(p, root))
+            .any(|root| (p != root || req.nameless) && is_within(p, root))
     };
     let mut shared = false;
     if !present().all(under_roots) {
@@ -187,8 +188,10 @@ fn decide_fs(policy: &Policy, req: &Request) -> Verdict {
                 "path outside the write roots",
             );
         }
-        // A new name needs nothing; any other entry there must be the run's.
-        let needs_own = present().any(|p| !under_roots(p) && Some(p) != new_entry);
+        // A new name, or a new file with none, needs nothing; any other entry there must be
+        // the run's.
+        let new = new_entry.or(req.nameless.then_some(path));
+        let needs_own = present().any(|p| !under_roots(p) && Some(p) != new);
         if needs_own && !req.own_shared {
             return deny(
                 libc::EACCES,
@@ -732,6 +735,24 @@ mod tests {
             assert_eq!(
                 fs(&p, Op::Create, "/dev/shmx/a").rule.as_str(),
                 "fs.write-roots"
+            );
+            // ... but a file with no name may be made in the directory itself (O_TMPFILE).
+            let root = PathBuf::from("/dev/shm");
+            let nameless = |nameless| {
+                let v = decide(
+                    &p,
+                    &Request {
+                        path: Some(&root),
+                        nameless,
+                        ..Request::new(Op::Write)
+                    },
+                );
+                (v.action, v.rule.as_str().to_string())
+            };
+            assert_eq!(nameless(true), (Action::Allow, "fs.shared".to_string()));
+            assert_eq!(
+                nameless(false),
+                (Action::Deny, "fs.write-roots".to_string())
             );
         }
     }

@@ -513,6 +513,8 @@ pub struct Request<'a> {
     /// already is an entry this run made (new names need nothing). The supervisor finds it
     /// out only when asked: after a verdict of `fs.shared`.
     pub own_shared: bool,
+    /// An open with O_TMPFILE: a new file with no name, made in the directory `path`.
+    pub nameless: bool,
 }
 
 impl<'a> Request<'a> {
@@ -540,6 +542,7 @@ impl<'a> Request<'a> {
             git: &[],
             unnamed: false,
             own_shared: false,
+            nameless: false,
         }
     }
 }

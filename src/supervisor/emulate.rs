@@ -683,7 +683,8 @@ fn open(
         let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
             return Outcome::Failed(libc::EACCES);
         };
-        if made {
+        // O_TMPFILE always makes a new file.
+        if made || flags & libc::O_TMPFILE == libc::O_TMPFILE {
             shared.note(&st);
         } else if !shared.contains(&st) {
             return Outcome::Failed(libc::EACCES);

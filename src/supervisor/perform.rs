@@ -37,7 +37,8 @@ pub(super) fn perform(
     let mut note = None;
     // A change in a shared directory: what it removes and makes there, read before it is made.
     let shared = (!policy.fs.shared.is_empty()
-        && r.paths().any(|p| super::shared::in_shared(policy, p)))
+        && r.paths()
+            .any(|p| policy.fs.shared.iter().any(|s| p.starts_with(s))))
     .then(|| super::shared::Made::before(policy, r));
     let ws = &policy.vars.workspace;
     let tx = tx.or_else(|| r.paths().any(|p| p.starts_with(ws)).then(|| core.tx.take()));

@@ -250,6 +250,10 @@ impl Resolved {
             git: &self.git,
             unnamed: self.unnamed,
             own_shared: false,
+            nameless: matches!(
+                &self.act,
+                Act::Open { flags, .. } if flags & libc::O_TMPFILE == libc::O_TMPFILE
+            ),
         }
     }
 
