@@ -31,6 +31,20 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     if policy.mode == Mode::Observe {
         return allow(Builtin::Observe, None);
     }
+    if let (Op::Connect | Op::Dns, Some(NetAddr::Inet(to))) = (req.op, req.addr) {
+        if let Some(local) = loopback_for(to) {
+            // The kernel connects (and sends) to the unspecified address on this machine,
+            // over loopback: judged as where it goes, so a rule on loopback covers it too.
+            let to = NetAddr::Inet(local);
+            return decide(
+                policy,
+                &Request {
+                    addr: Some(&to),
+                    ..*req
+                },
+            );
+        }
+    }
     if let (Op::Dns, Some(_)) = (req.op, req.addr) {
         // A query goes to a nameserver: the nameserver must be one the program may reach.
         let to_server = decide(
@@ -418,6 +432,21 @@ fn decide_connect(policy: &Policy, req: &Request) -> Verdict {
 }
 
 const NETLINK: &str = "netlink messages stay on this machine";
+
+/// Where a connect or send to `to` goes when `to` is the unspecified address: Linux routes
+/// `0.0.0.0` (and `::ffff:0.0.0.0`) to `127.0.0.1` and `::` to `::1`, the same port.
+fn loopback_for(to: &std::net::SocketAddr) -> Option<std::net::SocketAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let ip = match to.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_unspecified()) => {
+            IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, to.port()))
+}
 
 /// A bind (or listen) of `req.addr`: a `net.bind` address; or loopback on a `net.bind` port;
 /// or the wildcard address on such a port, which the supervisor then fences so that only
@@ -1043,6 +1072,12 @@ mod tests {
         let v = connect(&p, &inet("127.0.0.1:8080"));
         assert_eq!((v.action, v.rule.as_str()), (Action::Allow, "net.connect"));
         assert_eq!(connect(&p, &inet("[::1]:8080")).action, Action::Allow);
+        // The unspecified address is where Linux sends it: loopback.
+        for to in ["0.0.0.0:8080", "[::]:8080", "[::ffff:0.0.0.0]:8080"] {
+            assert_eq!(connect(&p, &inet(to)).action, Action::Allow, "{to}");
+            let strict = load(&["strict".into()], &vars()).unwrap();
+            assert_eq!(connect(&strict, &inet(to)).action, Action::Deny, "{to}");
+        }
         let v = connect(&p, &inet("8.8.8.8:53"));
         assert_eq!((v.action, v.errno), (Action::Deny, libc::EACCES));
         assert_eq!(v.reason.as_deref(), Some("address not in net.connect"));

@@ -41,6 +41,24 @@ fn missing(t: &Target) -> bool {
     t.kind.is_none()
 }
 
+/// Whether the directories `a` and `b` are in lie on different mounts (false when that cannot
+/// be told).
+fn on_other_mounts(a: &Target, b: &Target) -> bool {
+    use std::os::fd::AsFd;
+    let mount = |t: &Target| {
+        crate::sys::fs::statx_at(
+            Some(t.parent.as_fd()),
+            c"",
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+        )
+        .ok()
+        .filter(|st| st.stx_mask & libc::STATX_MNT_ID != 0)
+        .map(|st| st.stx_mnt_id)
+    };
+    matches!((mount(a), mount(b)), (Some(x), Some(y)) if x != y)
+}
+
 /// A new name with a trailing slash or a final `.`/`..` (filename_create): EEXIST when
 /// something is there (a dot always is), else ENOENT.
 fn new_name(t: &Target) -> Option<i32> {
@@ -69,6 +87,13 @@ pub fn refused(act: &Act) -> Option<i32> {
         Act::Rmdir(t) if t.name == "." => Some(libc::EINVAL),
         Act::Rmdir(t) if t.name == ".." => Some(libc::ENOTEMPTY),
         Act::Rmdir(t) if t.slash && !missing(t) && !is_dir(t) => Some(libc::ENOTDIR),
+        // The kernel compares the two parents' mounts before it looks at the names: rustix
+        // tells a mount point so (`renameat(proc, "../.", proc, ".")` is EXDEV at /proc).
+        Act::Rename { from, to, .. }
+            if (from.is_dot() || to.is_dot()) && on_other_mounts(from, to) =>
+        {
+            Some(libc::EXDEV)
+        }
         Act::Rename { from, .. } if from.is_dot() => Some(libc::EBUSY),
         Act::Rename { to, flags, .. } if to.is_dot() => {
             Some(if flags & libc::RENAME_NOREPLACE != 0 {
@@ -221,6 +246,9 @@ pub fn kernel_first(
 /// nothing is changed. `None` when that cannot be told (the directory cannot be read).
 pub fn fails_anyway(act: &Act) -> Option<i32> {
     use std::os::fd::{AsFd, AsRawFd};
+    if let Act::Net(net) = act {
+        return super::net::sock::bind_fails_anyway(net);
+    }
     let Act::Rmdir(t) = act else { return None };
     if !is_dir(t) || t.pinned.is_some() || t.name == "." || t.name == ".." {
         return None;

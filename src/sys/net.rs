@@ -181,13 +181,22 @@ pub fn sendmmsg_raw(
 
 /// getsockopt(2) of an integer option at SOL_SOCKET (SO_TYPE, SO_DOMAIN, SO_ERROR).
 pub fn sockopt_int(sock: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<libc::c_int> {
+    sockopt_int_at(sock, libc::SOL_SOCKET, opt)
+}
+
+/// getsockopt(2) of an integer option at `level` (IPPROTO_IP's IP_FREEBIND, ...).
+pub fn sockopt_int_at(
+    sock: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+) -> io::Result<libc::c_int> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `v` and `len` are live locals of the sizes the kernel is told about.
     let rc = unsafe {
         libc::getsockopt(
             sock.as_raw_fd(),
-            libc::SOL_SOCKET,
+            level,
             opt,
             (&mut v as *mut libc::c_int).cast(),
             &mut len,

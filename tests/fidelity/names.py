@@ -299,6 +299,23 @@ def main():
     os.chmod("ro", 0o755)
     for name in ["m444", "m200", "m600", "m000", "m400"]:
         os.chmod(name, 0o644)
+    # The kernel compares the parents' mounts before it looks at `.` and `..`: rustix tells
+    # /proc is a mount point by the EXDEV of this rename (and trusts procfs only then).
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    show("rename ../. . at /proc", lambda: os.rename("../.", ".", src_dir_fd=proc, dst_dir_fd=proc))
+    show("rename . ../. at /proc", lambda: os.rename(".", "../.", src_dir_fd=proc, dst_dir_fd=proc))
+    show("rename .. x at /proc", lambda: os.rename("..", "x", src_dir_fd=proc, dst_dir_fd=proc))
+    os.close(proc)
+    # Addresses: a bind to one this machine does not have fails with EADDRNOTAVAIL whatever
+    # the policy says; a connect to the unspecified address goes to loopback (nothing listens
+    # on port 1 there).
+    import socket
+    for family, host in [(socket.AF_INET, "1.1.1.1"), (socket.AF_INET6, "2001:db8::1")]:
+        with socket.socket(family) as s:
+            show(f"bind {host} port 9999", lambda: s.bind((host, 9999)))
+    for family, host in [(socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")]:
+        with socket.socket(family) as s:
+            show(f"connect {host} port 1", lambda: s.connect((host, 1)))
     # What is left.
     for root, dirs, files in sorted(os.walk(".")):
         for name in sorted(dirs + files):

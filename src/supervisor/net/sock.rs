@@ -85,6 +85,56 @@ pub fn resolve_bind(
     Ok(Resolution::Judge(Box::new(r)))
 }
 
+/// EADDRNOTAVAIL when a bind the policy refuses would fail so anyway: `act` binds an address
+/// that is none of this machine's (`1.1.1.1`), and the caller's socket may not bind a foreign
+/// one (IP_FREEBIND, IP_TRANSPARENT). Asked of a socket of guard's own, of the same family and
+/// type, bound to that address on port 0 (no port is taken, nothing is sent). `None` when the
+/// address is bindable or that cannot be told: the refusal stands.
+pub fn bind_fails_anyway(act: &NetAct) -> Option<i32> {
+    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag};
+    let NetAct::Bind { sock, addr, at } = act else {
+        return None;
+    };
+    if at.ip().is_unspecified() {
+        return None;
+    }
+    // Options that let a socket bind an address the machine does not have (IP_FREEBIND and
+    // IP_TRANSPARENT apply to IPv6 sockets too); one that cannot be read counts as set.
+    let foreign_ok = [
+        (libc::IPPROTO_IP, libc::IP_FREEBIND),
+        (libc::IPPROTO_IP, libc::IP_TRANSPARENT),
+        (libc::IPPROTO_IPV6, libc::IPV6_FREEBIND),
+        (libc::IPPROTO_IPV6, libc::IPV6_TRANSPARENT),
+    ];
+    let v6 = at.is_ipv6();
+    let set = foreign_ok
+        .iter()
+        .filter(|(level, _)| v6 || *level == libc::IPPROTO_IP)
+        .any(|&(level, opt)| {
+            !matches!(
+                crate::sys::net::sockopt_int_at(sock.as_fd(), level, opt),
+                Ok(0)
+            )
+        });
+    if set {
+        return None;
+    }
+    let family = match at {
+        std::net::SocketAddr::V4(_) => AddressFamily::Inet,
+        std::net::SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let kind = socket::getsockopt(sock, sockopt::SockType).ok()?;
+    let scratch = socket::socket(family, kind, SockFlag::SOCK_CLOEXEC, None).ok()?;
+    // The caller's address as it gave it (an IPv6 scope included), on port 0: the port is
+    // the same two bytes in `sockaddr_in` and `sockaddr_in6`.
+    let mut probe = addr.clone();
+    probe.get_mut(2..4)?.fill(0);
+    match crate::sys::net::bind_raw(scratch.as_fd(), &probe) {
+        Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => Some(libc::EADDRNOTAVAIL),
+        _ => None,
+    }
+}
+
 /// Resolve listen(`sock`, `backlog`) by the caller of `n`.
 pub fn resolve_listen(
     n: &Notif,
