@@ -2,9 +2,12 @@
 //! is looked up until the command makes its first network call that guard judges (a connect
 //! or a DNS query); then a thread resolves every name in parallel and hands the supervisor the
 //! addresses, which it adds to what the run has learned (`net::NetState::learn`). A connect
-//! to an IP address that arrives before the answers waits for them (bounded), so it is judged
-//! on the full list rather than refused; it waits on the lookups alone ([`Waiter`]), so the
-//! calls made meanwhile are judged meanwhile. A connect to a unix socket cannot match a host
+//! to an IP address that arrives before the answers, and that they could change the verdict
+//! on (refused without them, or a profile rule names a host), waits for them (bounded), so it
+//! is judged on the full list rather than refused; it waits on the lookups alone ([`Waiter`]),
+//! so the calls made meanwhile are judged meanwhile. A connect allowed without them (loopback,
+//! a listed address) never waits: with a slow nameserver a test's first connect to its own
+//! server took 5 s. A connect to a unix socket cannot match a host
 //! entry and never waits (the C library connects to nscd's socket for `ls -l` and `id`: with
 //! a slow nameserver those took the whole 5 s). A command that never uses the network costs
 //! no lookup at all.

@@ -42,6 +42,10 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
             .flatten();
         (done.map(|d| (d, true)), waiter)
     };
+    // Only a refusal can turn on what the lookups find, and an allow only through a rule that
+    // names a host: a connect allowed without them (loopback, a listed address) goes on at
+    // once, however slow the nameserver.
+    let waiter = waiter.filter(|_| !allowed_without_lookups(&policy_in_force(core), r));
     // The call that takes the lookups from `poll` reports their failures; a waiter learns
     // what they found as well (learning twice adds nothing), so it is judged on it even when
     // another call took them a moment before.
@@ -107,6 +111,18 @@ pub(super) fn decide(core: &Core, pid: u32, judged: &Judged) -> (Arc<Policy>, Ve
         }
     }
     (policy, verdict)
+}
+
+/// Whether `r` is allowed on what the run knows now, whatever the lookups of host names find:
+/// allowed, and no rule names a host (a rule that refuses one could match what they find).
+fn allowed_without_lookups(policy: &Policy, r: &Resolved) -> bool {
+    let names_host = |rule: &policy::Rule| {
+        rule.addr
+            .iter()
+            .any(|t| matches!(t, policy::NetTarget::Host { .. }))
+    };
+    let verdict = policy::decide(policy, &r.request(false));
+    matches!(verdict.action, Action::Allow | Action::Risky) && !policy.rules.iter().any(names_host)
 }
 
 fn policy_in_force(core: &Core) -> Arc<Policy> {
