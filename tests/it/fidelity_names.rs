@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use crate::fidelity::{args, run_bare, run_guarded, Roots};
-use crate::util::{is_root, tool, Out, Workspace, UNPRIV_USER};
+use crate::util::{is_root, tool, Out, Workspace, AS_UNPRIVILEGED, UNPRIV_USER};
 
 fn script() -> &'static Path {
     Path::new(concat!(
@@ -69,15 +69,7 @@ fn compare(w: &Workspace) {
         }
     }
     let bare = if w.unprivileged {
-        let mut v = args([
-            "setpriv",
-            "--reuid",
-            UNPRIV_USER,
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--",
-        ]);
+        let mut v = args(AS_UNPRIVILEGED);
         v.extend(argv.iter().cloned());
         run_bare(&v, &bare_dir, true)
     } else {

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{Out, Workspace, UNPRIV_USER};
+use crate::fidelity;
+use crate::util::{Out, Workspace, AS_UNPRIVILEGED, UNPRIV_USER};
 
 /// The system's interpreter (every user may run it), if there is one.
 fn python() -> Option<PathBuf> {
@@ -17,27 +18,44 @@ fn python() -> Option<PathBuf> {
     p.exists().then(|| p.to_path_buf())
 }
 
-/// `argv` run bare, as the workspace's user.
+/// `argv` run bare as the workspace's user, with the credentials guard leaves it (a root
+/// one without capabilities).
 fn bare(w: &Workspace, argv: &[&str]) -> Out {
-    let mut c = if w.unprivileged {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid",
-            UNPRIV_USER,
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--",
-        ]);
-        c.args(argv);
-        c
-    } else {
-        let mut c = Command::new(argv[0]);
-        c.args(&argv[1..]);
-        c
-    };
-    c.current_dir(&w.ws).stdin(Stdio::null());
-    Out(c.output().expect("spawn bare command"))
+    if w.unprivileged {
+        let argv: Vec<&str> = AS_UNPRIVILEGED.iter().chain(argv).copied().collect();
+        return fidelity::run_bare(&fidelity::args(argv), &w.ws, true);
+    }
+    fidelity::run_bare(&fidelity::args(argv), &w.ws, false)
+}
+
+/// The Python script `text`, written to `file` in the workspace, run with `args` bare and under
+/// each of `profiles`: the same output, exit status 0 and no refusal. Returns the output.
+fn same_as_bare(
+    w: &Workspace,
+    py: &str,
+    (file, text): (&str, &str),
+    args: &[&str],
+    profiles: &[&str],
+) -> String {
+    let script = w.write(file, text).display().to_string();
+    let argv: Vec<&str> = [py, script.as_str()]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let want = bare(w, &argv);
+    want.expect_code(0);
+    for profile in profiles {
+        let out = w.exec(&[profile]).run(&argv);
+        assert_eq!(
+            (out.code(), out.stdout()),
+            (0, want.stdout()),
+            "{profile}, unprivileged: {}; stderr:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+        assert!(w.refusals().is_empty(), "{profile}: {:?}", w.refusals());
+    }
+    want.stdout()
 }
 
 /// A name in /dev/shm no other test uses.
@@ -97,27 +115,10 @@ fn python_multiprocessing_runs_as_bare_under_agent_and_ci() {
     };
     let py = py.display().to_string();
     for w in [Workspace::new(), Workspace::unprivileged()] {
-        let script = w.write("mp.py", MULTIPROCESSING);
-        let script = script.display().to_string();
-        let argv = [py.as_str(), script.as_str(), "spawn", "forkserver"];
-        let want = bare(&w, &argv);
-        want.expect_code(0);
-        assert!(
-            want.stdout().contains("forkserver [6]"),
-            "{}",
-            want.stdout()
-        );
-        for profile in ["agent", "ci"] {
-            let out = w.exec(&[profile]).run(&argv);
-            assert_eq!(
-                (out.code(), out.stdout()),
-                (0, want.stdout()),
-                "{profile}, unprivileged: {}; stderr:\n{}",
-                w.unprivileged,
-                out.stderr()
-            );
-            assert!(w.refusals().is_empty(), "{profile}: {:?}", w.refusals());
-        }
+        let script = ("mp.py", MULTIPROCESSING);
+        let methods = ["spawn", "forkserver"];
+        let out = same_as_bare(&w, &py, script, &methods, &["agent", "ci"]);
+        assert!(out.contains("forkserver [6]"), "{out}");
         // strict takes /dev/shm back: a lock is refused there, and says so.
         let out = w.exec(&["strict"]).run(&[
             py.as_str(),
@@ -282,22 +283,10 @@ fn threads_name_themselves_through_proc_as_bare() {
     };
     let py = py.display().to_string();
     for w in [Workspace::new(), Workspace::unprivileged()] {
-        let script = w.write("names.py", THREAD_NAMES);
-        let script = script.display().to_string();
-        let want = bare(&w, &[&py, &script]);
+        let out = same_as_bare(&w, &py, ("names.py", THREAD_NAMES), &[], &["agent"]);
         assert_eq!(
-            want.stdout(),
-            "self renamed\nthread 0\nthread name worker\nother: Invalid argument\n",
-            "bare: {}",
-            want.stderr()
-        );
-        let out = w.exec(&["agent"]).run(&[py.as_str(), script.as_str()]);
-        assert_eq!(
-            (out.code(), out.stdout()),
-            (0, want.stdout()),
-            "unprivileged: {}; stderr:\n{}",
-            w.unprivileged,
-            out.stderr()
+            out,
+            "self renamed\nthread 0\nthread name worker\nother: Invalid argument\n"
         );
         let named = w
             .decisions()
@@ -309,8 +298,8 @@ fn threads_name_themselves_through_proc_as_bare() {
 }
 
 const NAMELESS: &str = r#"
-import ctypes, os, sys
-name = sys.argv[1]
+import ctypes, os
+name = f'/dev/shm/guard-it-nameless-{os.getpid()}'
 fd = os.open('/dev/shm', os.O_TMPFILE | os.O_RDWR, 0o600)
 os.write(fd, b'nameless\n')
 os.setxattr(fd, 'user.a', b'v')
@@ -334,26 +323,7 @@ fn a_nameless_file_made_in_dev_shm_is_the_runs() {
     };
     let py = py.display().to_string();
     for w in [Workspace::new(), Workspace::unprivileged()] {
-        let script = w.write("nameless.py", NAMELESS);
-        let script = script.display().to_string();
-        let bare_name = shm_name("nameless-bare").display().to_string();
-        let want = bare(&w, &[&py, &script, &bare_name]);
-        assert_eq!(
-            want.stdout(),
-            "nameless b'v'\ngone True\n",
-            "bare: {}",
-            want.stderr()
-        );
-        let name = shm_name("nameless").display().to_string();
-        let out = w
-            .exec(&["agent"])
-            .run(&[py.as_str(), script.as_str(), name.as_str()]);
-        assert_eq!(
-            (out.code(), out.stdout()),
-            (0, want.stdout()),
-            "unprivileged: {}; stderr:\n{}",
-            w.unprivileged,
-            out.stderr()
-        );
+        let out = same_as_bare(&w, &py, ("nameless.py", NAMELESS), &[], &["agent"]);
+        assert_eq!(out, "nameless b'v'\ngone True\n");
     }
 }

@@ -13,6 +13,18 @@ pub use crate::bins::{bins, guard_bin};
 /// The unprivileged account tests drop to when they run as root.
 pub const UNPRIV_USER: &str = "nobody";
 
+/// The command-line prefix that runs a program as [`UNPRIV_USER`], with no supplementary
+/// groups: how the tests drop from root.
+pub const AS_UNPRIVILEGED: [&str; 7] = [
+    "setpriv",
+    "--reuid",
+    UNPRIV_USER,
+    "--regid",
+    "nogroup",
+    "--clear-groups",
+    "--",
+];
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -133,15 +145,8 @@ impl Workspace {
     /// A bare `guard` command with this workspace's environment.
     pub fn guard(&self) -> Guard {
         let mut cmd = if self.unprivileged {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid",
-                UNPRIV_USER,
-                "--regid",
-                "nogroup",
-                "--clear-groups",
-                "--",
-            ]);
+            let mut c = Command::new(AS_UNPRIVILEGED[0]);
+            c.args(&AS_UNPRIVILEGED[1..]);
             // The build directory may be out of its reach: it runs the shared copy.
             c.arg(&bins().guard);
             c
