@@ -327,3 +327,29 @@ fn a_nameless_file_made_in_dev_shm_is_the_runs() {
         assert_eq!(out, "nameless b'v'\ngone True\n");
     }
 }
+
+/// With ADDFD switched off (`GUARD_NO_ADDFD`, what a kernel before 5.9 gives), a write-open is
+/// continued once judged, and Landlock, which grants nothing in /dev/shm, refuses it: a
+/// multiprocessing lock fails with EACCES, closed rather than open. The degraded path.
+#[test]
+fn without_addfd_write_opens_in_dev_shm_fail_closed() {
+    let Some(py) = python() else {
+        eprintln!("skipped: /usr/bin/python3 is not installed");
+        return;
+    };
+    let py = py.display().to_string();
+    for w in [Workspace::new(), Workspace::unprivileged()] {
+        let out = w.exec(&["agent"]).env("GUARD_NO_ADDFD", "1").run(&[
+            py.as_str(),
+            "-c",
+            "import multiprocessing as mp\ntry: mp.Lock()\nexcept PermissionError: print('refused')",
+        ]);
+        assert_eq!(
+            out.stdout(),
+            "refused\n",
+            "unprivileged: {}; stderr:\n{}",
+            w.unprivileged,
+            out.stderr()
+        );
+    }
+}
